@@ -1,0 +1,31 @@
+"""The one interface every estimator talks to: a batched autoregressive model.
+
+Bring your own model by implementing these three methods. Rows are independent prefixes;
+`select` lets estimators branch samples and beams without re-encoding anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from torch import LongTensor, Tensor
+
+State = Any
+
+
+@runtime_checkable
+class SequenceModel(Protocol):
+    vocab_size: int
+
+    def initial_state(self, histories: Sequence[Sequence[int]]) -> tuple[Tensor, State]:
+        """Encode B histories; return log p(X_1 | history) as [B, V] and the state after them."""
+        ...
+
+    def step(self, state: State, tokens: LongTensor) -> tuple[Tensor, State]:
+        """Append one token per row; return log p(next | prefix) [B, V] and the new state."""
+        ...
+
+    def select(self, state: State, index: LongTensor) -> State:
+        """Rows of `state` picked (and duplicated) by `index`, for branching samples and beams."""
+        ...
