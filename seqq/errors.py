@@ -7,3 +7,19 @@ class QueryError(ValueError):
 
 class BudgetError(ValueError):
     """A model-call budget too small for the method to produce even one estimate."""
+
+
+class DataError(ValueError):
+    """A dataset that cannot be read or prepared (bad format, unknown name, bad options)."""
+
+
+class MissingRawData(DataError):
+    """A raw data file that is not on this machine; the message says what to put where."""
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that is missing, unreadable, or does not match the model or vocabulary."""
+
+
+class ModelLoadError(ValueError):
+    """A model whose weights cannot be loaded here (no hub access, missing package or file)."""

@@ -63,11 +63,11 @@ class MarkovModel:
 
     def initial_state(self, histories: Sequence[Sequence[int]]) -> tuple[Tensor, Tensor]:
         state = torch.tensor([self._context(h) for h in histories], dtype=torch.long)
-        return self.log_table[state].float(), state
+        return self.log_table[state], state
 
     def step(self, state: Tensor, tokens: Tensor) -> tuple[Tensor, Tensor]:
         state = self.next_context[state, tokens.cpu()]
-        return self.log_table[state].float().to(tokens.device), state
+        return self.log_table[state].to(tokens.device), state
 
     def select(self, state: Tensor, index: Tensor) -> Tensor:
         return state[index.cpu()]

@@ -1,0 +1,22 @@
+"""seqq: predictive querying for autoregressive sequence models."""
+
+from seqq import queries
+from seqq.api import estimate, estimate_many, exact
+from seqq.errors import BudgetError, QueryError
+from seqq.estimators import Estimate
+from seqq.estimators.reuse import hitting_time_distribution
+from seqq.ground_truth import GroundTruth, ground_truth, ground_truth_many
+
+__all__ = [
+    "BudgetError",
+    "Estimate",
+    "GroundTruth",
+    "QueryError",
+    "estimate",
+    "estimate_many",
+    "exact",
+    "ground_truth",
+    "ground_truth_many",
+    "hitting_time_distribution",
+    "queries",
+]

@@ -1,0 +1,19 @@
+"""Estimators of p(X_{1:K} ∈ Q | history); each takes a prepared `Batch` and returns Estimates."""
+
+from seqq.estimators.estimate import Estimate
+from seqq.estimators.exact import exact
+from seqq.estimators.montecarlo import importance, naive, uniform
+from seqq.estimators.search import coverage, hybrid, tail, top_b
+
+METHODS = {
+    "exact": exact,
+    "naive": naive,
+    "uniform": uniform,
+    "importance": importance,
+    "beam": top_b,
+    "coverage_beam": coverage,
+    "tail_beam": tail,
+    "hybrid": hybrid,
+}
+
+__all__ = ["METHODS", "Estimate"]

@@ -1,0 +1,37 @@
+"""The result every estimator returns."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """An estimate of p(X_{1:K} ∈ Q | history).
+
+    `log_value` carries the answer when `value` underflows; `stderr` is None for deterministic
+    methods; `entropy` is the restricted-proposal entropy H(q) in nats where the method can
+    estimate it; `model_calls` follows decisions.md §1.
+    """
+
+    method: str
+    value: float
+    log_value: float
+    stderr: float | None
+    model_calls: int
+    is_lower_bound: bool
+    entropy: float | None = None
+    num_samples: int | None = None
+    note: str = ""
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def rel_stderr(self) -> float | None:
+        if self.stderr is None:
+            return None
+        return self.stderr / self.value if self.value > 0 else math.inf
+
+    def __float__(self) -> float:
+        return self.value

@@ -1,0 +1,113 @@
+"""Sampling estimators: importance sampling under the restricted proposal (Eq. 5-9), naive Monte
+Carlo from p, and uniform Monte Carlo over Q (Eq. 7). All tasks' samples run in shared batches."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+from seqq.errors import BudgetError
+from seqq.estimators.batch import Batch
+from seqq.estimators.estimate import Estimate
+from seqq.estimators.rollout import Paths, Policy, rollout
+from seqq.estimators.summary import BranchResult, segment_average, segment_mean, to_estimates
+from seqq.queries import paths_in
+
+DEFAULT_SAMPLES = 1000
+ROW_ELEMENTS = 2**26  # rows × V per chunk: bounds the memory of one batched step
+
+
+def samples_for_budget(budgets: Sequence[int] | None, calls_per_sample: Tensor,
+                       samples: int | None, method: str) -> Tensor:
+    """Samples per task: as asked, or the most that fit the budget after the shared first call."""
+    if budgets is None:
+        return torch.full_like(calls_per_sample, samples or DEFAULT_SAMPLES)
+    budgets_t = torch.as_tensor(list(budgets), dtype=torch.long)
+    fitted = torch.where(calls_per_sample > 0,
+                         (budgets_t - 1) // calls_per_sample.clamp_min(1), budgets_t)
+    too_small = (fitted < 1).nonzero().flatten()
+    if len(too_small):
+        t = int(too_small[0])
+        raise BudgetError(
+            f"{method}: a budget of {int(budgets_t[t])} model calls cannot buy one sample "
+            f"(that needs {1 + int(calls_per_sample[t])}); raise the budget"
+        )
+    return fitted
+
+
+def sample_rows(batch: Batch, row_branch: Tensor, policy: Policy, masks: Tensor | None = None,
+                lengths: Tensor | None = None) -> Paths:
+    """Roll out every row from the root of its task, in chunks that bound memory."""
+    branch_task = batch.branch_task if masks is None else torch.arange(batch.num_tasks)
+    chunk = max(1, ROW_ELEMENTS // batch.vocab_size)
+    parts = []
+    for rows in row_branch.split(chunk):
+        tasks = branch_task[rows].to(batch.device)
+        state = batch.counter.select(batch.root_state, tasks)
+        parts.append(rollout(batch, rows, batch.root_log_probs[tasks], state, 0, policy,
+                             masks, lengths))
+    return Paths(*(torch.cat([getattr(p, f) for p in parts])
+                   for f in ("tokens", "log_p", "log_q", "log_weight")))
+
+
+def _per_branch_samples(batch: Batch, per_task: Tensor) -> Tensor:
+    return torch.repeat_interleave(torch.arange(len(batch.branch_task)),
+                                   per_task[batch.branch_task])
+
+
+def _calls_per_sample(batch: Batch) -> Tensor:
+    """Σ over a task's products of (length − 1): one sample of each costs this many calls."""
+    return torch.zeros(batch.num_tasks, dtype=torch.long).index_add_(
+        0, batch.branch_task, batch.lengths - 1)
+
+
+def importance(batch: Batch, budgets: Sequence[int] | None, samples: int | None = None
+               ) -> list[Estimate]:
+    """p̂ = mean p(x)/q(x), x ~ q; the weight is Π_k p(V_k | x_<k). S samples per product."""
+    per_task = samples_for_budget(budgets, _calls_per_sample(batch), samples, "importance")
+    row_branch = _per_branch_samples(batch, per_task)
+    paths = sample_rows(batch, row_branch, "proposal")
+    N = len(batch.branch_task)
+    log_value, variance, count = segment_mean(paths.log_weight, row_branch, N)
+    entropy = segment_average(-paths.log_q, row_branch, N)
+    return to_estimates(batch, "importance",
+                        BranchResult(log_value, variance, count.long(), entropy), False)
+
+
+def uniform(batch: Batch, budgets: Sequence[int] | None, samples: int | None = None
+            ) -> list[Estimate]:
+    """p̂ = |Q_i| · mean p(x), x ~ U(Q_i), per product (Eq. 7); unbiased but may exceed 1."""
+    per_task = samples_for_budget(budgets, _calls_per_sample(batch), samples, "uniform")
+    row_branch = _per_branch_samples(batch, per_task)
+    paths = sample_rows(batch, row_branch, "uniform")
+    log_size = batch.masks.sum(-1).double().log().sum(-1).cpu()  # log |Q_i|
+    N = len(batch.branch_task)
+    log_value, variance, count = segment_mean(paths.log_p + log_size[row_branch], row_branch, N)
+    return to_estimates(batch, "uniform", BranchResult(log_value, variance, count.long(), None),
+                        False)
+
+
+def naive(batch: Batch, budgets: Sequence[int] | None, samples: int | None = None
+          ) -> list[Estimate]:
+    """p̂ = mean 1[x ∈ Q], x ~ p over the query's horizon; zero for rare queries."""
+    T, K, V = batch.num_tasks, batch.masks.shape[1], batch.vocab_size
+    horizon = torch.zeros(T, dtype=torch.long).scatter_reduce(
+        0, batch.branch_task, batch.lengths, reduce="amax").clamp_min(1)
+    per_task = samples_for_budget(budgets, horizon - 1, samples, "naive")
+    row_task = torch.repeat_interleave(torch.arange(T), per_task)
+    free = torch.ones(T, K, V, dtype=torch.bool, device=batch.device)
+    paths = sample_rows(batch, row_task, "proposal", masks=free, lengths=horizon)
+    hit = torch.zeros(len(row_task), dtype=torch.bool)
+    for t in range(T):
+        rows = (row_task == t).nonzero().flatten()
+        masks, L = batch.masks[batch.branch_slice(t).to(batch.device)].cpu(), int(horizon[t])
+        if len(masks):
+            hit[rows] = paths_in(masks, paths.tokens[rows, :L])
+    log_w = torch.where(hit, 0.0, -torch.inf).double()
+    log_value, variance, count = segment_mean(log_w, row_task, T)
+    # naive works per task, not per product: present each task as a single branch
+    single = Batch(**{**batch.__dict__, "branch_task": torch.arange(T)})
+    return to_estimates(single, "naive", BranchResult(log_value, variance, count.long(), None),
+                        False)

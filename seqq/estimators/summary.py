@@ -1,0 +1,84 @@
+"""Turning per-row (or per-branch) log-weights into per-task `Estimate`s, in log space."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from seqq.estimators.batch import Batch
+from seqq.estimators.estimate import Estimate
+
+
+@dataclass
+class BranchResult:
+    """Per-branch estimates: log of the estimate, variance of the estimate, samples, entropy."""
+
+    log_value: Tensor  # [N] float64
+    variance: Tensor | None  # [N] float64 variance of the branch estimate, None if deterministic
+    samples: Tensor | None  # [N] samples used per branch
+    entropy: Tensor | None  # [N] H(q) of the branch's proposal, nats
+
+
+def segment_mean(log_w: Tensor, group: Tensor, num_groups: int) -> tuple[Tensor, Tensor, Tensor]:
+    """log of the mean, variance of the mean (unbiased), and count of w = exp(log_w) per group."""
+    count = torch.bincount(group, minlength=num_groups).double()
+    shift = torch.full((num_groups,), -math.inf, dtype=torch.float64)
+    shift = shift.scatter_reduce(0, group, log_w, reduce="amax")
+    shift = torch.where(torch.isfinite(shift), shift, torch.zeros_like(shift))
+    scaled = torch.exp(log_w - shift[group])
+    s1 = torch.zeros(num_groups, dtype=torch.float64).index_add_(0, group, scaled)
+    s2 = torch.zeros(num_groups, dtype=torch.float64).index_add_(0, group, scaled**2)
+    mean = s1 / count.clamp_min(1)
+    sample_var = ((s2 - s1 * mean) / (count - 1).clamp_min(1)).clamp_min(0)
+    variance = torch.where(count > 1, sample_var / count.clamp_min(1), torch.nan)
+    return mean.log() + shift, variance * torch.exp(2 * shift), count
+
+
+def segment_average(values: Tensor, group: Tensor, num_groups: int) -> Tensor:
+    count = torch.bincount(group, minlength=num_groups).double().clamp_min(1)
+    return torch.zeros(num_groups, dtype=torch.float64).index_add_(0, group, values) / count
+
+
+def to_estimates(batch: Batch, method: str, result: BranchResult, lower_bound: bool,
+                 extras: list[dict] | None = None) -> list[Estimate]:
+    """Sum each task's disjoint products; their estimates are independent, so variances add."""
+    estimates = []
+    for t in range(batch.num_tasks):
+        b = batch.branch_slice(t)
+        if len(b) == 0:
+            estimates.append(Estimate(
+                method=method, value=0.0, log_value=-math.inf, stderr=0.0,
+                model_calls=int(batch.counter.calls[t]), is_lower_bound=lower_bound,
+                note="the query is empty: some position allows no symbol, so p = 0",
+                extras=extras[t] if extras else {}))
+            continue
+        logs = result.log_value[b]
+        log_value = torch.logsumexp(logs, 0).item()
+        stderr = None
+        if result.variance is not None:
+            var = result.variance[b]
+            stderr = None if torch.isnan(var).any() else math.sqrt(var.sum().item())
+        entropy = None
+        if result.entropy is not None:
+            share = torch.softmax(logs, 0) if math.isfinite(log_value) else torch.full_like(
+                logs, 1 / len(b))
+            entropy = (share * result.entropy[b]).sum().item()
+        samples = int(result.samples[b].sum()) if result.samples is not None else None
+        estimates.append(Estimate(
+            method=method, value=math.exp(log_value), log_value=log_value, stderr=stderr,
+            model_calls=int(batch.counter.calls[t]), is_lower_bound=lower_bound,
+            entropy=entropy, num_samples=samples, extras=extras[t] if extras else {}))
+    return estimates
+
+
+def group_logsumexp(values: Tensor, group: Tensor, num_groups: int) -> Tensor:
+    """log Σ exp(values) within each group (−inf for empty groups)."""
+    shift = torch.full((num_groups,), -math.inf, dtype=torch.float64).scatter_reduce(
+        0, group, values, reduce="amax")
+    safe = torch.where(torch.isfinite(shift), shift, 0.0)
+    total = torch.zeros(num_groups, dtype=torch.float64).index_add_(
+        0, group, torch.exp(values - safe[group]))
+    return total.log() + safe

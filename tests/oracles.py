@@ -1,0 +1,55 @@
+"""Independent exact answers for tests: brute-force enumeration of V^K through the protocol."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import torch
+
+from seqq.models.protocol import SequenceModel
+from seqq.queries import Query
+
+
+def path_log_probs(model: SequenceModel, history: list[int], K: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every path of length K and its log p, by expanding all V^k prefixes level by level."""
+    V = model.vocab_size
+    log_probs, state = model.initial_state([history])
+    paths = torch.zeros(1, 0, dtype=torch.long)
+    joint = torch.zeros(1, dtype=torch.float64)
+    for k in range(K):
+        joint = (joint[:, None] + log_probs.double().cpu()).flatten()
+        parent = torch.arange(len(paths)).repeat_interleave(V)
+        token = torch.arange(V).repeat(len(paths))
+        paths = torch.cat([paths[parent], token[:, None]], 1)
+        if k + 1 < K:
+            state = model.select(state, parent)
+            log_probs, state = model.step(state, token)
+    return paths, joint
+
+
+def brute_force(model: SequenceModel, history: list[int], query: Query) -> float:
+    paths, joint = path_log_probs(model, history, query.horizon)
+    inside = query.contains(paths, model.vocab_size)
+    return math.exp(torch.logsumexp(joint[inside], 0).item()) if inside.any() else 0.0
+
+
+def all_paths(V: int, K: int) -> torch.Tensor:
+    return torch.tensor(list(itertools.product(range(V), repeat=K)))
+
+
+def random_markov(V: int = 6, order: int = 1, seed: int = 3):
+    from seqq.models import MarkovModel
+
+    return MarkovModel.random(vocab_size=V, order=order, concentration=0.7, seed=seed)
+
+
+def tiny_lstm(V: int = 5, seed: int = 0):
+    """A random non-Markov model with peaky conditionals, so beams and tails differ."""
+    from seqq.models import LSTMModel, LSTMNet
+
+    torch.manual_seed(seed)
+    net = LSTMNet(vocab_size=V, hidden_size=16, num_layers=2, dropout=0.0, embedding_size=8)
+    with torch.no_grad():
+        net.head.weight.mul_(4.0)
+    return LSTMModel(net, device="cpu")
