@@ -1,0 +1,1 @@
+"""`seqq query-sweep`: sample queries, compute ground truth, run estimators, store results."""

@@ -1,0 +1,70 @@
+"""Query histories: seeded random positions in the test split (paper §5, App. G).
+
+A history is the prefix of a test sequence before a random position t; the symbols after t are
+the observed future the benchmark queries are built from (decisions.md §7: the target of the
+horizon-K query is the observed K-th next symbol).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class History:
+    """One query history: `tokens` is what the model conditions on, `future` what followed."""
+
+    history_id: int
+    sequence: int
+    position: int
+    tokens: tuple[int, ...]
+    future: tuple[int, ...]
+
+
+def sample_histories(
+    sequences: Sequence[Sequence[int]],
+    n: int,
+    horizon: int,
+    seed: int,
+    min_history: int = 1,
+    max_history: int | None = None,
+    keep_first: bool = True,
+) -> list[History]:
+    """`n` positions drawn uniformly (without replacement while possible) over all test positions
+    with at least `min_history` symbols before and `horizon` observed symbols after.
+
+    `max_history` keeps only the most recent symbols; `keep_first` then keeps the sequence's
+    first symbol too (the `<BOS>` the models were trained to start from).
+    """
+    lengths = np.array([len(s) for s in sequences], dtype=np.int64)
+    slots = np.maximum(lengths - horizon - min_history + 1, 0)
+    total = int(slots.sum())
+    if total == 0:
+        raise ValueError(
+            f"no test sequence is long enough for a history of {min_history} symbols plus a "
+            f"horizon of {horizon}; lower sweep.k_max or choose another dataset"
+        )
+    rng = np.random.default_rng(seed)
+    flat = rng.choice(total, size=n, replace=n > total)
+    ends = np.cumsum(slots)
+    histories = []
+    for hid, index in enumerate(flat.tolist()):
+        seq = int(np.searchsorted(ends, index, side="right"))
+        t = min_history + index - (int(ends[seq - 1]) if seq else 0)
+        tokens = list(sequences[seq][:t])
+        if max_history is not None and len(tokens) > max_history:
+            tail = tokens[len(tokens) - max_history + int(keep_first):]
+            tokens = (tokens[:1] if keep_first else []) + tail
+        future = tuple(int(x) for x in sequences[seq][t:t + horizon])
+        histories.append(History(hid, seq, t, tuple(int(x) for x in tokens), future))
+    return histories
+
+
+def shard(histories: Sequence[History], index: int, count: int) -> list[History]:
+    """The histories of shard `index` of `count` (round robin, so shards stay balanced)."""
+    if not 0 <= index < count:
+        raise ValueError(f"shard index {index} must lie in 0..{count - 1}")
+    return [h for h in histories if h.history_id % count == index]

@@ -1,0 +1,217 @@
+"""The sweep loop: ground truth once, the hybrid fixes each query's budget, then every other
+method runs at that budget (decisions.md §2), one stored part per (chunk, budget level, method).
+
+A part is the unit of both batching (one `estimate_many` call) and crash loss: a killed sweep
+loses at most the part in flight, and a re-run skips every row whose key is already stored.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+from tqdm.auto import tqdm
+
+import seqq
+from seqq.errors import BudgetError
+from seqq.experiments.gt_cache import GroundTruthCache, Truth, digest
+from seqq.experiments.query_specs import QuerySpec
+from seqq.experiments.store import PartStore
+from seqq.models import SequenceModel
+
+KEY = ["dataset", "model", "temperature", "history_id", "K", "label", "method", "options",
+       "budget_level"]
+BUDGET_SETTER = "hybrid"
+
+
+@dataclass
+class SweepPlan:
+    """What one sweep job runs; `tag` names its parts (dataset, model, shard) so that the jobs
+    of a SLURM array never write the same file."""
+
+    dataset: str
+    model: str
+    synthetic: bool
+    vocab_size: int
+    temperature: float
+    methods: list[str]
+    levels: list[int]
+    seed: int
+    chunk_size: int = 64
+    tag: str = "run"
+    options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+
+def rae(log_estimate: float, log_truth: float) -> float:
+    """|p̂ − p| / p from log values, so tiny probabilities do not underflow to 0/0."""
+    if log_truth == -math.inf:
+        return math.nan
+    if log_estimate == -math.inf:
+        return 1.0
+    return abs(math.expm1(log_estimate - log_truth))
+
+
+def samples_budget(level: int, K: int) -> int:
+    """Model calls of `level` i.i.d. IS samples at horizon K (decisions.md §1): 1 + S·(K−1)."""
+    return 1 + level * (K - 1)
+
+
+def _seed(base: int, *parts: Any) -> int:
+    return (base * 1_000_003 + zlib.crc32(json.dumps(parts, default=str).encode())) % 2**31
+
+
+class SweepRunner:
+    def __init__(self, model: SequenceModel, plan: SweepPlan, results: PartStore,
+                 truth: GroundTruthCache, progress: bool = True):
+        self.model, self.plan, self.results, self.truth = model, plan, results, truth
+        self.progress = progress
+        self.context = {"dataset": plan.dataset, "model": plan.model,
+                        "temperature": float(plan.temperature)}
+
+    def _options(self, method: str) -> str:
+        return json.dumps(dict(self.plan.options.get(method, {})), sort_keys=True)
+
+    def _row_key(self, spec: QuerySpec, method: str, level: int) -> tuple:
+        return (*self.context.values(), spec.history.history_id, spec.K, spec.label, method,
+                self._options(method), level)
+
+    def _stored(self) -> tuple[set[tuple], dict[tuple, int]]:
+        """Keys already stored, and the hybrid's call count per (query, level) for budgets."""
+        table = self.results.read()
+        if table.empty:
+            return set(), {}
+        keys = set(table[KEY].itertuples(index=False, name=None))
+        hybrid = table[(table.method == BUDGET_SETTER)
+                       & (table.options == self._options(BUDGET_SETTER))]
+        calls = {
+            (r.dataset, r.model, r.temperature, r.history_id, r.K, r.label, r.budget_level):
+                int(r.model_calls)
+            for r in hybrid.itertuples(index=False)
+        }
+        return keys, calls
+
+    def run(self, specs: Sequence[QuerySpec]) -> int:
+        """Run every missing (query, method, level) row; return how many rows were written."""
+        plan = self.plan
+        methods = ([BUDGET_SETTER] if BUDGET_SETTER in plan.methods else []) + [
+            m for m in plan.methods if m != BUDGET_SETTER
+        ]
+        done, hybrid_calls = self._stored()
+        chunks = [specs[i:i + plan.chunk_size] for i in range(0, len(specs), plan.chunk_size)]
+        written = 0
+        bar = tqdm(total=len(chunks) * len(plan.levels) * len(methods), disable=not self.progress,
+                   desc=f"{plan.dataset}/{plan.model} T={plan.temperature}", unit="part")
+        for index, chunk in enumerate(chunks):
+            todo = {
+                (level, method): [s for s in chunk if self._row_key(s, method, level) not in done]
+                for level in plan.levels for method in methods
+            }
+            if not any(todo.values()):
+                bar.update(len(todo))
+                continue
+            truths = dict(zip((s.key for s in chunk), self.truth.get(self.model, chunk),
+                              strict=True))
+            for (level, method), pending in todo.items():
+                if pending:
+                    budgets = [self._budget(s, level, hybrid_calls) for s in pending]
+                    rows = self._estimate(pending, method, level, budgets, truths, index)
+                    self.results.write(
+                        rows, f"{plan.tag}-S{level}-c{index:05d}-{method}-"
+                              f"{digest([s.key for s in pending], 8)}")
+                    written += len(rows)
+                    if method == BUDGET_SETTER:
+                        for r in rows.itertuples(index=False):
+                            hybrid_calls[(*self.context.values(), r.history_id, r.K, r.label,
+                                          level)] = int(r.model_calls)
+                bar.update()
+        bar.close()
+        return written
+
+    def _budget(self, spec: QuerySpec, level: int, hybrid_calls: Mapping[tuple, int]) -> int | None:
+        if BUDGET_SETTER not in self.plan.methods:
+            return samples_budget(level, spec.K)
+        key = (*self.context.values(), spec.history.history_id, spec.K, spec.label, level)
+        return hybrid_calls.get(key)  # None for the hybrid itself, which sets it
+
+    def _estimate(self, specs: list[QuerySpec], method: str, level: int,
+                  budgets: list[int | None], truths: Mapping[tuple, Truth],
+                  chunk: int) -> pd.DataFrame:
+        seed = _seed(self.plan.seed, chunk, level, method, [s.key for s in specs])
+        options = dict(self.plan.options.get(method, {}))
+        if method == BUDGET_SETTER:
+            budget: Any = None
+            options["samples"] = level
+        else:
+            budget = budgets
+        histories = [list(s.history.tokens) for s in specs]
+        start = time.perf_counter()
+        try:
+            estimates: list[Any] = seqq.estimate_many(
+                self.model, histories, [s.query for s in specs], method, budget=budget,
+                seed=seed, **options)
+        except BudgetError:  # one query's budget too small: answer the others one by one
+            estimates = [self._one(s, method, b, seed, options) for s, b in zip(specs, budgets,
+                                                                                 strict=True)]
+        wall = (time.perf_counter() - start) / len(specs)
+        rows = [self._row(s, method, level, b, e, truths[s.key], wall, seed)
+                for s, b, e in zip(specs, budgets, estimates, strict=True)]
+        return pd.DataFrame(rows).astype({"stderr": float, "entropy": float,
+                                          "truth_rel_stderr": float, "budget_calls": float})
+
+    def _one(self, spec: QuerySpec, method: str, budget: int | None, seed: int,
+             options: Mapping[str, Any]) -> Any:
+        try:
+            return seqq.estimate(self.model, list(spec.history.tokens), spec.query, method,
+                                 budget=budget, seed=seed, **options)
+        except BudgetError as err:
+            return err
+
+    def _row(self, spec: QuerySpec, method: str, level: int, budget: int | None, est: Any,
+             truth: Truth, wall: float, seed: int) -> dict[str, Any]:
+        failed = isinstance(est, Exception)
+        log_est = math.nan if failed else float(est.log_value)
+        calls = 0 if failed else int(est.model_calls)
+        return {
+            **self.context,
+            "synthetic": self.plan.synthetic,
+            "vocab_size": self.plan.vocab_size,
+            "history_id": spec.history.history_id,
+            "sequence": spec.history.sequence,
+            "position": spec.history.position,
+            "K": spec.K,
+            "query": spec.kind,
+            "label": spec.label,
+            "method": method,
+            "options": self._options(method),
+            "budget_level": level,
+            "budget_calls": calls if budget is None else budget,
+            "model_calls": calls,
+            "estimate": math.nan if failed else float(est.value),
+            "log_estimate": log_est,
+            "stderr": None if failed else est.stderr,
+            "num_samples": -1 if failed or est.num_samples is None else int(est.num_samples),
+            "is_lower_bound": False if failed else bool(est.is_lower_bound),
+            "truth": truth.value,
+            "truth_log": truth.log_value,
+            "truth_kind": truth.kind,
+            "truth_samples": truth.samples,
+            "truth_rel_stderr": truth.rel_stderr,
+            "rae": math.nan if failed else rae(log_est, truth.log_value),
+            "entropy": truth.entropy if truth.entropy is not None else (
+                None if failed else est.entropy),
+            "wall_s": wall,
+            "seed": seed,
+            "note": str(est) if failed else est.note,
+            "extras": "{}" if failed else json.dumps(est.extras, default=_jsonable),
+        }
+
+
+def _jsonable(obj: Any) -> Any:
+    """Tensors and numpy values in `Estimate.extras` (e.g. beam sizes) as plain lists/numbers."""
+    return obj.tolist() if hasattr(obj, "tolist") else str(obj)

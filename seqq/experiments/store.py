@@ -1,0 +1,78 @@
+"""A crash-safe table made of Parquet part files: the results store and the ground-truth cache.
+
+Each completed unit of work becomes one part, written to a temporary file and moved into place
+with `os.replace`, so a killed process leaves either a whole part or none. Readers merge every
+part and keep the first row per key, so re-running a finished unit (or merging the shards of a
+SLURM array) never duplicates rows.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import pandas as pd
+
+PART_SUFFIX = ".parquet"
+
+
+def safe_name(text: str) -> str:
+    """A file-name-safe rendering of a part name."""
+    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", text)
+
+
+def part_files(root: str | Path) -> list[Path]:
+    """Every finished part under `root` (a part file or a directory searched recursively)."""
+    root = Path(root)
+    if root.is_file():
+        return [root]
+    return sorted(p for p in root.rglob(f"*{PART_SUFFIX}") if not p.name.startswith("."))
+
+
+def read_parts(paths: Iterable[str | Path], key: Sequence[str] | None = None) -> pd.DataFrame:
+    """Concatenate part files (and directories of them); drop repeated keys, keeping the first."""
+    files = [f for p in paths for f in part_files(p)]
+    frames = [pd.read_parquet(f) for f in files]
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return pd.DataFrame()
+    table = pd.concat(frames, ignore_index=True)
+    if key:
+        table = table.drop_duplicates(subset=list(key), keep="first", ignore_index=True)
+    return table
+
+
+class PartStore:
+    """A directory of Parquet parts with a unique key per row."""
+
+    def __init__(self, root: str | Path, key: Sequence[str]):
+        self.root, self.key = Path(root), list(key)
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def read(self) -> pd.DataFrame:
+        return read_parts([self.root], self.key)
+
+    def keys(self) -> set[tuple]:
+        table = self.read()
+        if table.empty:
+            return set()
+        return set(table[self.key].itertuples(index=False, name=None))
+
+    def has_part(self, name: str) -> bool:
+        return (self.root / f"{safe_name(name)}{PART_SUFFIX}").exists()
+
+    def write(self, rows: pd.DataFrame, name: str) -> Path:
+        """Write `rows` as part `name`, atomically; a part of that name is replaced."""
+        missing = [k for k in self.key if k not in rows.columns]
+        if missing:
+            raise ValueError(f"rows lack key columns {missing}")
+        final = self.root / f"{safe_name(name)}{PART_SUFFIX}"
+        tmp = self.root / f".{final.name}.{uuid.uuid4().hex}.tmp"
+        rows.to_parquet(tmp, index=False)
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, final)
+        return final

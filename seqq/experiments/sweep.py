@@ -1,0 +1,114 @@
+"""`seqq query-sweep`: the paper's evidence from a model, a dataset and a set of estimators.
+
+Config groups pick the dataset, model, query, estimators, budget levels and ground-truth
+settings; `experiment=<preset>` bundles them per paper figure. Results go to
+`<sweep.dir>/results/` as Parquet parts (resumable, see `runner.py`), ground truth to
+`<sweep.dir>/ground_truth/`, and a Markdown summary with figures to `<sweep.dir>/report/`.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from seqq.experiments.gt_cache import GroundTruthCache
+from seqq.experiments.histories import sample_histories, shard
+from seqq.experiments.provenance import write_provenance
+from seqq.experiments.query_specs import build_specs
+from seqq.experiments.runner import KEY, SweepPlan, SweepRunner
+from seqq.experiments.store import PartStore
+from seqq.models import MarkovModel, SequenceModel, TemperatureModel
+
+CONF = Path(__file__).resolve().parents[2] / "conf"
+log = logging.getLogger(__name__)
+
+
+def _by_size(quick: Any, paper: Any, *, _root_: DictConfig) -> Any:
+    """`${by_size:quick_value,paper_value}`: presets stay small unless `size=paper`."""
+    return paper if _root_.get("size", "quick") == "paper" else quick
+
+
+OmegaConf.register_new_resolver("by_size", _by_size, replace=True)
+
+
+def horizons(cfg: DictConfig) -> list[int]:
+    ks = cfg.sweep.get("ks")
+    return [int(k) for k in ks] if ks else list(range(cfg.sweep.k_min, cfg.sweep.k_max + 1))
+
+
+def load_model(model_cfg: DictConfig, vocab_size: int) -> SequenceModel:
+    """The model to query: a random Markov chain (`type: markov`, exact answers, for tests and
+    smoke runs) or whatever `seqq.models.loading.load_model` builds (LSTM checkpoint, HF LM)."""
+    if model_cfg.type == "markov":
+        return MarkovModel.random(vocab_size, model_cfg.get("order", 1),
+                                  model_cfg.get("concentration", 0.5), model_cfg.get("seed", 0))
+    from seqq.models.loading import load_model as load_trained
+
+    return load_trained(model_cfg)
+
+
+def load_data(dataset_cfg: DictConfig) -> Any:
+    from seqq.data import load_dataset
+
+    return load_dataset(dataset_cfg)
+
+
+def results_dir(sweep_dir: str | Path) -> Path:
+    return Path(sweep_dir) / "results"
+
+
+def run(cfg: DictConfig, model: SequenceModel | None = None, dataset: Any = None,
+        run_dir: str | Path | None = None) -> Path:
+    """Run the configured sweep (or finish an interrupted one); return the sweep folder."""
+    s = cfg.sweep
+    dataset = dataset if dataset is not None else load_data(cfg.dataset)
+    model = model if model is not None else load_model(cfg.model, len(dataset.vocab))
+    model_name = str(cfg.model.get("name") or cfg.model.type)
+    ks = horizons(cfg)
+    histories = sample_histories(dataset.test, s.histories, max(ks), s.seed, s.min_history,
+                                 s.get("max_history"), keep_first=True)
+    specs = build_specs(shard(histories, s.shard, s.shards), ks, cfg.query, dataset.vocab)
+    sweep_dir = Path(s.dir)
+    run_dir = Path(run_dir) if run_dir else sweep_dir / "logs"
+    write_provenance(run_dir, OmegaConf.to_container(cfg, resolve=True), s.seed)
+    results = PartStore(results_dir(sweep_dir), KEY)
+    gt_options = OmegaConf.to_container(cfg.ground_truth, resolve=True)
+    tag = f"{dataset.name}-{model_name}-shard{s.shard}of{s.shards}"
+    for temperature in s.temperatures:
+        tempered = model if temperature == 1 else TemperatureModel(model, temperature)
+        truth = GroundTruthCache(str(sweep_dir / "ground_truth"), dataset.name, model_name,
+                                 temperature, gt_options, s.seed)
+        plan = SweepPlan(
+            dataset=dataset.name, model=model_name, synthetic=bool(dataset.synthetic),
+            vocab_size=len(dataset.vocab),
+            temperature=float(temperature), methods=list(cfg.estimator.methods),
+            levels=[int(x) for x in cfg.budget.levels], seed=int(s.seed),
+            chunk_size=int(s.chunk_size), tag=f"{tag}-T{temperature}",
+            options=OmegaConf.to_container(cfg.estimator.get("options") or {}, resolve=True),
+        )
+        written = SweepRunner(tempered, plan, results, truth, progress=s.progress).run(specs)
+        log.info("%s T=%s: %d new rows in %s", tag, temperature, written, results.root)
+    if s.report:
+        from seqq.reports.build import build_report
+
+        build_report([results.root], sweep_dir / "report", figures=s.get("figures"))
+    return sweep_dir
+
+
+def _run_dir() -> Path | None:
+    from hydra.core.hydra_config import HydraConfig
+
+    return Path(HydraConfig.get().runtime.output_dir) if HydraConfig.initialized() else None
+
+
+@hydra.main(config_path=str(CONF), config_name="sweep", version_base=None)
+def _app(cfg: DictConfig) -> None:
+    run(cfg, run_dir=_run_dir())
+
+
+def main() -> None:
+    _app()
