@@ -3,7 +3,6 @@
 import math
 
 import pytest
-import torch
 from oracles import brute_force, random_markov, tiny_lstm
 
 import seqq

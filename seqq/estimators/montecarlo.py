@@ -82,7 +82,8 @@ def uniform(batch: Batch, budgets: Sequence[int] | None, samples: int | None = N
     per_task = samples_for_budget(budgets, _calls_per_sample(batch), samples, "uniform")
     row_branch = _per_branch_samples(batch, per_task)
     paths = sample_rows(batch, row_branch, "uniform")
-    log_size = batch.masks.sum(-1).double().log().sum(-1).cpu()  # log |Q_i|
+    within = torch.arange(batch.masks.shape[1]) < batch.lengths[:, None]  # free tail sums to 1
+    log_size = (batch.masks.sum(-1).double().log().cpu() * within).sum(-1)  # log |Q_i|
     N = len(batch.branch_task)
     log_value, variance, count = segment_mean(paths.log_p + log_size[row_branch], row_branch, N)
     return to_estimates(batch, "uniform", BranchResult(log_value, variance, count.long(), None),

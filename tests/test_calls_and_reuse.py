@@ -1,0 +1,128 @@
+"""Model calls are counted exactly as decisions.md §1 says; reuse across horizons (§4.3)."""
+
+import pytest
+import torch
+from oracles import random_markov, tiny_lstm
+
+import seqq
+from seqq import queries as Q
+from seqq.errors import BudgetError, QueryError
+from seqq.models import CallCounter
+
+
+class Recording:
+    """Counts rows evaluated by the wrapped model, independently of seqq's counter."""
+
+    def __init__(self, model):
+        self.model, self.vocab_size, self.rows = model, model.vocab_size, 0
+
+    def initial_state(self, histories):
+        self.rows += len(histories)
+        return self.model.initial_state(histories)
+
+    def step(self, state, tokens):
+        self.rows += len(tokens)
+        return self.model.step(state, tokens)
+
+    def select(self, state, index):
+        return self.model.select(state, index)
+
+
+@pytest.mark.parametrize("K, S", [(1, 7), (4, 10), (6, 3)])
+def test_importance_costs_one_plus_s_times_k_minus_one(K, S):
+    model = Recording(tiny_lstm())
+    est = seqq.estimate(model, [0], Q.hitting_time(1, K), "importance", samples=S, seed=0)
+    assert est.model_calls == 1 + S * (K - 1) == model.rows
+
+
+def test_beam_costs_one_plus_sum_of_beam_sizes():
+    model = Recording(random_markov(7, 1, seed=1))
+    est = seqq.estimate(model, [0], Q.hitting_time(2, 5), "beam", beam_width=4)
+    sizes = est.extras["beam_sizes"][0]  # beams kept at depths 1..K
+    assert sizes == [4, 4, 4, 4, 4]
+    assert est.model_calls == 1 + sum(sizes[:-1]) == model.rows
+
+
+def test_exact_costs_the_size_of_the_prefix_tree():
+    model = Recording(random_markov(5, 1, seed=1))
+    est = seqq.estimate(model, [0], Q.hitting_time(2, 4), "exact")
+    assert est.model_calls == 1 + 4 + 16 + 64 == model.rows
+
+
+def test_hybrid_calls_are_beam_plus_tail():
+    model = Recording(tiny_lstm())
+    est = seqq.estimate(model, [1], Q.hitting_time(2, 5), "hybrid", samples=30, seed=0)
+    beam = 1 + sum(est.extras["beam_sizes"][0][:-1])
+    assert beam <= est.model_calls <= beam + 30 * 4
+    assert est.model_calls == model.rows
+
+
+def test_shared_batches_charge_each_query_its_own_calls():
+    model = Recording(random_markov(6, 1, seed=2))
+    queries = [Q.hitting_time(1, 3), Q.hitting_time(2, 6), Q.count(3, 1, 2)]
+    many = seqq.estimate_many(model, [[0], [0], [4]], queries, "importance", samples=9, seed=0)
+    alone = [seqq.estimate(random_markov(6, 1, seed=2), h, q, "importance", samples=9, seed=0)
+             for h, q in zip([[0], [0], [4]], queries, strict=True)]
+    assert [e.model_calls for e in many] == [e.model_calls for e in alone] == [1 + 9 * 2, 1 + 9 * 5,
+                                                                               1 + 9 * 2 * 1]
+    assert sum(e.model_calls for e in many) == model.rows + 1  # history [0] encoded once, charged twice
+
+
+@pytest.mark.parametrize("method", ["importance", "uniform", "naive", "beam", "tail_beam"])
+def test_budgets_are_respected_and_used(method):
+    model = random_markov(6, 1, seed=3)
+    for budget in (40, 100, 350):
+        est = seqq.estimate(model, [0], Q.hitting_time(2, 5), method, budget=budget, seed=0)
+        assert est.model_calls <= budget
+        if method in ("importance", "uniform", "naive"):
+            assert est.model_calls > budget - 4  # one more sample would not fit
+
+
+def test_hitting_time_distribution_matches_per_horizon_runs():
+    model = tiny_lstm()
+    K, S = 5, 64
+    dist = seqq.hitting_time_distribution(model, [0, 2], 3, K, samples=S, seed=4)
+    assert [e.model_calls for e in dist] == [1 + S * (k - 1) for k in range(1, K + 1)]
+    for k in range(1, K + 1):
+        alone = seqq.estimate(model, [0, 2], Q.hitting_time(3, k), "importance", samples=S, seed=4)
+        assert dist[k - 1].value == pytest.approx(alone.value, rel=1e-9)
+        assert dist[k - 1].entropy == pytest.approx(alone.entropy, rel=1e-5, abs=1e-6)
+
+
+def test_hitting_time_distribution_is_unbiased():
+    model = random_markov(6, 1, seed=9)
+    truth = torch.tensor([seqq.exact(model, [0], Q.hitting_time(1, k)) for k in range(1, 7)])
+    runs = torch.tensor([[e.value for e in seqq.hitting_time_distribution(model, [0], 1, 6, 10, s)]
+                         for s in range(200)])
+    se = runs.std(0) / 200**0.5
+    assert ((runs.mean(0) - truth).abs() <= 4 * se + 1e-12).all()
+
+
+def test_call_counter_attributes_rows_to_owners():
+    counter = CallCounter(random_markov(4, 1), num_tasks=2)
+    log_probs, state = counter.initial_state([[0], [1], [0]], owners=torch.tensor([0, 1, 1]))
+    state = counter.select(state, torch.tensor([0, 0, 2]))
+    counter.step(state, torch.tensor([1, 2, 3]))
+    assert counter.calls.tolist() == [1 + 2, 2 + 1]
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda m: seqq.estimate(m, [0], Q.hitting_time(2, 5), "importance", budget=3), BudgetError,
+     "cannot buy one sample"),
+    (lambda m: seqq.estimate(m, [0], Q.hitting_time(2, 5), "beam", budget=2), BudgetError,
+     "width 1"),
+    (lambda m: seqq.estimate(m, [0], Q.hitting_time(9, 3), "importance"), QueryError, "vocabulary"),
+    (lambda m: seqq.estimate(m, [0], Q.hitting_time(1, 3), "magic"), QueryError, "unknown method"),
+    (lambda m: seqq.estimate(m, [0], Q.hitting_time(1, 3), "beam", alpha=0.5), QueryError,
+     "no option 'alpha'"),
+    (lambda m: seqq.estimate(m, [7], Q.hitting_time(1, 3), "importance"), QueryError, "history"),
+])
+def test_bad_input_gets_a_clear_error(call, error, message):
+    with pytest.raises(error, match=message):
+        call(random_markov(6, 1))
+
+
+def test_empty_query_gives_zero_with_a_reason():
+    model = random_markov(3, 1)
+    est = seqq.estimate(model, [0], Q.hitting_time([0, 1, 2], 3), "importance", seed=0)
+    assert est.value == 0.0 and "empty" in est.note

@@ -1,0 +1,103 @@
+"""Every estimator against exact answers: unbiasedness over many seeds, bounds that hold."""
+
+import math
+
+import pytest
+import torch
+from oracles import brute_force, random_markov, tiny_lstm
+
+import seqq
+from seqq import queries as Q
+
+SEEDS = 240  # independent replicas, run as one batched call
+
+
+def replicas(model, history, query, method, **options):
+    """SEEDS independent estimates of one query, computed together in shared batches."""
+    return seqq.estimate_many(model, [history] * SEEDS, query, method, seed=11, **options)
+
+
+def assert_unbiased(estimates, truth):
+    values = torch.tensor([e.value for e in estimates], dtype=torch.float64)
+    assert not torch.isnan(values).any()
+    se = values.std() / math.sqrt(len(values))
+    assert abs(values.mean().item() - truth) <= 4 * se.item() + 1e-12, (values.mean(), truth, se)
+
+
+CASES = [
+    ("markov", lambda: random_markov(8, 1, seed=5), [2], Q.hitting_time(3, 5)),
+    ("markov-order2", lambda: random_markov(6, 2, seed=6), [1, 4], Q.hitting_time([0, 5], 4)),
+    ("markov-count", lambda: random_markov(5, 1, seed=7), [0], Q.count(1, 2, 4)),
+    ("markov-before", lambda: random_markov(6, 1, seed=8), [0], Q.a_before_b(2, [3, 4], 4)),
+    ("lstm", tiny_lstm, [0, 3, 1], Q.hitting_time(2, 5)),
+    ("lstm-count", tiny_lstm, [4], Q.count(0, 1, 4)),
+]
+
+
+@pytest.fixture(params=CASES, ids=[c[0] for c in CASES])
+def case(request):
+    _, make, history, query = request.param
+    model = make()
+    return model, history, query, brute_force(model, history, query)
+
+
+@pytest.mark.parametrize("method, options", [
+    ("importance", {"samples": 20}),
+    ("hybrid", {"samples": 5, "max_width": 6}),
+    ("naive", {"samples": 50}),
+    ("uniform", {"samples": 20}),
+])
+def test_sampling_estimators_are_unbiased(case, method, options):
+    model, history, query, truth = case
+    assert_unbiased(replicas(model, history, query, method, **options), truth)
+
+
+@pytest.mark.parametrize("method, options", [
+    ("beam", {"beam_width": 3}),
+    ("tail_beam", {}),
+    ("coverage_beam", {"alpha": 0.6}),
+])
+def test_beams_never_exceed_the_exact_value(case, method, options):
+    model, history, query, truth = case
+    est = seqq.estimate(model, history, query, method, **options)
+    assert est.is_lower_bound and est.stderr is None
+    assert est.value <= truth * (1 + 1e-6)
+
+
+def test_coverage_bound_and_exactness(case):
+    model, history, query, truth = case
+    for alpha in (0.3, 0.7, 0.95):
+        est = seqq.estimate(model, history, query, "coverage_beam", alpha=alpha)
+        assert truth - est.value <= est.extras["gap_bound"] + 1e-9  # Thm. 1
+    full = seqq.estimate(model, history, query, "coverage_beam", alpha=1.0)
+    assert full.value == pytest.approx(truth, rel=1e-5)
+    wide = seqq.estimate(model, history, query, "beam", beam_width=query.size(model.vocab_size))
+    assert wide.value == pytest.approx(truth, rel=1e-5)
+
+
+def test_hybrid_is_at_least_its_beam_mass(case):
+    model, history, query, truth = case
+    for est in replicas(model, history, query, "hybrid", samples=3, max_width=4)[:20]:
+        assert est.value >= est.extras["beam_mass"] * (1 - 1e-9)
+
+
+def test_importance_entropy_estimates_the_restricted_entropy():
+    model = random_markov(8, 1, seed=5)
+    query = Q.hitting_time(3, 5)
+    truth = model.restricted_entropy([2], query.masks(8)[0])
+    for method in ("importance", "hybrid"):
+        entropies = [e.entropy for e in replicas(model, [2], query, method, samples=10)]
+        values = torch.tensor(entropies, dtype=torch.float64)
+        assert abs(values.mean().item() - truth) <= 4 * values.std().item() / math.sqrt(SEEDS)
+
+
+def test_naive_returns_zero_for_rare_queries():
+    model = seqq.models.MarkovModel.iid([1e-9, 1 - 1e-9])
+    est = seqq.estimate(model, [1], Q.hitting_time(0, 5), "naive", samples=1000, seed=0)
+    assert est.value == 0.0 and not math.isnan(est.value)
+
+
+def test_uniform_can_exceed_one():
+    model = seqq.models.MarkovModel.iid([0.98, 0.01, 0.01])
+    values = [e.value for e in replicas(model, [0], Q.event_at([0, 1], 3), "uniform", samples=1)]
+    assert max(values) > 1.0
