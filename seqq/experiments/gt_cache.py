@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -86,3 +87,10 @@ class GroundTruthCache:
             frame = pd.DataFrame(rows).astype({"rel_stderr": float, "entropy": float})
             self.store.write(frame, f"gt-{digest(self.context)}-{digest(rows)}")
         return [known[self._key(s)] for s in specs]
+
+
+class NoGroundTruth:
+    """For sweeps that only need estimates (Fig. 14/15): every truth is NaN, kind `none`."""
+
+    def get(self, model: SequenceModel, specs: Sequence[QuerySpec]) -> list[Truth]:
+        return [Truth(math.nan, math.nan, "none", 0, None, 0, None)] * len(specs)

@@ -22,6 +22,7 @@ class History:
     position: int
     tokens: tuple[int, ...]
     future: tuple[int, ...]
+    group: str = ""
 
 
 def sample_histories(
@@ -68,3 +69,31 @@ def shard(histories: Sequence[History], index: int, count: int) -> list[History]
     if not 0 <= index < count:
         raise ValueError(f"shard index {index} must lie in 0..{count - 1}")
     return [h for h in histories if h.history_id % count == index]
+
+
+def mixture_histories(
+    vocab_size: int,
+    focus: Sequence[int],
+    shares: Sequence[float],
+    per_share: int,
+    length: int,
+    seed: int,
+    exclude: Sequence[int] = (),
+    bos: int | None = 0,
+) -> list[History]:
+    """Synthetic histories in which a fraction `share` of the symbols come from `focus` and the
+    rest from the other symbols (minus `exclude`), for case studies like Fig. 15 ("how does the
+    share of social-media apps in a history change p(social media before communication)?")."""
+    rng = np.random.default_rng(seed)
+    banned = set(focus) | set(exclude) | ({bos} if bos is not None else set())
+    others = np.array([v for v in range(vocab_size) if v not in banned])
+    focus = np.array(sorted(focus))
+    histories = []
+    for share in shares:
+        for _ in range(per_share):
+            pick = rng.random(length) < share
+            body = np.where(pick, rng.choice(focus, length), rng.choice(others, length))
+            tokens = ([bos] if bos is not None else []) + body.tolist()
+            histories.append(History(len(histories), -1, len(tokens), tuple(tokens), (),
+                                     f"share={share:g}"))
+    return histories

@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 
 import seqq
 from seqq.errors import BudgetError
-from seqq.experiments.gt_cache import GroundTruthCache, Truth, digest
+from seqq.experiments.gt_cache import GroundTruthCache, NoGroundTruth, Truth, digest
 from seqq.experiments.query_specs import QuerySpec
 from seqq.experiments.store import PartStore
 from seqq.models import SequenceModel
@@ -50,7 +50,7 @@ class SweepPlan:
 
 def rae(log_estimate: float, log_truth: float) -> float:
     """|p̂ − p| / p from log values, so tiny probabilities do not underflow to 0/0."""
-    if log_truth == -math.inf:
+    if not log_truth > -math.inf:  # no ground truth (NaN) or an impossible query
         return math.nan
     if log_estimate == -math.inf:
         return 1.0
@@ -68,7 +68,7 @@ def _seed(base: int, *parts: Any) -> int:
 
 class SweepRunner:
     def __init__(self, model: SequenceModel, plan: SweepPlan, results: PartStore,
-                 truth: GroundTruthCache, progress: bool = True):
+                 truth: GroundTruthCache | NoGroundTruth, progress: bool = True):
         self.model, self.plan, self.results, self.truth = model, plan, results, truth
         self.progress = progress
         self.context = {"dataset": plan.dataset, "model": plan.model,
@@ -134,6 +134,9 @@ class SweepRunner:
         return written
 
     def _budget(self, spec: QuerySpec, level: int, hybrid_calls: Mapping[tuple, int]) -> int | None:
+        """The query's call budget; level 0 means none (methods run on their own options)."""
+        if level <= 0:
+            return None
         if BUDGET_SETTER not in self.plan.methods:
             return samples_budget(level, spec.K)
         key = (*self.context.values(), spec.history.history_id, spec.K, spec.label, level)
@@ -182,6 +185,7 @@ class SweepRunner:
             "synthetic": self.plan.synthetic,
             "vocab_size": self.plan.vocab_size,
             "history_id": spec.history.history_id,
+            "group": spec.history.group,
             "sequence": spec.history.sequence,
             "position": spec.history.position,
             "K": spec.K,

@@ -15,8 +15,8 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from seqq.experiments.gt_cache import GroundTruthCache
-from seqq.experiments.histories import sample_histories, shard
+from seqq.experiments.gt_cache import GroundTruthCache, NoGroundTruth
+from seqq.experiments.histories import History, mixture_histories, sample_histories, shard
 from seqq.experiments.provenance import write_provenance
 from seqq.experiments.query_specs import build_specs
 from seqq.experiments.runner import KEY, SweepPlan, SweepRunner
@@ -40,21 +40,44 @@ def horizons(cfg: DictConfig) -> list[int]:
     return [int(k) for k in ks] if ks else list(range(cfg.sweep.k_min, cfg.sweep.k_max + 1))
 
 
-def load_model(model_cfg: DictConfig, vocab_size: int) -> SequenceModel:
-    """The model to query: a random Markov chain (`type: markov`, exact answers, for tests and
-    smoke runs) or whatever `seqq.models.loading.load_model` builds (LSTM checkpoint, HF LM)."""
-    if model_cfg.type == "markov":
-        return MarkovModel.random(vocab_size, model_cfg.get("order", 1),
-                                  model_cfg.get("concentration", 0.5), model_cfg.get("seed", 0))
+def load_model(cfg: DictConfig, dataset: Any) -> SequenceModel:
+    """The model to query: a random Markov chain (`model.type=markov`: exact answers, for tests
+    and smoke runs) or what `seqq.models.loading.load_model` builds (LSTM checkpoint of this
+    dataset, HuggingFace LM, SmolLM2)."""
+    m = cfg.model
+    if m.type == "markov":
+        return MarkovModel.random(len(dataset.vocab), m.get("order", 1),
+                                  m.get("concentration", 0.5), m.get("seed", 0))
     from seqq.models.loading import load_model as load_trained
 
-    return load_trained(model_cfg)
+    return load_trained(m, dataset=dataset.name, checkpoint_dir=cfg.checkpoint_dir)
 
 
-def load_data(dataset_cfg: DictConfig) -> Any:
-    from seqq.data import load_dataset
+def load_data(cfg: DictConfig) -> Any:
+    """The dataset; one whose raw files are absent falls back to its synthetic stand-in
+    (`synthetic_<name>`), which every table and figure then labels as such."""
+    from seqq.data import DATASETS, MissingRawData, load_dataset
 
-    return load_dataset(dataset_cfg)
+    name = cfg.dataset.name
+    options = OmegaConf.to_container(cfg.dataset.get("options") or {}, resolve=True)
+    try:
+        return load_dataset(name, cfg.data_root, **options)
+    except MissingRawData as missing:
+        if f"synthetic_{name}" not in DATASETS:
+            raise
+        log.warning("%s; using the synthetic stand-in synthetic_%s", missing, name)
+        return load_dataset(f"synthetic_{name}")
+
+
+def make_histories(cfg: DictConfig, dataset: Any, horizon: int) -> list[History]:
+    """Test-split positions (the paper's protocol) or synthetic mixtures (case studies)."""
+    s = cfg.sweep
+    if s.histories_from == "mixture":
+        m = s.mixture
+        return mixture_histories(len(dataset.vocab), list(m.focus), list(m.shares), m.per_share,
+                                 m.length, s.seed, list(m.exclude), dataset.bos_id)
+    return sample_histories(dataset.test, s.histories, horizon, s.seed, s.min_history,
+                            s.get("max_history"), keep_first=dataset.bos_id is not None)
 
 
 def results_dir(sweep_dir: str | Path) -> Path:
@@ -65,13 +88,12 @@ def run(cfg: DictConfig, model: SequenceModel | None = None, dataset: Any = None
         run_dir: str | Path | None = None) -> Path:
     """Run the configured sweep (or finish an interrupted one); return the sweep folder."""
     s = cfg.sweep
-    dataset = dataset if dataset is not None else load_data(cfg.dataset)
-    model = model if model is not None else load_model(cfg.model, len(dataset.vocab))
-    model_name = str(cfg.model.get("name") or cfg.model.type)
+    dataset = dataset if dataset is not None else load_data(cfg)
+    model = model if model is not None else load_model(cfg, dataset)
+    model_name = str(cfg.model.get("name") or cfg.model.get("name_or_path") or cfg.model.type)
     ks = horizons(cfg)
-    histories = sample_histories(dataset.test, s.histories, max(ks), s.seed, s.min_history,
-                                 s.get("max_history"), keep_first=True)
-    specs = build_specs(shard(histories, s.shard, s.shards), ks, cfg.query, dataset.vocab)
+    histories = shard(make_histories(cfg, dataset, max(ks)), s.shard, s.shards)
+    specs = build_specs(histories, ks, cfg.query, dataset.vocab)
     sweep_dir = Path(s.dir)
     run_dir = Path(run_dir) if run_dir else sweep_dir / "logs"
     write_provenance(run_dir, OmegaConf.to_container(cfg, resolve=True), s.seed)
@@ -80,15 +102,16 @@ def run(cfg: DictConfig, model: SequenceModel | None = None, dataset: Any = None
     tag = f"{dataset.name}-{model_name}-shard{s.shard}of{s.shards}"
     for temperature in s.temperatures:
         tempered = model if temperature == 1 else TemperatureModel(model, temperature)
-        truth = GroundTruthCache(str(sweep_dir / "ground_truth"), dataset.name, model_name,
-                                 temperature, gt_options, s.seed)
+        truth = (GroundTruthCache(str(sweep_dir / "ground_truth"), dataset.name, model_name,
+                                  temperature, gt_options, s.seed)
+                 if s.ground_truth else NoGroundTruth())
         plan = SweepPlan(
             dataset=dataset.name, model=model_name, synthetic=bool(dataset.synthetic),
             vocab_size=len(dataset.vocab),
             temperature=float(temperature), methods=list(cfg.estimator.methods),
             levels=[int(x) for x in cfg.budget.levels], seed=int(s.seed),
             chunk_size=int(s.chunk_size), tag=f"{tag}-T{temperature}",
-            options=OmegaConf.to_container(cfg.estimator.get("options") or {}, resolve=True),
+            options=OmegaConf.to_container(cfg.estimator.options, resolve=True),
         )
         written = SweepRunner(tempered, plan, results, truth, progress=s.progress).run(specs)
         log.info("%s T=%s: %d new rows in %s", tag, temperature, written, results.root)

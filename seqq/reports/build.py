@@ -41,10 +41,16 @@ def _summary_sections(results: pd.DataFrame, summary: pd.DataFrame) -> list[str]
 
 
 def build_report(paths: Sequence[str | Path], out: str | Path,
-                 figures: Sequence[str] | None = None) -> Path:
-    """Merge the results under `paths`, write tables/, figures/ and summary.md into `out`."""
+                 figures: Sequence[str] | None = None,
+                 datasets: Sequence[str] | None = None) -> Path:
+    """Merge the results under `paths` (only `datasets`, if given), write tables/, figures/ and
+    summary.md into `out`."""
     out = Path(out)
     results = tables.load_results([str(p) for p in paths])
+    if datasets:
+        results = results[results.dataset.isin(datasets)]
+        if results.empty:
+            raise ValueError(f"no results for datasets {list(datasets)}")
     summary = tables.rae_summary(results)
     _write_table(summary, out / "tables", "rae_summary")
     extra = {"large_lm": tables.large_lm_table(results) if {"importance", "beam"} <= set(

@@ -23,8 +23,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("results", nargs="+", type=Path, help="result parts or folders")
     parser.add_argument("--out", type=Path, help="output folder (default: <sweep>/report)")
     parser.add_argument("--figures", help=f"comma-separated subset of: {', '.join(FIGURES)}")
+    parser.add_argument("--datasets", help="comma-separated datasets to keep (default: all)")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     figures = args.figures.split(",") if args.figures else None
-    out = build_report(args.results, args.out or _default_out(args.results[0]), figures)
+    datasets = args.datasets.split(",") if args.datasets else None
+    out = build_report(args.results, args.out or _default_out(args.results[0]), figures,
+                       datasets)
     print(f"report written to {out}/summary.md")
     return 0

@@ -106,7 +106,8 @@ def rae_vs_entropy(results: pd.DataFrame, out: Path) -> list[Path]:
 def rae_vs_temperature(results: pd.DataFrame, out: Path) -> list[Path]:
     """Fig. 4b/13: median RAE vs model temperature with interquartile bands."""
     data = _finite(results)
-    datasets = sorted(data.dataset.unique())
+    counts = data.groupby("dataset").temperature.nunique()
+    datasets = sorted(counts[counts > 1].index)
     fig, axes = _grid(1, len(datasets))
     for j, ds in enumerate(datasets):
         ax = axes[0, j]
@@ -207,6 +208,22 @@ def unaccounted_vs_k(results: pd.DataFrame, out: Path) -> list[Path]:
     return _save(fig, out, "unaccounted_vs_k")
 
 
+def case_study(results: pd.DataFrame, out: Path) -> list[Path]:
+    """Fig. 15: mean estimate (90% CI) vs the share of the focus symbols in the history."""
+    data = results[results.group.fillna("").str.startswith("share=")].copy()
+    data["share"] = data.group.str.removeprefix("share=").astype(float)
+    fig, axes = _grid(1, 1)
+    ax = axes[0, 0]
+    for n, ((ds, label, method), rows) in enumerate(data.groupby(["dataset", "label", "method"])):
+        stats = rows.groupby("share").estimate.agg(["mean", "sem"]).fillna(0)
+        ax.errorbar(stats.index, stats["mean"], yerr=1.645 * stats["sem"], fmt="o-", ms=3,
+                    capsize=3, color=f"C{n}",
+                    label=f"{dataset_title(results, ds)}: {label} ({method})")
+    ax.set(xlabel="share of focus symbols A in the history", ylabel="mean estimate")
+    ax.legend(fontsize=7)
+    return _save(fig, out, "case_study")
+
+
 def _several(column: str, least: int = 2) -> Callable[[pd.DataFrame], bool]:
     return lambda r: r[column].nunique() >= least
 
@@ -216,10 +233,12 @@ FIGURES: dict[str, tuple[Callable[[pd.DataFrame], bool], Callable[..., list[Path
     "rae_vs_k_mean": (_several("K"), lambda r, o: rae_vs_k(r, o, "mean")),
     "rae_vs_entropy": (lambda r: r.entropy.notna().any() and r.method.isin(
         ["importance", "beam"]).any(), rae_vs_entropy),
-    "rae_vs_temperature": (_several("temperature"), rae_vs_temperature),
+    "rae_vs_temperature": (lambda r: (r.groupby("dataset").temperature.nunique() > 1).any(),
+                           rae_vs_temperature),
     "scatter": (lambda r: r.estimate.notna().any(), scatter),
     "rae_vs_budget_median": (_several("budget_level", 3), lambda r, o: rae_vs_budget(r, o)),
     "rae_vs_budget_mean": (_several("budget_level", 3), lambda r, o: rae_vs_budget(r, o, "mean")),
     "beam_sizes": (lambda r: (r.method == "coverage_beam").any(), beam_sizes),
     "unaccounted_vs_k": (lambda r: not unaccounted(r).empty, unaccounted_vs_k),
+    "case_study": (lambda r: r.group.fillna("").str.startswith("share=").any(), case_study),
 }

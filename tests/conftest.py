@@ -1,0 +1,51 @@
+"""Shared fixtures for the sweep, report, config and SLURM tests: a tiny sweep configuration
+(random Markov model on a small synthetic dataset, exact answers, seconds on 2 CPU cores)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+
+from seqq.experiments import sweep
+
+REPO = Path(__file__).resolve().parents[1]
+
+# A 9-symbol synthetic dataset and a first-order Markov model over it; small budgets and a
+# small surrogate keep every sweep in these tests to a few seconds.
+TINY = [
+    "dataset=synthetic_reviews",
+    "+dataset.options.vocab_size=9",
+    "+dataset.options.num_sequences=40",
+    "+dataset.options.max_length=30",
+    "model.type=markov",
+    "+model.name=markov",
+    "+model.order=1",
+    "sweep.histories=6",
+    "sweep.ks=[3,5]",
+    "sweep.chunk_size=4",
+    "sweep.progress=false",
+    "budget.levels=[10,30]",
+    "ground_truth.exact_max_calls=100",
+    "ground_truth.s_low=300",
+    "ground_truth.s_step=100",
+    "ground_truth.s_high=600",
+]
+
+
+def tiny_overrides(root: Path, name: str = "tiny", *extra: str) -> list[str]:
+    return [*TINY, f"sweep.root={root}", f"sweep.name={name}", *extra]
+
+
+def compose_sweep(overrides: list[str]) -> DictConfig:
+    with initialize_config_dir(str(sweep.CONF), version_base=None):
+        return compose("sweep", overrides=overrides)
+
+
+@pytest.fixture(scope="session")
+def tiny_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One finished tiny sweep (hybrid, importance, beam at S=10, 30), shared by read-only tests."""
+    root = tmp_path_factory.mktemp("sweeps")
+    return sweep.run(compose_sweep(tiny_overrides(root)))
