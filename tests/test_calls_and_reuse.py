@@ -78,6 +78,14 @@ def test_budgets_are_respected_and_used(method):
             assert est.model_calls > budget - 4  # one more sample would not fit
 
 
+def test_hybrid_fits_its_tail_into_the_budget():
+    model = random_markov(6, 1, seed=3)
+    est = seqq.estimate(model, [0], Q.hitting_time(2, 5), "hybrid", budget=400, max_width=5, seed=0)
+    assert est.model_calls <= 400 and est.num_samples >= 1
+    with pytest.raises(BudgetError, match="leaving none"):
+        seqq.estimate(model, [0], Q.hitting_time(2, 5), "hybrid", budget=10, max_width=5)
+
+
 def test_hitting_time_distribution_matches_per_horizon_runs():
     model = tiny_lstm()
     K, S = 5, 64

@@ -127,7 +127,7 @@ def _expand(batch: Batch, level: Level, depth: int, rule: Rule) -> Level:
         scores = level.log_p[open_nodes].to(batch.device)[:, None] + masked.double()
     k = min(rule.cap or batch.vocab_size, batch.vocab_size)
     top_scores, top_tokens = (t.cpu() for t in scores.topk(k, dim=-1))
-    totals = _branch_totals(scores, branch) if isinstance(rule, TailSplit) else None
+    totals = _branch_totals(scores, domain, branch) if isinstance(rule, TailSplit) else None
 
     kept_node, kept_token = [], []
     for b, (start, stop) in _runs(branch):
@@ -166,7 +166,8 @@ def _runs(branch: Tensor) -> list[tuple[int, tuple[int, int]]]:
     return [(int(b), (s, e)) for b, s, e in zip(ids.tolist(), starts, stops, strict=True)]
 
 
-def _branch_totals(scores: Tensor, branch: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def _branch_totals(scores: Tensor, domain: Tensor, branch: Tensor
+                   ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Per branch: candidate count, Σw and Σw² with w = exp(score − shift), and the shift."""
     N = int(branch.max()) + 1
     node_max = scores.amax(-1).cpu()
@@ -174,7 +175,7 @@ def _branch_totals(scores: Tensor, branch: Tensor) -> tuple[Tensor, Tensor, Tens
         0, branch, node_max, reduce="amax")
     shift = torch.where(torch.isfinite(shift), shift, 0.0)
     w = torch.exp(scores - shift[branch].to(scores.device)[:, None])
-    count = torch.zeros(N, dtype=torch.long).index_add_(0, branch, torch.isfinite(scores).sum(-1).cpu())
+    count = torch.zeros(N, dtype=torch.long).index_add_(0, branch, domain.sum(-1).cpu())
     s1 = torch.zeros(N, dtype=torch.float64).index_add_(0, branch, w.sum(-1).cpu())
     s2 = torch.zeros(N, dtype=torch.float64).index_add_(0, branch, (w**2).sum(-1).cpu())
     return count, s1, s2, shift

@@ -10,7 +10,7 @@ import torch
 
 from seqq.estimators.batch import prepare
 from seqq.estimators.estimate import Estimate
-from seqq.estimators.rollout import gumbel_argmax, restrict
+from seqq.estimators.rollout import sample_categorical, restrict
 from seqq.estimators.summary import segment_mean
 from seqq.models.protocol import SequenceModel
 from seqq.queries import Symbols, Vocabulary, hitting_time
@@ -45,7 +45,7 @@ def hitting_time_distribution(model: SequenceModel, history: Sequence[int], a: S
         if k == K:
             break
         masked, log_miss = restrict(log_probs, (~hit).expand_as(log_probs))
-        drawn = gumbel_argmax(masked, batch.generator)
+        drawn = sample_categorical(masked, batch.generator)
         log_w += log_miss.double().cpu()
         neg_log_q -= (masked.gather(1, drawn[:, None])[:, 0] - log_miss).double().cpu()
         log_probs, state = batch.counter.step(state, drawn)

@@ -27,10 +27,14 @@ class Paths:
     log_weight: Tensor  # [R] float64, Σ_k log p(V_k | x_<k) = log p - log q
 
 
-def gumbel_argmax(logits: Tensor, generator: torch.Generator) -> Tensor:
-    """One draw per row from softmax(logits); -inf entries are never drawn."""
-    noise = torch.empty_like(logits, dtype=torch.float32).exponential_(generator=generator)
-    return torch.argmax(logits - noise.clamp_min(1e-30).log(), dim=-1)
+def sample_categorical(logits: Tensor, generator: torch.Generator) -> Tensor:
+    """One draw per row from softmax(logits) by inverting the CDF (one uniform per row, float64
+    sums); -inf entries are never drawn."""
+    probs = torch.softmax(logits.double(), dim=-1)
+    cdf = probs.cumsum(-1)
+    u = torch.rand(len(logits), 1, generator=generator, device=logits.device, dtype=torch.float64)
+    drawn = torch.searchsorted(cdf, u * cdf[:, -1:], right=True)[:, 0]
+    return drawn.clamp_max(logits.shape[-1] - 1)
 
 
 def restrict(log_probs: Tensor, domain: Tensor) -> tuple[Tensor, Tensor]:
@@ -69,7 +73,7 @@ def rollout(
         masked, log_mass = restrict(log_probs, domain)
         logits = masked if policy == "proposal" else torch.zeros_like(masked).masked_fill(
             ~domain, -float("inf"))
-        drawn = gumbel_argmax(logits, batch.generator)
+        drawn = sample_categorical(logits, batch.generator)
         picked = log_probs.gather(1, drawn[:, None])[:, 0].double().cpu()
         tokens[rows, depth] = drawn.cpu()
         log_p[rows] += picked

@@ -28,7 +28,7 @@ from seqq.estimators.beam import (
     leaves,
 )
 from seqq.estimators.estimate import Estimate
-from seqq.estimators.rollout import gumbel_argmax, restrict, rollout
+from seqq.estimators.rollout import sample_categorical, restrict, rollout
 from seqq.estimators.summary import BranchResult, segment_average, segment_mean, to_estimates
 
 DEFAULT_MAX_WIDTH = 1500
@@ -171,7 +171,7 @@ def _sample_tail(batch: Batch, levels: list[Level], pruned: list[dict[str, Tenso
         if not len(rows):
             break
         o = p["open_index"][node].to(p["logits"].device)
-        drawn = gumbel_argmax(p["logits"][o], batch.generator)
+        drawn = sample_categorical(p["logits"][o], batch.generator)
         log_w[rows] += p["log_mass"][o].cpu()
         log_q[rows] += p["cond"][o, drawn].cpu()
         drawn = drawn.cpu()
