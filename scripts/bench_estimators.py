@@ -46,7 +46,7 @@ def main() -> None:
     parser.add_argument("--device", default=None)
     args = parser.parse_args()
     torch.manual_seed(0)
-    print(f"| hidden | device | raw calls/s | IS calls/s | IS/raw | hybrid calls/s | hybrid/raw |")
+    print("| hidden | device | raw calls/s | IS calls/s | IS/raw | hybrid calls/s | hybrid/raw |")
     print("|---|---|---|---|---|---|---|")
     for hidden in args.hidden:
         net = LSTMNet(args.vocab, hidden_size=hidden, num_layers=2, dropout=0.0)

@@ -10,7 +10,7 @@ import torch
 
 from seqq.estimators.batch import prepare
 from seqq.estimators.estimate import Estimate
-from seqq.estimators.rollout import sample_categorical, restrict
+from seqq.estimators.rollout import restrict, sample_categorical
 from seqq.estimators.summary import segment_mean
 from seqq.models.protocol import SequenceModel
 from seqq.queries import Symbols, Vocabulary, hitting_time

@@ -28,7 +28,7 @@ from seqq.estimators.beam import (
     leaves,
 )
 from seqq.estimators.estimate import Estimate
-from seqq.estimators.rollout import sample_categorical, restrict, rollout
+from seqq.estimators.rollout import restrict, rollout, sample_categorical
 from seqq.estimators.summary import BranchResult, segment_average, segment_mean, to_estimates
 
 DEFAULT_MAX_WIDTH = 1500
