@@ -1,0 +1,49 @@
+"""Datasets by name: `load_dataset(name, root="data", **options)`.
+
+Names: shakespeare, wikitext, moocs, apps, reviews (real raw files under `<root>/<name>/`), and
+the synthetic stand-ins `synthetic_reviews`, `synthetic_apps`, `synthetic_moocs`,
+`synthetic_shakespeare` (or `synthetic` with `preset=...`).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+from seqq.data.base import BOS, SequenceDataset
+from seqq.data.events import load_apps, load_moocs, load_reviews
+from seqq.data.synthetic import PRESETS, load_synthetic
+from seqq.data.text import load_shakespeare, load_wikitext
+from seqq.errors import DataError, MissingRawData
+
+
+def _synthetic(root: Path, preset: str = "apps", **options) -> SequenceDataset:
+    return load_synthetic(preset, **options)  # generated in memory: no root, no cache
+
+
+DATASETS: dict[str, Callable[..., SequenceDataset]] = {
+    "shakespeare": load_shakespeare,
+    "wikitext": load_wikitext,
+    "moocs": load_moocs,
+    "apps": load_apps,
+    "reviews": load_reviews,
+    "synthetic": _synthetic,
+    **{f"synthetic_{p}": partial(_synthetic, preset=p) for p in PRESETS},
+}
+
+
+def load_dataset(name: str, root: str | Path = "data", **options) -> SequenceDataset:
+    """The processed dataset `name`, prepared from its raw files once and cached after that."""
+    if name not in DATASETS:
+        raise DataError(f"unknown dataset {name!r}; choose one of {sorted(DATASETS)}")
+    loader = DATASETS[name]
+    try:
+        inspect.signature(loader).bind(Path(root), **options)
+    except TypeError as e:
+        raise DataError(f"{name}: bad options {sorted(options)}: {e}") from e
+    return loader(Path(root), **options)
+
+
+__all__ = ["BOS", "DATASETS", "DataError", "MissingRawData", "SequenceDataset", "load_dataset"]

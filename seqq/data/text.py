@@ -1,0 +1,108 @@
+"""Language datasets: Shakespeare characters and WikiText-2 under the GPT-2 tokenizer."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from seqq.data.base import BOS, DEFAULT_FRACTIONS, SequenceDataset, split_indices
+from seqq.data.cache import cached
+from seqq.errors import DataError, MissingRawData
+
+SHAKESPEARE_URL = "https://cs.stanford.edu/people/karpathy/char-rnn/shakespeare_input.txt"
+WIKITEXT_URL = "https://huggingface.co/datasets/Salesforce/wikitext (wikitext-2-v1)"
+
+
+def require(path: Path, what: str, source: str) -> Path:
+    """`path` if it exists, else the one-line instruction `seqq train` prints."""
+    if not path.exists():
+        raise MissingRawData(f"{what} not found: put it at {path} (download: {source})")
+    return path
+
+
+def load_shakespeare(root: Path, *, file: str = "tinyshakespeare_input.txt",
+                     block_chars: int = 5000, fractions: Sequence[float] = DEFAULT_FRACTIONS,
+                     seed: int = 0) -> SequenceDataset:
+    """Characters of a Shakespeare text cut into contiguous blocks, whole blocks per split.
+
+    The default is the shipped tiny Shakespeare (65 characters); `file=shakespeare_input.txt`
+    uses karpathy's full text (67 characters, the paper's) once it is put in data/shakespeare/.
+    """
+    path = require(root / "shakespeare" / file, f"Shakespeare text {file!r}", SHAKESPEARE_URL)
+    if block_chars < 2:
+        raise DataError(f"shakespeare: block_chars must be at least 2, got {block_chars}")
+    options = dict(block_chars=block_chars, fractions=list(fractions), seed=seed)
+
+    def build() -> SequenceDataset:
+        text = path.read_text(encoding="utf-8")
+        if not text:
+            raise DataError(f"shakespeare: {path} is empty")
+        vocab = [BOS, *sorted(set(text))]
+        index = {c: i for i, c in enumerate(vocab)}
+        blocks = [[0, *(index[c] for c in text[i:i + block_chars])]
+                  for i in range(0, len(text), block_chars)]
+        train, valid, test = split_indices(len(blocks), fractions, seed)
+        return SequenceDataset(
+            name="shakespeare", vocab=vocab, train=[blocks[i] for i in train],
+            valid=[blocks[i] for i in valid], test=[blocks[i] for i in test],
+            description=f"Shakespeare characters from {file}, {block_chars}-character blocks",
+            stats=dict(characters=len(text), blocks=len(blocks)),
+        )
+
+    return cached(root, "shakespeare", [path], options, build)
+
+
+_ARTICLE_HEADING = re.compile(r"^ = [^=].* = $")
+
+
+def wikitext_articles(text: str) -> list[str]:
+    """Split a WikiText `*.tokens` file into articles at its top-level ` = Title = ` headings."""
+    articles: list[list[str]] = []
+    for line in text.splitlines(keepends=True):
+        if _ARTICLE_HEADING.match(line.rstrip("\n")) or not articles:
+            articles.append([])
+        articles[-1].append(line)
+    return [a for a in ("".join(lines) for lines in articles) if a.strip()]
+
+
+def gpt2_tokenizer(root: Path):
+    """The GPT-2 BPE tokenizer from the files shipped in data/gpt2_tokenizer/ (no hub needed)."""
+    from transformers import AutoTokenizer
+
+    folder = root / "gpt2_tokenizer"
+    for f in ("vocab.json", "merges.txt"):
+        require(folder / f, f"GPT-2 {f}", "openai/whisper assets/gpt2")
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    tokenizer.model_max_length = 1 << 30  # articles are longer than GPT-2's context; that is fine
+    if len(tokenizer) != 50257:
+        raise DataError(f"{folder} does not hold the GPT-2 tokenizer ({len(tokenizer)} tokens)")
+    return tokenizer
+
+
+def load_wikitext(root: Path, *, test_file: str = "wiki.test.tokens",
+                  valid_file: str = "wiki.valid.tokens") -> SequenceDataset:
+    """WikiText-2 (v1) articles as GPT-2 token-id blocks; no training split (the paper only
+    queries pretrained GPT-2 with test-split prefixes)."""
+    folder = root / "wikitext2"
+    test_path = require(folder / test_file, f"WikiText-2 {test_file}", WIKITEXT_URL)
+    valid_path = require(folder / valid_file, f"WikiText-2 {valid_file}", WIKITEXT_URL)
+    tok_files = [require(root / "gpt2_tokenizer" / f, f"GPT-2 {f}", "openai/whisper assets/gpt2")
+                 for f in ("vocab.json", "merges.txt")]
+
+    def build() -> SequenceDataset:
+        tokenizer = gpt2_tokenizer(root)
+
+        def encode(path: Path) -> list[list[int]]:
+            articles = wikitext_articles(path.read_text(encoding="utf-8"))
+            return [ids for ids in tokenizer(articles)["input_ids"] if ids]
+
+        vocab = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+        test, valid = encode(test_path), encode(valid_path)
+        return SequenceDataset(
+            name="wikitext", vocab=vocab, train=[], valid=valid, test=test,
+            description="WikiText-2 v1 articles, GPT-2 BPE token ids (no <BOS>)",
+            stats=dict(test_tokens=sum(map(len, test)), test_articles=len(test)),
+        )
+
+    return cached(root, "wikitext", [test_path, valid_path, *tok_files], {}, build)

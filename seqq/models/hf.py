@@ -1,0 +1,101 @@
+"""Any HuggingFace causal LM (GPT-2, SmolLM2, ...) under the `SequenceModel` protocol.
+
+Histories are encoded once, left-padded in one batch with an attention mask and explicit position
+ids, so every row sees exactly its own tokens at positions 0..L-1. The state holds the KV cache;
+`select` gathers its rows (duplicating them for samples and beams) and `step` feeds one token per
+row. States are never mutated: each call builds a new cache object whose layers start from the
+old tensors (the cache appends by concatenation, which leaves those tensors untouched).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from seqq.errors import QueryError
+
+
+@dataclass(frozen=True)
+class HFState:
+    cache: object  # transformers Cache (DynamicCache)
+    mask: Tensor  # [B, T] 1 for real tokens, 0 for left padding
+    positions: Tensor  # [B] position id of the next token
+
+
+def _fork(cache):
+    """A new cache object sharing the old key/value tensors, so updating it leaves `cache` intact."""
+    forked = copy.copy(cache)
+    forked.layers = [copy.copy(layer) for layer in cache.layers]
+    return forked
+
+
+class HFCausalLM:
+    """Adapter from a `transformers` causal LM to the protocol; log-probs are float32 [B, V]."""
+
+    def __init__(self, model, tokenizer=None, device: str | torch.device | None = None):
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.model = model.to(self.device).eval()
+        self.tokenizer = tokenizer
+        config = model.config
+        self.vocab_size = int(model.get_output_embeddings().out_features)
+        self.context_length = int(getattr(config, "n_positions", None)
+                                  or getattr(config, "max_position_embeddings", None) or 1 << 30)
+        bos = tokenizer.bos_token_id if tokenizer is not None else None
+        self.bos_id = bos if bos is not None else getattr(config, "bos_token_id", None)
+
+    def check_fits(self, history_length: int, horizon: int) -> None:
+        """Raise if a history of this length plus `horizon` new tokens exceeds the context."""
+        if history_length + horizon > self.context_length:
+            raise QueryError(
+                f"a history of {history_length} tokens plus horizon {horizon} exceeds the model's "
+                f"context of {self.context_length} tokens; use a shorter history")
+
+    def _history(self, h: Sequence[int]) -> list[int]:
+        ids = [int(t) for t in h]
+        if not ids:
+            if self.bos_id is None:
+                raise QueryError("empty history and the model has no BOS token to start from")
+            ids = [self.bos_id]
+        if min(ids) < 0 or max(ids) >= self.vocab_size:
+            raise QueryError(f"history token ids must lie in 0..{self.vocab_size - 1}")
+        return ids
+
+    def _log_probs(self, logits: Tensor) -> Tensor:
+        return torch.log_softmax(logits[:, -1].float(), -1)
+
+    @torch.inference_mode()
+    def initial_state(self, histories: Sequence[Sequence[int]]) -> tuple[Tensor, HFState]:
+        rows = [self._history(h) for h in histories]
+        width = max(len(r) for r in rows)
+        self.check_fits(width, 1)
+        ids = torch.zeros(len(rows), width, dtype=torch.long)
+        mask = torch.zeros(len(rows), width, dtype=torch.long)
+        for i, r in enumerate(rows):
+            ids[i, width - len(r):] = torch.tensor(r)
+            mask[i, width - len(r):] = 1
+        positions = (mask.cumsum(-1) - 1).clamp_min(0)
+        ids, mask, positions = ids.to(self.device), mask.to(self.device), positions.to(self.device)
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
+        return self._log_probs(out.logits), HFState(out.past_key_values, mask, mask.sum(-1))
+
+    @torch.inference_mode()
+    def step(self, state: HFState, tokens: Tensor) -> tuple[Tensor, HFState]:
+        if int(state.positions.max()) >= self.context_length:
+            raise QueryError(f"the prefix reached the model's context of {self.context_length} "
+                             "tokens; use a shorter history or horizon")
+        tokens = tokens.to(self.device).long()
+        mask = torch.cat([state.mask, torch.ones_like(state.mask[:, :1])], 1)
+        out = self.model(input_ids=tokens[:, None], attention_mask=mask,
+                         position_ids=state.positions[:, None], past_key_values=_fork(state.cache),
+                         use_cache=True)
+        return self._log_probs(out.logits), HFState(out.past_key_values, mask, state.positions + 1)
+
+    def select(self, state: HFState, index: Tensor) -> HFState:
+        index = index.to(self.device).long()
+        cache = _fork(state.cache)
+        cache.reorder_cache(index)  # index_select per layer: new tensors, duplicates allowed
+        return HFState(cache, state.mask[index], state.positions[index])

