@@ -47,8 +47,9 @@ class TopB:
     def cap(self) -> int:
         return int(self.width.max())
 
-    def keep(self, scores: Tensor, depth: int, length: int, totals: tuple, b: int) -> int:
-        return min(int(self.width[b]), len(scores))
+    def counts(self, scores: Tensor, branch: Tensor, depth: int, lengths: Tensor,
+               totals: tuple | None) -> Tensor:
+        return torch.minimum(self.width[branch].to(scores.device), torch.isfinite(scores).sum(-1))
 
 
 @dataclass(frozen=True)
@@ -59,11 +60,11 @@ class Coverage:
     by_q: bool = True
     cap: int | None = None
 
-    def keep(self, scores: Tensor, depth: int, length: int, totals: tuple, b: int) -> int:
-        target = self.alpha ** ((depth + 1) / length)
-        covered = torch.cumsum(scores.exp(), 0)
-        reached = (covered >= target).nonzero()
-        return int(reached[0]) + 1 if len(reached) else len(scores)
+    def counts(self, scores: Tensor, branch: Tensor, depth: int, lengths: Tensor,
+               totals: tuple | None) -> Tensor:
+        target = self.alpha ** ((depth + 1) / lengths.to(scores.device).double())
+        short = torch.cumsum(scores.exp(), -1) < target[:, None]  # still below the target
+        return torch.minimum(short.sum(-1) + 1, torch.isfinite(scores).sum(-1))
 
 
 @dataclass(frozen=True)
@@ -78,17 +79,17 @@ class TailSplit:
     def cap(self) -> int:
         return int(self.max_width.max())
 
-    def keep(self, scores: Tensor, depth: int, length: int, totals: tuple, b: int) -> int:
-        n, s1, s2, shift = (x.item() for x in totals)  # all candidates, w scaled by exp(-shift)
-        if n <= 1:
-            return int(n)
-        w = torch.exp(scores - shift)
-        cap = min(len(w), n - 1, int(self.max_width[b]))
-        b = torch.arange(1, cap + 1, dtype=torch.float64)
-        p1, p2 = torch.cumsum(w, 0)[: len(b)], torch.cumsum(w**2, 0)[: len(b)]
+    def counts(self, scores: Tensor, branch: Tensor, depth: int, lengths: Tensor,
+               totals: tuple | None) -> Tensor:
+        n, s1, s2, shift = (x[branch].to(scores.device)[:, None] for x in totals)
+        w = torch.exp(scores - shift)  # totals cover *all* candidates, scaled by exp(-shift)
+        b = torch.arange(1, scores.shape[1] + 1, device=scores.device, dtype=torch.float64)
+        p1, p2 = torch.cumsum(w, -1), torch.cumsum(w**2, -1)
         left = p2 / b - (p1 / b) ** 2
         right = (s2 - p2) / (n - b) - ((s1 - p1) / (n - b)) ** 2
-        return int(torch.argmin(left + right)) + 1
+        allowed = (b < n) & (b <= self.max_width[branch].to(scores.device)[:, None])
+        best = torch.where(allowed, left + right, torch.inf).argmin(-1) + 1
+        return torch.where(n[:, 0] <= 1, n[:, 0], best).long()
 
 
 Rule = TopB | Coverage | TailSplit
@@ -126,21 +127,16 @@ def _expand(batch: Batch, level: Level, depth: int, rule: Rule) -> Level:
     else:
         scores = level.log_p[open_nodes].to(batch.device)[:, None] + masked.double()
     k = min(rule.cap or batch.vocab_size, batch.vocab_size)
-    top_scores, top_tokens = (t.cpu() for t in scores.topk(k, dim=-1))
+    top_scores, top_tokens = scores.topk(k, dim=-1)  # a branch's best are among its nodes' best
     totals = _branch_totals(scores, domain, branch) if isinstance(rule, TailSplit) else None
-
-    kept_node, kept_token = [], []
-    for b, (start, stop) in _runs(branch):
-        flat = top_scores[start:stop].flatten()
-        order = torch.argsort(flat, descending=True, stable=True)
-        order = order[torch.isfinite(flat[order])]
-        stats = tuple(x[b] for x in totals) if totals else ()
-        count = rule.keep(flat[order], depth, int(batch.lengths[b]), stats, b)
-        chosen = order[:count]
-        kept_node.append(start + chosen // k)
-        kept_token.append(top_tokens[start:stop].flatten()[chosen])
-    local = torch.cat(kept_node)  # index among open nodes
-    token = torch.cat(kept_token)
+    local, token = [], []
+    for rows in _chunks(branch, k):
+        on_device = rows.to(top_scores.device)
+        node, symbol = _choose(top_scores[on_device], top_tokens[on_device], branch[rows], depth, rule,
+                               batch.lengths, totals)
+        local.append(rows[0] + node)
+        token.append(symbol)
+    local, token = torch.cat(local), torch.cat(token)
     parent = open_nodes[local]
     child_branch = level.branch[parent]
     dev_local, dev_token = local.to(batch.device), token.to(batch.device)
@@ -158,12 +154,46 @@ def _expand(batch: Batch, level: Level, depth: int, rule: Rule) -> Level:
     return Level(child_branch, parent, token, log_p, log_q, final, row, next_probs, next_state)
 
 
-def _runs(branch: Tensor) -> list[tuple[int, tuple[int, int]]]:
-    """(branch id, (start, stop)) for each run of equal ids in a grouped vector."""
-    ids, counts = torch.unique_consecutive(branch, return_counts=True)
-    stops = torch.cumsum(counts, 0).tolist()
-    starts = [0, *stops[:-1]]
-    return [(int(b), (s, e)) for b, s, e in zip(ids.tolist(), starts, stops, strict=True)]
+PADDED_ELEMENTS = 2**25  # branches × candidates laid out at once when choosing beams
+
+
+def _chunks(branch: Tensor, k: int) -> list[Tensor]:
+    """Contiguous node ranges holding whole branches, each small enough to pad at once."""
+    _, sizes = torch.unique_consecutive(branch, return_counts=True)
+    chunks, start, nodes, branches, widest = [], 0, 0, 0, 0
+    for size in sizes.tolist():
+        wider = max(widest, size * k)
+        if branches and wider * (branches + 1) > PADDED_ELEMENTS:
+            chunks.append(torch.arange(start, start + nodes))
+            start, nodes, branches, wider = start + nodes, 0, 0, size * k
+        nodes, branches, widest = nodes + size, branches + 1, wider
+    chunks.append(torch.arange(start, start + nodes))
+    return chunks
+
+
+def _choose(top_scores: Tensor, top_tokens: Tensor, branch: Tensor, depth: int, rule: Rule,
+            lengths: Tensor, totals: tuple | None) -> tuple[Tensor, Tensor]:
+    """Apply the rule to every branch at once: each branch's candidates (its nodes' top-k) are
+    laid out in one padded row, sorted, and the rule says how many of the best to keep.
+    Returns (open-node index, symbol) of the kept candidates, grouped by branch."""
+    ids, nodes_per_branch = torch.unique_consecutive(branch, return_counts=True)
+    first_node = torch.cumsum(nodes_per_branch, 0) - nodes_per_branch
+    k = top_scores.shape[1]
+    group = torch.repeat_interleave(torch.arange(len(ids)), nodes_per_branch)
+    column = (torch.arange(len(branch)) - first_node[group])[:, None] * k + torch.arange(k)
+    device = top_scores.device
+    width = int(nodes_per_branch.max()) * k
+    padded = torch.full((len(ids), width), -torch.inf, dtype=top_scores.dtype, device=device)
+    padded[group.to(device)[:, None], column.to(device)] = top_scores
+    keep_at_most = min(width, rule.cap or width)
+    sorted_scores, position = padded.topk(keep_at_most, dim=-1)
+    count = rule.counts(sorted_scores, ids, depth, lengths[ids], totals)
+    rank = torch.arange(keep_at_most, device=device)
+    kept = (rank < count[:, None]) & torch.isfinite(sorted_scores)
+    g, r = kept.nonzero(as_tuple=True)
+    node = first_node.to(device)[g] + position[g, r] // k
+    token = top_tokens[node, position[g, r] % k]
+    return node.cpu(), token.cpu()
 
 
 def _branch_totals(scores: Tensor, domain: Tensor, branch: Tensor
