@@ -107,3 +107,14 @@ def test_probabilities_below_float32_range_come_out_right():
         assert est.value == pytest.approx(1e-96, rel=1e-5)
     assert seqq.exact(iid, [1], query) == pytest.approx(1e-96, rel=1e-9)
     assert not math.isnan(seqq.estimate(iid, [1], query, "naive", samples=50, seed=0).value)
+
+
+@pytest.mark.parametrize("method", ["exact", "importance", "naive", "uniform", "beam", "tail_beam",
+                                    "coverage_beam", "hybrid"])
+def test_impossible_events_give_zero_never_nan(method):
+    model = MarkovModel.iid([0.5, 0.5, 0.0])  # symbol 2 has probability exactly 0
+    for query in (Q.hitting_time(2, 3), Q.count(2, 1, 3), Q.a_before_b(2, 0, 3)):
+        est = seqq.estimate(model, [0], query, method, seed=0)
+        assert est.value == 0.0 and not math.isnan(est.log_value)
+        assert est.entropy is None or not math.isnan(est.entropy)
+        assert est.stderr is None or not math.isnan(est.stderr)

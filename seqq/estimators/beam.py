@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from seqq.estimators.batch import Batch
-from seqq.estimators.rollout import restrict
+from seqq.estimators.rollout import conditional, restrict
 from seqq.estimators.summary import group_logsumexp
 from seqq.models.protocol import State
 
@@ -120,8 +120,8 @@ def _expand(batch: Batch, level: Level, depth: int, rule: Rule) -> Level:
     branch = level.branch[open_nodes]
     domain = batch.masks[branch.to(batch.device), depth]
     log_probs = level.log_probs[level.row[open_nodes].to(batch.device)]
-    masked, log_mass = restrict(log_probs, domain)
-    cond_log_q = (masked - log_mass[:, None]).double()
+    masked, log_mass, _ = restrict(log_probs, domain)
+    cond_log_q = conditional(masked, log_mass)
     if rule.by_q:
         scores = level.log_q[open_nodes].to(batch.device)[:, None] + cond_log_q
     else:

@@ -14,7 +14,7 @@ from torch import Tensor
 
 from seqq.estimators.batch import Batch
 from seqq.estimators.estimate import Estimate
-from seqq.estimators.rollout import restrict
+from seqq.estimators.rollout import conditional, restrict
 from seqq.estimators.summary import BranchResult, to_estimates
 from seqq.models.protocol import State
 
@@ -39,9 +39,9 @@ def _enumerate(batch: Batch, b: int, log_probs: Tensor, state: State, log_p: Ten
                log_q: Tensor, depth: int) -> tuple[float, float]:
     """(log p, Σ q·(−log q)) of all completions below the given prefixes (rows) of branch b."""
     domain = batch.masks[b, depth].expand_as(log_probs)
-    masked, log_mass = restrict(log_probs, domain)
+    masked, log_mass, _ = restrict(log_probs, domain)
     joint_p = log_p.to(masked.device)[:, None] + masked.double()
-    joint_q = log_q.to(masked.device)[:, None] + (masked - log_mass[:, None]).double()
+    joint_q = log_q.to(masked.device)[:, None] + conditional(masked, log_mass)
     if depth + 1 == int(batch.lengths[b]):
         q = joint_q.exp()
         ent = torch.where(q > 0, -q * joint_q, 0.0).sum().item()

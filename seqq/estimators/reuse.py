@@ -10,7 +10,7 @@ import torch
 
 from seqq.estimators.batch import prepare
 from seqq.estimators.estimate import Estimate
-from seqq.estimators.rollout import restrict, sample_categorical
+from seqq.estimators.rollout import conditional, restrict, sample_weighted
 from seqq.estimators.summary import segment_mean
 from seqq.models.protocol import SequenceModel
 from seqq.queries import Symbols, Vocabulary, hitting_time
@@ -33,8 +33,8 @@ def hitting_time_distribution(model: SequenceModel, history: Sequence[int], a: S
     neg_log_q = torch.zeros(S, dtype=torch.float64)
     estimates = []
     for k in range(1, K + 1):
-        _, log_hit = restrict(log_probs, hit.expand_as(log_probs))
-        q_hit = (log_probs.masked_fill(~hit, -torch.inf) - log_hit[:, None]).double()
+        hit_logits, log_hit, _ = restrict(log_probs, hit.expand_as(log_probs))
+        q_hit = conditional(hit_logits, log_hit)
         hit_entropy = torch.where(q_hit > -torch.inf, -q_hit.exp() * q_hit, 0.0).sum(-1).cpu()
         log_mean, var, _ = segment_mean(log_w + log_hit.double().cpu(), rows, 1)
         estimates.append(Estimate(
@@ -44,8 +44,8 @@ def hitting_time_distribution(model: SequenceModel, history: Sequence[int], a: S
             num_samples=S, extras={"horizon": k}))
         if k == K:
             break
-        masked, log_miss = restrict(log_probs, (~hit).expand_as(log_probs))
-        drawn = sample_categorical(masked, batch.generator)
+        masked, log_miss, weights = restrict(log_probs, (~hit).expand_as(log_probs))
+        drawn = sample_weighted(weights, batch.generator)
         log_w += log_miss.double().cpu()
         neg_log_q -= (masked.gather(1, drawn[:, None])[:, 0] - log_miss).double().cpu()
         log_probs, state = batch.counter.step(state, drawn)

@@ -27,25 +27,44 @@ class Paths:
     log_weight: Tensor  # [R] float64, Σ_k log p(V_k | x_<k) = log p - log q
 
 
-def sample_categorical(logits: Tensor, generator: torch.Generator) -> Tensor:
-    """One draw per row from softmax(logits) by inverting the CDF (one uniform per row, float64
-    sums); -inf entries are never drawn."""
-    probs = torch.softmax(logits.double(), dim=-1)
-    cdf = probs.cumsum(-1)
-    u = torch.rand(len(logits), 1, generator=generator, device=logits.device, dtype=torch.float64)
+def sample_weighted(weights: Tensor, generator: torch.Generator) -> Tensor:
+    """One draw per row with probability ∝ weights (≥ 0), by inverting a float64 CDF with one
+    uniform per row; zero-weight entries are never drawn."""
+    cdf = weights.double().cumsum(-1)
+    u = torch.rand(len(weights), 1, generator=generator, device=weights.device, dtype=torch.float64)
     drawn = torch.searchsorted(cdf, u * cdf[:, -1:], right=True)[:, 0]
-    return drawn.clamp_max(logits.shape[-1] - 1)
+    return drawn.clamp_max(weights.shape[-1] - 1)
 
 
-def restrict(log_probs: Tensor, domain: Tensor) -> tuple[Tensor, Tensor]:
-    """Masked logits and log p(V_k | prefix) for each row; rows whose whole domain underflowed
-    fall back to uniform sampling within the domain (their weight is then zero anyway)."""
+def sample_categorical(logits: Tensor, generator: torch.Generator) -> Tensor:
+    """One draw per row from softmax(logits); -inf entries are never drawn."""
+    return sample_weighted(torch.exp(logits - logits.amax(-1, keepdim=True)), generator)
+
+
+def restrict(log_probs: Tensor, domain: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Masked log-probs, log p(V_k | prefix), and weights ∝ q(· | prefix) for each row.
+
+    Rows whose whole domain underflowed get uniform weights over the domain (their importance
+    weight is zero anyway), so sampling never fails.
+    """
     masked = log_probs.masked_fill(~domain, -float("inf"))
-    log_mass = torch.logsumexp(masked, dim=-1)
-    dead = torch.isneginf(log_mass)
+    top = masked.amax(-1, keepdim=True)
+    dead = torch.isneginf(top[:, 0])
     if dead.any():
-        masked[dead] = torch.zeros_like(masked[dead]).masked_fill(~domain[dead], -float("inf"))
-    return masked, log_mass
+        top = torch.where(dead[:, None], torch.zeros_like(top), top)
+    weights = torch.exp(masked - top)
+    if dead.any():
+        weights[dead] = domain[dead].to(weights.dtype)
+    log_mass = top[:, 0] + weights.sum(-1).log()
+    if dead.any():
+        log_mass[dead] = -float("inf")
+    return masked, log_mass, weights
+
+
+def conditional(masked: Tensor, log_mass: Tensor) -> Tensor:
+    """log q(· | prefix) = masked log p − log p(V_k | prefix), in float64; −inf for dead rows."""
+    safe = torch.where(torch.isneginf(log_mass), 0.0, log_mass)
+    return masked.double() - safe.double()[:, None]
 
 
 def rollout(
@@ -70,10 +89,8 @@ def rollout(
     rows = torch.arange(R)  # which output rows are still running
     for depth in range(start, K):
         domain = masks[branch[rows].to(batch.device), depth]
-        masked, log_mass = restrict(log_probs, domain)
-        logits = masked if policy == "proposal" else torch.zeros_like(masked).masked_fill(
-            ~domain, -float("inf"))
-        drawn = sample_categorical(logits, batch.generator)
+        _, log_mass, weights = restrict(log_probs, domain)
+        drawn = sample_weighted(weights if policy == "proposal" else domain, batch.generator)
         picked = log_probs.gather(1, drawn[:, None])[:, 0].double().cpu()
         tokens[rows, depth] = drawn.cpu()
         log_p[rows] += picked

@@ -28,7 +28,7 @@ from seqq.estimators.beam import (
     leaves,
 )
 from seqq.estimators.estimate import Estimate
-from seqq.estimators.rollout import restrict, rollout, sample_categorical
+from seqq.estimators.rollout import conditional, restrict, rollout, sample_categorical
 from seqq.estimators.summary import BranchResult, segment_average, segment_mean, to_estimates
 
 DEFAULT_MAX_WIDTH = 1500
@@ -136,8 +136,8 @@ def _prune(batch: Batch, levels: list[Level], depth: int) -> dict[str, Tensor]:
     open_nodes = (~level.final).nonzero().flatten()
     log_probs = level.log_probs[level.row[open_nodes].to(batch.device)]
     domain = batch.masks[level.branch[open_nodes].to(batch.device), depth]
-    masked, log_mass = restrict(log_probs, domain)
-    return {"cond": (masked - log_mass[:, None]).double(), "log_mass": log_mass.double(),
+    masked, log_mass, _ = restrict(log_probs, domain)
+    return {"cond": conditional(masked, log_mass), "log_mass": log_mass.double(),
             "log_probs": log_probs}
 
 
