@@ -70,9 +70,11 @@ def train_lstm(cfg: DictConfig, ds: SequenceDataset, run_dir: Path) -> dict:
 def score_lm(lm: HFCausalLM, ds: SequenceDataset, window: int, limit: int) -> dict:
     """Next-token accuracy and perplexity of a pretrained LM on `limit` test blocks of `window`
     tokens: a check that the right weights and tokenizer were loaded."""
-    if ds.bos_id is not None or ds.vocab_size > lm.vocab_size:
-        raise DataError(f"{ds.name} is not tokenised for this LM; use dataset=wikitext with the "
-                        "model's tokenizer (dataset.options.tokenizer)")
+    tokens = len(lm.tokenizer) if lm.tokenizer is not None else lm.vocab_size
+    if ds.bos_id is not None or ds.vocab_size != tokens:
+        raise DataError(f"{ds.name} ({ds.vocab_size} symbols) is not tokenised for this LM "
+                        f"({tokens} tokens); use dataset=wikitext with the model's tokenizer, "
+                        "e.g. dataset.options.tokenizer=smollm2")
     window = min(window, lm.context_length)
     blocks = [ds.test[i][s:s + window] for i, s in eval_pairs(ds.test, window - 1, limit)]
     nll, correct, count = 0.0, 0, 0

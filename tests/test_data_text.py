@@ -116,3 +116,14 @@ def test_windows_never_cross_sequences_and_prepend_bos():
     starts = strided[:, 1]
     assert (np.diff(starts) == 10).all() and 0 <= starts[0] < 10 and starts[-1] <= 90
     assert window_starts(seqs, 2, 2).tolist() == [[0, 0], [0, 2], [1, 0], [2, 0], [2, 2]]
+
+
+def test_wikitext_tokenizer_choice(tmp_path):
+    (tmp_path / "wikitext2").mkdir()
+    for name in ("wiki.test.tokens", "wiki.valid.tokens"):
+        (tmp_path / "wikitext2" / name).write_text(WIKI)
+    (tmp_path / "gpt2_tokenizer").symlink_to(DATA / "gpt2_tokenizer")
+    by_folder = load_dataset("wikitext", tmp_path, tokenizer=str(DATA / "gpt2_tokenizer"))
+    assert by_folder.test == load_dataset("wikitext", tmp_path).test
+    with pytest.raises(DataError, match="tokenizer must be"):
+        load_dataset("wikitext", tmp_path, tokenizer="no-such-tokenizer")

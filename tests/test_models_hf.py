@@ -101,3 +101,18 @@ def test_smollm2_is_a_real_pretrained_lm():
     assert lm.tokenizer.decode([int(logp[0].argmax())]).strip() == "Paris"
     logp2, _ = lm.step(state, logp.argmax(-1))
     assert torch.isfinite(logp2).all()
+
+
+def test_seqq_train_scores_a_pretrained_lm(tiny, tmp_path):
+    from seqq.data import SequenceDataset
+    from seqq.errors import DataError
+    from seqq.train import score_lm
+
+    text = tiny.tokenizer("The quick brown fox jumps over the lazy dog. " * 8)["input_ids"]
+    ds = SequenceDataset("wikitext", [str(i) for i in range(50257)], [], [], [text, text[5:]])
+    scores = score_lm(tiny, ds, window=32, limit=3)
+    assert scores["test_blocks"] == 3 and 0 <= scores["accuracy"] <= 1
+    assert 1 < scores["perplexity"] < 1e6
+    chars = SequenceDataset("shakespeare", ["<BOS>", "a"], [[0, 1]], [[0, 1]], [[0, 1]])
+    with pytest.raises(DataError, match="not tokenised for this LM"):
+        score_lm(tiny, chars, window=32, limit=3)

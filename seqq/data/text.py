@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from seqq.data.base import BOS, DEFAULT_FRACTIONS, SequenceDataset, split_indices
@@ -74,35 +74,58 @@ def gpt2_tokenizer(root: Path):
     for f in ("vocab.json", "merges.txt"):
         require(folder / f, f"GPT-2 {f}", "openai/whisper assets/gpt2")
     tokenizer = AutoTokenizer.from_pretrained(str(folder))
-    tokenizer.model_max_length = 1 << 30  # articles are longer than GPT-2's context; that is fine
     if len(tokenizer) != 50257:
         raise DataError(f"{folder} does not hold the GPT-2 tokenizer ({len(tokenizer)} tokens)")
     return tokenizer
 
 
-def load_wikitext(root: Path, *, test_file: str = "wiki.test.tokens",
+def _tokenizer_source(root: Path, tokenizer: str) -> tuple[list[Path], Callable[[], object]]:
+    """The files that identify a tokenizer (for the cache key) and a function that loads it."""
+    if tokenizer == "gpt2":
+        files = [require(root / "gpt2_tokenizer" / f, f"GPT-2 {f}", "openai/whisper assets/gpt2")
+                 for f in ("vocab.json", "merges.txt")]
+        return files, lambda: gpt2_tokenizer(root)
+    if tokenizer == "smollm2":
+        from seqq.models.loading import smollm2_file, smollm2_tokenizer
+
+        return [smollm2_file()], smollm2_tokenizer
+    folder = Path(tokenizer)
+    if not folder.is_dir():
+        raise DataError(f"wikitext: tokenizer must be gpt2, smollm2 or a tokenizer folder, "
+                        f"got {tokenizer!r}")
+
+    def load():
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(str(folder))
+    return sorted(p for p in folder.iterdir() if p.is_file()), load
+
+
+def load_wikitext(root: Path, *, tokenizer: str = "gpt2", test_file: str = "wiki.test.tokens",
                   valid_file: str = "wiki.valid.tokens") -> SequenceDataset:
-    """WikiText-2 (v1) articles as GPT-2 token-id blocks; no training split (the paper only
-    queries pretrained GPT-2 with test-split prefixes)."""
+    """WikiText-2 (v1) articles as token-id blocks, GPT-2 BPE by default (or `smollm2` / a
+    tokenizer folder, to query other LMs); no training split (the paper only queries
+    pretrained GPT-2 with test-split prefixes)."""
     folder = root / "wikitext2"
     test_path = require(folder / test_file, f"WikiText-2 {test_file}", WIKITEXT_URL)
     valid_path = require(folder / valid_file, f"WikiText-2 {valid_file}", WIKITEXT_URL)
-    tok_files = [require(root / "gpt2_tokenizer" / f, f"GPT-2 {f}", "openai/whisper assets/gpt2")
-                 for f in ("vocab.json", "merges.txt")]
+    tok_files, load_tokenizer = _tokenizer_source(root, tokenizer)
 
     def build() -> SequenceDataset:
-        tokenizer = gpt2_tokenizer(root)
+        tok = load_tokenizer()
+        tok.model_max_length = 1 << 30  # articles are longer than the context; that is fine
 
         def encode(path: Path) -> list[list[int]]:
             articles = wikitext_articles(path.read_text(encoding="utf-8"))
-            return [ids for ids in tokenizer(articles)["input_ids"] if ids]
+            return [ids for ids in tok(articles, add_special_tokens=False)["input_ids"] if ids]
 
-        vocab = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+        vocab = tok.convert_ids_to_tokens(list(range(len(tok))))
         test, valid = encode(test_path), encode(valid_path)
         return SequenceDataset(
             name="wikitext", vocab=vocab, train=[], valid=valid, test=test,
-            description="WikiText-2 v1 articles, GPT-2 BPE token ids (no <BOS>)",
+            description=f"WikiText-2 v1 articles, {tokenizer} token ids (no <BOS>)",
             stats=dict(test_tokens=sum(map(len, test)), test_articles=len(test)),
         )
 
-    return cached(root, "wikitext", [test_path, valid_path, *tok_files], {}, build)
+    return cached(root, "wikitext", [test_path, valid_path, *tok_files],
+                  dict(tokenizer=tokenizer), build)
