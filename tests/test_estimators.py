@@ -101,3 +101,13 @@ def test_uniform_can_exceed_one():
     model = seqq.models.MarkovModel.iid([0.98, 0.01, 0.01])
     values = [e.value for e in replicas(model, [0], Q.event_at([0, 1], 3), "uniform", samples=1)]
     assert max(values) > 1.0
+
+
+@pytest.mark.parametrize("V, K", [(5, 12), (12, 9), (20, 12)])
+def test_long_horizons_against_forward_dp(V, K):
+    model = random_markov(V, 1, seed=V + K)
+    query = Q.hitting_time(1, K)
+    truth = seqq.exact(model, [0], query)  # forward DP: brute force is out of reach here
+    assert_unbiased(replicas(model, [0], query, "importance", samples=10), truth)
+    assert_unbiased(replicas(model, [0], query, "hybrid", samples=5, max_width=30), truth)
+    assert seqq.estimate(model, [0], query, "tail_beam").value <= truth * (1 + 1e-6)
