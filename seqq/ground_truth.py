@@ -88,27 +88,32 @@ def _surrogate(batch: Batch, tasks: torch.Tensor, results: list, rule: str, delt
         log_s2 = torch.logaddexp(log_s2, group_logsumexp(2 * paths.log_weight, owner, N))
         neg_log_q.index_add_(0, owner, -paths.log_q)
         drawn[active] += S
-        still = []
-        for t in active.tolist():
-            b = (batch.branch_task == t).nonzero().flatten()
-            n = int(drawn[t])
-            log_mean = log_s1[b] - math.log(n)
-            shift = log_mean.max().item() if torch.isfinite(log_mean).any() else 0.0
-            s1 = torch.exp(log_mean - shift)
-            var = (torch.exp(log_s2[b] - math.log(n) - 2 * shift) - s1**2).clamp_min(0).sum()
-            value_scaled = s1.sum().item()
-            rel = math.sqrt(var.item() / n) / value_scaled if value_scaled > 0 else math.inf
-            per_sample_var = var.item() * math.exp(2 * shift)
-            done = (per_sample_var < delta) if rule == "absolute" else (rel < rel_tol)
-            if done or n >= s_high:
-                log_value = math.log(value_scaled) + shift if value_scaled > 0 else -math.inf
-                share = torch.softmax(log_mean, 0) if value_scaled > 0 else torch.full_like(
-                    log_mean, 1 / len(b))
-                entropy = (share * neg_log_q[b] / n).sum().item()
-                results[t] = GroundTruth(math.exp(log_value), log_value, "surrogate", n,
-                                         rel if value_scaled > 0 else 0.0,
-                                         int(batch.counter.calls[t]), entropy)
-            else:
-                still.append(t)
-        active = torch.tensor(still, dtype=torch.long)
+        value, log_value, rel, per_sample_var = _task_statistics(batch, log_s1, log_s2, drawn)
+        done = (per_sample_var < delta) if rule == "absolute" else (rel < rel_tol)
+        finished = active[(done | (drawn >= s_high))[active]]
+        log_n = drawn.double().clamp_min(1).log()[batch.branch_task]
+        share = torch.exp(log_s1 - log_n - log_value[batch.branch_task]).nan_to_num(0.0)
+        entropy = torch.zeros(batch.num_tasks, dtype=torch.float64).index_add_(
+            0, batch.branch_task, share * neg_log_q) / drawn.clamp_min(1)
+        for t in finished.tolist():
+            results[t] = GroundTruth(value[t].item(), log_value[t].item(), "surrogate",
+                                     int(drawn[t]), rel[t].item() if value[t] > 0 else 0.0,
+                                     int(batch.counter.calls[t]), entropy[t].item())
+        active = active[~torch.isin(active, finished)]
+
+
+def _task_statistics(batch: Batch, log_s1: torch.Tensor, log_s2: torch.Tensor,
+                     drawn: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Per task: p̂, log p̂, relative standard error, and per-sample weight variance (Eq. 66),
+    from per-branch running sums Σw and Σw² kept in log space (products' samples independent)."""
+    T, task = batch.num_tasks, batch.branch_task
+    n = drawn.double().clamp_min(1)
+    log_mean = log_s1 - n.log()[task]  # per branch
+    log_value = group_logsumexp(log_mean, task, T)
+    shift = torch.where(torch.isfinite(log_value), log_value, 0.0)
+    scaled_mean = torch.exp(log_mean - shift[task])
+    scaled_var = (torch.exp(log_s2 - n.log()[task] - 2 * shift[task]) - scaled_mean**2).clamp_min(0)
+    var = torch.zeros(T, dtype=torch.float64).index_add_(0, task, scaled_var)  # relative to p̂²
+    rel = torch.where(torch.isfinite(log_value), (var / n).sqrt(), torch.inf)
+    return log_value.exp(), log_value, rel, var * torch.exp(2 * shift)
 
