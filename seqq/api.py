@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Sequence
 
 import torch
@@ -59,7 +60,5 @@ def estimate(model: SequenceModel, history: Sequence[int], query: Query, method:
 def exact(model: SequenceModel, history: Sequence[int], query: Query) -> float:
     """The exact answer: forward DP when the model offers it (Markov models), else enumeration."""
     if hasattr(model, "log_probability"):
-        import math
-
         return math.exp(model.log_probability(history, query.masks(model.vocab_size)))
     return estimate(model, history, query, "exact").value
