@@ -8,6 +8,7 @@ loss_curve.png, config.yaml and run_info.json (seed, versions, git commit, the n
 
 from __future__ import annotations
 
+import logging
 import math
 import sys
 from pathlib import Path
@@ -28,6 +29,7 @@ from seqq.training.checkpoint import load_checkpoint
 from seqq.training.trainer import Trainer, TrainerConfig, eval_pairs
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+log = logging.getLogger("seqq.train")  # Hydra sends it to the console and the run's train.log
 
 __all__ = ["load_checkpoint", "main", "train"]
 
@@ -48,8 +50,9 @@ def train_lstm(cfg: DictConfig, ds: SequenceDataset, run_dir: Path) -> dict:
     best = Path(to_absolute_path(m.checkpoint)) if m.checkpoint else (
         checkpoints / f"{ds.name}_lstm.pt")
     trainer = Trainer(ds, net, trainer_cfg, window=cfg.dataset.window, stride=cfg.dataset.stride,
-                      best_path=best, last_path=best.with_suffix(".last.pt"), seed=cfg.seed)
-    print(f"training LSTM on {ds.title}: V={ds.vocab_size}, {len(ds.train)} train / "
+                      best_path=best, last_path=best.with_suffix(".last.pt"), seed=cfg.seed,
+                      log=log.info)
+    log.info(f"training LSTM on {ds.title}: V={ds.vocab_size}, {len(ds.train)} train / "
           f"{len(ds.valid)} valid sequences, {trainer.steps_per_epoch} steps per epoch, "
           f"device {trainer.device}")
     result = trainer.run()
@@ -61,7 +64,7 @@ def train_lstm(cfg: DictConfig, ds: SequenceDataset, run_dir: Path) -> dict:
         unigram_val_loss=result.unigram_loss, train_seconds=round(result.seconds, 1),
         steps=result.steps, stopped_by=result.stopped_by, resumed_from_epoch=result.resumed_from,
         device=result.device, parameters=sum(p.numel() for p in net.parameters()))
-    print(f"best validation accuracy {result.best_val_accuracy:.4f} (epoch {result.best_epoch:.2f})"
+    log.info(f"best validation accuracy {result.best_val_accuracy:.4f} (epoch {result.best_epoch:.2f})"
           f" vs unigram {result.unigram_accuracy:.4f}; checkpoint {best}")
     return summary
 
@@ -91,7 +94,7 @@ def score_lm(lm: HFCausalLM, ds: SequenceDataset, window: int, limit: int) -> di
 def check_lm(cfg: DictConfig, ds: SequenceDataset) -> dict:
     lm = load_model(cfg.model)
     scores = score_lm(lm, ds, cfg.dataset.get("window", 256), cfg.dataset.get("eval_blocks", 20))
-    print(f"{cfg.model.type} model on {ds.title}: next-token accuracy {scores['accuracy']:.4f}, "
+    log.info(f"{cfg.model.type} model on {ds.title}: next-token accuracy {scores['accuracy']:.4f}, "
           f"perplexity {scores['perplexity']:.2f} over {scores['tokens_scored']} tokens")
     return scores
 
