@@ -1,0 +1,1 @@
+"""LSTM training for `seqq train`: the loop, checkpoints, and run-folder artefacts."""
