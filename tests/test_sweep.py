@@ -90,6 +90,11 @@ def _parts(folder: Path) -> int:
     return len(list(folder.glob("*.parquet"))) if folder.exists() else 0
 
 
+def _finish(command: list[str], cwd: Path, env: dict[str, str]) -> None:
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
 def test_killed_sweep_resumes_without_duplicates(tmp_path: Path) -> None:
     """SIGKILL a CLI sweep after its first parts land, re-run the same command, and compare
     with the expected grid: exactly one row per (query, method, budget), none lost."""
@@ -97,21 +102,24 @@ def test_killed_sweep_resumes_without_duplicates(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "seqq.cli", "query-sweep", *overrides]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     results = tmp_path / "killed" / "results"
-    proc = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.monotonic() + 120
-    while _parts(results) < 3 and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    log = tmp_path / "killed.log"
+    with open(log, "w") as err:
+        proc = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=err, stderr=err,
+                                start_new_session=True)
+        deadline = time.monotonic() + 120
+        while _parts(results) < 3 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None, f"the sweep ended before it was killed:\n{log.read_text()}"
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
     before = _parts(results)
     assert before >= 3
-    subprocess.run(command, cwd=tmp_path, env=env, check=True, capture_output=True)
+    _finish(command, tmp_path, env)
     table = read_parts([results])  # every part, without dedup: duplicates would show here
     assert len(table) == N * len(KS) * len(METHODS) * len(LEVELS)
     assert not table.duplicated(KEY).any()
     assert np.isfinite(table.rae).all()
-    subprocess.run(command, cwd=tmp_path, env=env, check=True, capture_output=True)
+    _finish(command, tmp_path, env)
     assert len(read_parts([results])) == len(table)  # a finished sweep re-runs as a no-op
 
 

@@ -51,7 +51,7 @@ class GroundTruthCache:
         self._known: dict[tuple[str, str], Truth] | None = None
 
     def _key(self, spec: QuerySpec) -> tuple[str, str]:
-        return (digest(spec.history.tokens), spec.label)
+        return (spec.history.digest, spec.label)
 
     def _load(self) -> dict[tuple[str, str], Truth]:
         if self._known is None:

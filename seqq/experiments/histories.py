@@ -7,6 +7,7 @@ horizon-K query is the observed K-th next symbol).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -23,6 +24,12 @@ class History:
     tokens: tuple[int, ...]
     future: tuple[int, ...]
     group: str = ""
+
+    @property
+    def digest(self) -> str:
+        """A hash of the tokens: stored with every row, so a re-run with another N or seed
+        never mistakes a different history with the same id for a finished one."""
+        return hashlib.sha1(",".join(map(str, self.tokens)).encode()).hexdigest()[:16]
 
 
 def sample_histories(

@@ -20,7 +20,7 @@ KINDS = ("hitting_time", "event_at", "count", "a_before_b")
 
 @dataclass(frozen=True)
 class QuerySpec:
-    """One query of the sweep; (history_id, K, label) identifies it in every table."""
+    """One query of the sweep; `key` identifies it in every table."""
 
     history: History
     K: int
@@ -29,8 +29,8 @@ class QuerySpec:
     query: Query
 
     @property
-    def key(self) -> tuple[int, int, str]:
-        return (self.history.history_id, self.K, self.label)
+    def key(self) -> tuple[int, str, int, str]:
+        return (self.history.history_id, self.history.digest, self.K, self.label)
 
 
 def _symbols(spec: Any, history: History, K: int, vocab: Sequence[str]) -> tuple[int, ...] | None:

@@ -25,8 +25,8 @@ from seqq.experiments.query_specs import QuerySpec
 from seqq.experiments.store import PartStore
 from seqq.models import SequenceModel
 
-KEY = ["dataset", "model", "temperature", "history_id", "K", "label", "method", "options",
-       "budget_level"]
+QUERY = ["history_id", "history_hash", "K", "label"]
+KEY = ["dataset", "model", "temperature", *QUERY, "method", "options", "budget_level"]
 BUDGET_SETTER = "hybrid"
 
 
@@ -78,8 +78,7 @@ class SweepRunner:
         return json.dumps(dict(self.plan.options.get(method, {})), sort_keys=True)
 
     def _row_key(self, spec: QuerySpec, method: str, level: int) -> tuple:
-        return (*self.context.values(), spec.history.history_id, spec.K, spec.label, method,
-                self._options(method), level)
+        return (*self.context.values(), *spec.key, method, self._options(method), level)
 
     def _stored(self) -> tuple[set[tuple], dict[tuple, int]]:
         """Keys already stored, and the hybrid's call count per (query, level) for budgets."""
@@ -90,8 +89,8 @@ class SweepRunner:
         hybrid = table[(table.method == BUDGET_SETTER)
                        & (table.options == self._options(BUDGET_SETTER))]
         calls = {
-            (r.dataset, r.model, r.temperature, r.history_id, r.K, r.label, r.budget_level):
-                int(r.model_calls)
+            (r.dataset, r.model, r.temperature, r.history_id, r.history_hash, r.K, r.label,
+             r.budget_level): int(r.model_calls)
             for r in hybrid.itertuples(index=False)
         }
         return keys, calls
@@ -126,9 +125,8 @@ class SweepRunner:
                               f"{digest([s.key for s in pending], 8)}")
                     written += len(rows)
                     if method == BUDGET_SETTER:
-                        for r in rows.itertuples(index=False):
-                            hybrid_calls[(*self.context.values(), r.history_id, r.K, r.label,
-                                          level)] = int(r.model_calls)
+                        for spec, calls in zip(pending, rows.model_calls, strict=True):
+                            hybrid_calls[(*self.context.values(), *spec.key, level)] = int(calls)
                 bar.update()
         bar.close()
         return written
@@ -139,8 +137,7 @@ class SweepRunner:
             return None
         if BUDGET_SETTER not in self.plan.methods:
             return samples_budget(level, spec.K)
-        key = (*self.context.values(), spec.history.history_id, spec.K, spec.label, level)
-        return hybrid_calls.get(key)  # None for the hybrid itself, which sets it
+        return hybrid_calls.get((*self.context.values(), *spec.key, level))  # None: the hybrid
 
     def _estimate(self, specs: list[QuerySpec], method: str, level: int,
                   budgets: list[int | None], truths: Mapping[tuple, Truth],
@@ -185,6 +182,7 @@ class SweepRunner:
             "synthetic": self.plan.synthetic,
             "vocab_size": self.plan.vocab_size,
             "history_id": spec.history.history_id,
+            "history_hash": spec.history.digest,
             "group": spec.history.group,
             "sequence": spec.history.sequence,
             "position": spec.history.position,
