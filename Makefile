@@ -1,8 +1,31 @@
 # seqq — run `make help` for targets.
 PY ?= .venv/bin/python
 VENV := .venv
+SEQQ := $(VENV)/bin/seqq
 
-.PHONY: help venv test lint bench-estimators
+# Figures: SIZE=paper for the paper's N and ground-truth budgets (hours to days on CPU);
+# DATASETS whose raw files are absent under data/ run on their synthetic stand-ins.
+SIZE ?= quick
+DATASETS ?= reviews apps moocs shakespeare
+TRAIN_MINUTES ?= 3
+CKPT := outputs/checkpoints
+FIGS := outputs/figures
+
+comma := ,
+resolve = $(foreach d,$(1),$(if $(wildcard data/$(d)/*),$(d),synthetic_$(d)))
+csv = $(subst $() ,$(comma),$(strip $(1)))
+checkpoints = $(foreach d,$(call resolve,$(1)),$(CKPT)/$(d)_lstm.pt)
+ALL := $(call resolve,$(DATASETS))
+APPS := $(call resolve,apps)
+MOOCS := $(call resolve,moocs)
+SHAKESPEARE := $(call resolve,shakespeare)
+# sweep <preset> <datasets> [overrides]: one Hydra multirun over datasets; report afterwards
+sweep = $(SEQQ) query-sweep -m experiment=$(1) size=$(SIZE) dataset=$(call csv,$(2)) \
+	sweep.report=false $(3)
+report = $(SEQQ) report outputs/sweeps/$(1)/results --out $(FIGS)/$(2) $(3)
+
+FIGURES := fig3 fig4 fig5 fig6 fig7-9 fig10 fig11 fig12 fig13 fig14 fig15 table2 tables3-6
+.PHONY: help venv test lint bench-estimators demo paper slurm-local $(FIGURES)
 
 help:  ## list targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -24,3 +47,65 @@ lint: venv  ## ruff
 
 bench-estimators: venv  ## IS / hybrid throughput vs raw LSTM throughput
 	$(PY) scripts/bench_estimators.py
+
+$(CKPT)/%_lstm.pt: | venv
+	$(SEQQ) train dataset=$* trainer=ci trainer.max_minutes=$(TRAIN_MINUTES)
+
+demo: venv $(CKPT)/shakespeare_lstm.pt  ## train the Shakespeare LSTM, quick sweep, summary + figures
+	$(SEQQ) query-sweep experiment=demo
+	@echo "summary: outputs/sweeps/demo/report/summary.md"
+
+fig3: venv $(call checkpoints,$(DATASETS))  ## median RAE vs K, hybrid/IS/beam, S=100
+	$(call sweep,fig3,$(ALL))
+	$(call report,fig3,fig3,--figures rae_vs_k_median)
+
+fig4: fig3 $(call checkpoints,apps)  ## RAE vs restricted entropy (fits); RAE vs temperature
+	$(call sweep,temperature,$(APPS))
+	$(SEQQ) report outputs/sweeps/fig3/results outputs/sweeps/temperature/results \
+		--datasets $(call csv,$(ALL)) --out $(FIGS)/fig4 --figures rae_vs_entropy,rae_vs_temperature
+
+fig5 fig6: venv $(call checkpoints,$(DATASETS))
+	$(call sweep,horizons,$(ALL))
+	$(call report,horizons,$@,--figures $(if $(filter fig5,$@),rae_vs_k_median,rae_vs_k_mean))
+fig5:  ## median RAE vs K at S=10/100/1000
+fig6:  ## mean RAE vs K at S=10/100/1000
+
+fig7-9: venv $(call checkpoints,moocs)  ## MOOCs estimate vs ground truth at S=10/100/1000
+	$(call sweep,horizons,$(MOOCS))
+	$(call report,horizons,fig7-9,--figures scatter --datasets $(MOOCS))
+
+fig10 fig11: venv $(call checkpoints,$(DATASETS))
+	$(call sweep,budgets,$(ALL))
+	$(call report,budgets,$@,--figures $(if $(filter fig10,$@),rae_vs_budget_median,rae_vs_budget_mean))
+fig10:  ## median RAE vs budget incl. uniform and naive MC
+fig11:  ## mean RAE vs budget incl. uniform and naive MC
+
+fig12: venv $(call checkpoints,shakespeare)  ## coverage beam search: beams vs step, α=0.95/0.75/0.5
+	$(call sweep,coverage,$(SHAKESPEARE),estimator.options.coverage_beam.alpha=0.95$(comma)0.75$(comma)0.5)
+	$(call report,coverage,fig12,--figures beam_sizes)
+
+fig13: venv $(call checkpoints,$(DATASETS))  ## median RAE vs temperature, all datasets
+	$(call sweep,temperature,$(ALL))
+	$(call report,temperature,fig13,--figures rae_vs_temperature)
+
+fig14: venv $(call checkpoints,$(DATASETS))  ## unaccounted probability of τ(A)<τ(B) vs K
+	$(call sweep,unaccounted,$(ALL))
+	$(call report,unaccounted,fig14,--figures unaccounted_vs_k)
+
+fig15: venv $(call checkpoints,apps)  ## Apps-style A-before-B case study vs share of A
+	$(call sweep,case_study,$(APPS))
+	$(call report,case_study,fig15,--figures case_study)
+
+LARGE_LM ?= gpt2
+table2: venv  ## large LM on WikiText: IS vs beam vs uniform, restricted entropy (LARGE_LM=smollm2 offline)
+	$(SEQQ) query-sweep experiment=large_lm size=$(SIZE) model=$(LARGE_LM) sweep.report=false
+	$(call report,large_lm,table2,--figures rae_vs_entropy)
+
+tables3-6: venv $(call checkpoints,$(DATASETS))  ## KL of IS vs ground truth over samples × horizons
+	$(call sweep,kl,$(ALL))
+	$(call report,kl,tables3-6,--figures rae_vs_budget_median)
+
+paper: $(FIGURES)  ## every figure and table above
+
+slurm-local:  ## (root) start a one-node SLURM cluster on this machine for hydra/launcher=slurm
+	scripts/slurm_local.sh
