@@ -183,7 +183,7 @@ def rae_vs_budget(results: pd.DataFrame, out: Path, stat: str = "median") -> lis
 
 def beam_sizes(results: pd.DataFrame, out: Path) -> list[Path]:
     """Fig. 12: coverage beam search, beams kept per step, one line per history, per α."""
-    data = results[results.method == "coverage_beam"]
+    data = results[results.method.str.startswith("coverage_beam")]
     fig, axes = _grid(1, 1)
     ax = axes[0, 0]
     for n, (options, rows) in enumerate(data.groupby("options")):
@@ -245,7 +245,7 @@ FIGURES: dict[str, tuple[Callable[[pd.DataFrame], bool], Callable[..., list[Path
     "scatter": (lambda r: (r.estimate.notna() & r.truth.notna()).any(), scatter),
     "rae_vs_budget_median": (_several("budget_level", 3), lambda r, o: rae_vs_budget(r, o)),
     "rae_vs_budget_mean": (_several("budget_level", 3), lambda r, o: rae_vs_budget(r, o, "mean")),
-    "beam_sizes": (lambda r: (r.method == "coverage_beam").any(), beam_sizes),
+    "beam_sizes": (lambda r: r.method.str.startswith("coverage_beam").any(), beam_sizes),
     "unaccounted_vs_k": (lambda r: not unaccounted(r).empty, unaccounted_vs_k),
     "case_study": (lambda r: r.group.fillna("").str.startswith("share=").any(), case_study),
 }

@@ -21,6 +21,15 @@ def load_results(paths: list[str]) -> pd.DataFrame:
     table = read_parts(paths, KEY)
     if table.empty:
         raise FileNotFoundError(f"no result parts (*.parquet) under {', '.join(map(str, paths))}")
+    return name_variants(table)
+
+
+def name_variants(table: pd.DataFrame) -> pd.DataFrame:
+    """A method run with several option sets (e.g. coverage α) is several methods in tables and
+    plots: `coverage_beam {"alpha": 0.5}`; a method with one option set keeps its plain name."""
+    variants = table.groupby("method").options.transform("nunique")
+    several = variants > 1
+    table.loc[several, "method"] = table.method[several] + " " + table.options[several]
     return table
 
 
