@@ -159,27 +159,27 @@ class Trainer:
         pairs = rng.permutation(pairs)[: self.steps_per_epoch * cfg.batch_size]
         self.net.train()
         loss_sum, correct, count, done = 0.0, 0, 0, 0
-        bar = tqdm(batches(ds.train, pairs, self.window, ds.bos_id, cfg.batch_size),
-                   total=self.steps_per_epoch, desc=f"epoch {self.epoch + 1}/{cfg.max_epochs}",
-                   disable=not cfg.progress, leave=False, dynamic_ncols=True)
-        for x, y in bar:
-            if self._limit_hit(deadline):
-                return loss_sum / max(count, 1), correct / max(count, 1), done, False
-            x, y = x.to(self.device), y.to(self.device)
-            for group in self.opt.param_groups:
-                group["lr"] = self._lr()
-            logits, _ = self.net(x)
-            mask = y != IGNORE
-            loss = nn.functional.cross_entropy(logits[mask], y[mask])
-            self.opt.zero_grad(set_to_none=True)
-            loss.backward()
-            nn.utils.clip_grad_norm_(self.net.parameters(), cfg.grad_clip)
-            self.opt.step()
-            n = int(mask.sum())
-            loss_sum += loss.item() * n
-            correct += (logits.detach().argmax(-1)[mask] == y[mask]).sum().item()
-            count, done, self.step = count + n, done + 1, self.step + 1
-            bar.set_postfix(loss=f"{loss_sum / count:.3f}", acc=f"{correct / count:.3f}")
+        with tqdm(batches(ds.train, pairs, self.window, ds.bos_id, cfg.batch_size),
+                  total=self.steps_per_epoch, desc=f"epoch {self.epoch + 1}/{cfg.max_epochs}",
+                  disable=not cfg.progress, leave=False, dynamic_ncols=True) as bar:
+            for x, y in bar:
+                if self._limit_hit(deadline):
+                    return loss_sum / max(count, 1), correct / max(count, 1), done, False
+                x, y = x.to(self.device), y.to(self.device)
+                for group in self.opt.param_groups:
+                    group["lr"] = self._lr()
+                logits, _ = self.net(x)
+                mask = y != IGNORE
+                loss = nn.functional.cross_entropy(logits[mask], y[mask])
+                self.opt.zero_grad(set_to_none=True)
+                loss.backward()
+                nn.utils.clip_grad_norm_(self.net.parameters(), cfg.grad_clip)
+                self.opt.step()
+                n = int(mask.sum())
+                loss_sum += loss.item() * n
+                correct += (logits.detach().argmax(-1)[mask] == y[mask]).sum().item()
+                count, done, self.step = count + n, done + 1, self.step + 1
+                bar.set_postfix(loss=f"{loss_sum / count:.3f}", acc=f"{correct / count:.3f}")
         return loss_sum / max(count, 1), correct / max(count, 1), done, True
 
     def run(self) -> TrainResult:
