@@ -77,9 +77,8 @@ def rae_vs_k(results: pd.DataFrame, out: Path, stat: str = "median") -> list[Pat
                 curve = rows.groupby("K").rae.agg(stat)
                 ax.plot(curve.index, curve.values, "o-", ms=3, label=method,
                         color=STYLE.get(method))
+            ax.set(xlabel="K", ylabel=f"{stat} RAE")
             ax.set_title(f"{dataset_title(results, ds)}, S={level}", fontsize=9)
-            ax.set_xlabel("K")
-            ax.set_ylabel(f"{stat} RAE")
     _legend(fig, axes)
     return _save(fig, out, f"rae_vs_k_{stat}")
 
@@ -99,9 +98,8 @@ def rae_vs_entropy(results: pd.DataFrame, out: Path) -> list[Path]:
                 slope, intercept = np.polyfit(rows.entropy, rows.rae, 1)
                 xs = np.linspace(rows.entropy.min(), rows.entropy.max(), 20)
                 ax.plot(xs, slope * xs + intercept, color=color, lw=1.5)
+        ax.set(xlabel="restricted entropy H(q) [nats]", ylabel="RAE")
         ax.set_title(dataset_title(results, ds), fontsize=9)
-        ax.set_xlabel("restricted entropy H(q) [nats]")
-        ax.set_ylabel("RAE")
     _legend(fig, axes)
     return _save(fig, out, "rae_vs_entropy")
 
@@ -118,9 +116,8 @@ def rae_vs_temperature(results: pd.DataFrame, out: Path) -> list[Path]:
             q = rows.groupby("temperature").rae.quantile([0.25, 0.5, 0.75]).unstack()
             ax.plot(q.index, q[0.5], "o-", ms=3, color=STYLE.get(method), label=method)
             ax.fill_between(q.index, q[0.25], q[0.75], color=STYLE.get(method), alpha=0.2)
+        ax.set(xlabel="temperature T", ylabel="median RAE")
         ax.set_title(dataset_title(results, ds), fontsize=9)
-        ax.set_xlabel("temperature T")
-        ax.set_ylabel("median RAE")
     _legend(fig, axes)
     return _save(fig, out, "rae_vs_temperature")
 
