@@ -136,3 +136,22 @@ def test_missing_raw_file_exits_2_with_one_line(tmp_path):
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "mooc_actions.tsv" in lines[0] and "snap.stanford.edu" in lines[0]
+
+
+@pytest.mark.parametrize("dataset", sorted(p.stem for p in (REPO / "conf" / "dataset").glob("*.yaml")))
+def test_every_dataset_config_composes(dataset):
+    """Each conf/dataset/*.yaml names a registered dataset with options its loader accepts."""
+    import inspect
+
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from seqq.data import DATASETS
+
+    with initialize_config_dir(str(REPO / "conf"), version_base=None):
+        cfg = compose("train", [f"dataset={dataset}"])
+    assert cfg.dataset.name in DATASETS
+    options = OmegaConf.to_container(cfg.dataset.options, resolve=True)
+    inspect.signature(DATASETS[cfg.dataset.name]).bind(REPO / "data", **options)
+    assert cfg.model.hidden_size == (128 if "shakespeare" in dataset else 512)
+    assert cfg.dataset.window in (15, 100, 256)
