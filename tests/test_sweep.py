@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import torch
 from conftest import REPO, compose_sweep, tiny_overrides
 
 from seqq.data import load_dataset
@@ -20,7 +21,9 @@ from seqq.experiments import sweep
 from seqq.experiments.histories import sample_histories, shard
 from seqq.experiments.runner import KEY
 from seqq.experiments.store import PartStore, read_parts
+from seqq.models import LSTMNet
 from seqq.reports.tables import load_results
+from seqq.training.checkpoint import save_checkpoint
 
 METHODS, LEVELS, KS, N = {"hybrid", "importance", "beam"}, {10, 30}, {3, 5}, 6
 REQUIRED = ["dataset", "model", "history_id", "K", "query", "method", "budget_level",
@@ -131,3 +134,17 @@ def test_temperatures_and_no_ground_truth(tmp_path: Path) -> None:
     assert set(table.temperature) == {0.5, 2.0}
     assert (table.truth_kind == "none").all() and table.rae.isna().all()
     assert not math.isnan(table.estimate.sum())
+
+
+def test_sweep_on_a_tiny_lstm_checkpoint(tmp_path: Path) -> None:
+    """The neural path: `model=lstm` loads `<checkpoint_dir>/<dataset>_lstm.pt`."""
+    torch.manual_seed(0)
+    net = LSTMNet(vocab_size=9, hidden_size=8, num_layers=1, dropout=0.0)
+    save_checkpoint(tmp_path / "ckpt" / "synthetic_reviews_lstm.pt", net,
+                    load_dataset("synthetic_reviews", vocab_size=9, num_sequences=40).vocab)
+    overrides = [o for o in tiny_overrides(tmp_path, "lstm") if "model." not in o]
+    cfg = compose_sweep([*overrides, f"checkpoint_dir={tmp_path / 'ckpt'}", "model.device=cpu",
+                         "budget.levels=[10]", "sweep.report=false"])
+    table = load_results([str(sweep.run(cfg) / "results")])
+    assert len(table) == N * len(KS) * len(METHODS)
+    assert (table.model == "lstm").all() and np.isfinite(table.rae).all()
