@@ -148,3 +148,16 @@ def test_sweep_on_a_tiny_lstm_checkpoint(tmp_path: Path) -> None:
     table = load_results([str(sweep.run(cfg) / "results")])
     assert len(table) == N * len(KS) * len(METHODS)
     assert (table.model == "lstm").all() and np.isfinite(table.rae).all()
+
+
+def test_option_variants_share_a_sweep_without_overwriting(tmp_path: Path) -> None:
+    """Fig. 12's multirun over α writes into one sweep folder; every α keeps its rows."""
+    for alpha in (0.5, 0.9):
+        cfg = compose_sweep(tiny_overrides(
+            tmp_path, "alphas", "query=event_at", "estimator=coverage", "sweep.ks=[3]",
+            "budget.levels=[0]", "sweep.ground_truth=false", "sweep.report=false",
+            f"estimator.options.coverage_beam.alpha={alpha}"))
+        sweep.run(cfg)
+    table = load_results([str(tmp_path / "alphas" / "results")])
+    assert table.groupby("method").size().to_dict() == {
+        'coverage_beam {"alpha": 0.5}': N, 'coverage_beam {"alpha": 0.9}': N}

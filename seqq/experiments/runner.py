@@ -122,7 +122,7 @@ class SweepRunner:
                     rows = self._estimate(pending, method, level, budgets, truths, index)
                     self.results.write(
                         rows, f"{plan.tag}-S{level}-c{index:05d}-{method}-"
-                              f"{digest([s.key for s in pending], 8)}")
+                              f"{digest([self._options(method), [s.key for s in pending]], 8)}")
                     written += len(rows)
                     if method == BUDGET_SETTER:
                         for spec, calls in zip(pending, rows.model_calls, strict=True):

@@ -186,8 +186,9 @@ def beam_sizes(results: pd.DataFrame, out: Path) -> list[Path]:
     for n, (options, rows) in enumerate(data.groupby("options")):
         alpha = json.loads(options).get("alpha", "?")
         for i, extras in enumerate(rows.extras):
-            sizes = json.loads(extras).get("beam_sizes") or []
-            ax.plot(range(1, len(sizes) + 1), sizes, color=f"C{n}", alpha=0.3, lw=0.8,
+            per_product = np.atleast_2d(json.loads(extras).get("beam_sizes") or [[]])
+            sizes = per_product.sum(0)  # beams kept at each step, over the query's products
+            ax.plot(range(1, len(sizes) + 1), sizes, color=f"C{n}", alpha=0.4, lw=0.8,
                     label=f"α={alpha}" if i == 0 else None)
     ax.set(yscale="log", xlabel="step k", ylabel="beams |B_k|")
     names = ", ".join(dataset_title(results, d) for d in sorted(data.dataset.unique()))
