@@ -143,3 +143,16 @@ def test_corrupt_cache_is_rebuilt(tmp_path, events):
     cache.write_bytes(b"garbage")
     assert load_dataset("moocs", tmp_path).train == first.train
 
+
+
+def test_event_windows_are_15_events_after_bos(tmp_path, events):
+    from seqq.data.windows import make_batch, window_starts
+
+    write_snap_mooc(tmp_path / "moocs", events)
+    ds = load_dataset("moocs", tmp_path)
+    seq = ds.train[0]
+    pairs = window_starts([seq], 15, 1)
+    assert len(pairs) == len(seq) - 15  # stride 1 over len(seq) - 1 events
+    x, y = make_batch([seq], pairs, 15, bos=0)
+    assert x[0].tolist() == seq[:15] and y[0].tolist() == seq[1:16]
+    assert x[-1].tolist() == [0, *seq[-15:-1]] and y[-1].tolist() == seq[-15:]
