@@ -117,3 +117,16 @@ def test_seqq_train_scores_a_pretrained_lm(tiny, tmp_path):
     chars = SequenceDataset("shakespeare", ["<BOS>", "a"], [[0, 1]], [[0, 1]], [[0, 1]])
     with pytest.raises(DataError, match="not tokenised for this LM"):
         score_lm(tiny, chars, window=32, limit=3)
+
+
+def test_load_model_from_a_local_folder(tiny, tmp_path):
+    from seqq.models.loading import load_model
+
+    tiny.model.save_pretrained(tmp_path / "lm")
+    tiny.tokenizer.save_pretrained(tmp_path / "lm")
+    lm = load_model({"type": "hf", "name_or_path": str(tmp_path / "lm"), "device": "cpu"})
+    assert lm.tokenizer is not None and lm.context_length == 64
+    ids = [[464, 2068, 7586]]
+    assert torch.allclose(lm.initial_state(ids)[0], tiny.initial_state(ids)[0], atol=1e-6)
+    with pytest.raises(ModelLoadError, match="cannot be read"):
+        load_model({"type": "hf", "name_or_path": str(tmp_path)})

@@ -54,20 +54,21 @@ def load_hf(name_or_path: str, tokenizer: str | None = None, device: str | None 
     """A HF causal LM from a local folder, the HF cache, or (when reachable) the hub."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    local = Path(name_or_path).is_dir()
     try:
         model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dtype, local_files_only=True)
-    except OSError as first:
-        if local or not _hub_reachable():
-            where = "cannot be read" if local else (
-                "is not in the local HuggingFace cache and the hub is unreachable")
+    except (OSError, ValueError) as first:
+        if Path(name_or_path).is_dir():
+            raise ModelLoadError(f"model folder {name_or_path!r} cannot be read as a causal LM: "
+                                 f"{str(first).splitlines()[0]}") from first
+        if not _hub_reachable():
             raise ModelLoadError(
-                f"model {name_or_path!r} {where}; download it on a connected machine "
-                f"(`hf download {name_or_path}`), set model.name_or_path to that folder, or use "
-                "model=smollm2 for an offline pretrained LM") from first
+                f"model {name_or_path!r} is not in the local HuggingFace cache and the hub is "
+                f"unreachable; download it on a connected machine (`hf download {name_or_path}`), "
+                "set model.name_or_path to that folder, or use model=smollm2 for an offline "
+                "pretrained LM") from first
         try:
             model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dtype)
-        except OSError as e:
+        except (OSError, ValueError) as e:
             raise ModelLoadError(f"model {name_or_path!r}: {str(e).splitlines()[0]}") from e
     try:
         tok = AutoTokenizer.from_pretrained(tokenizer or name_or_path, local_files_only=True)
