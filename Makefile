@@ -3,13 +3,17 @@ PY ?= .venv/bin/python
 VENV := .venv
 SEQQ := $(VENV)/bin/seqq
 
-# Figures: SIZE=paper for the paper's N and ground-truth budgets (hours to days on CPU);
-# DATASETS whose raw files are absent under data/ run on their synthetic stand-ins.
+# Figures: SIZE=paper for the paper's N, ground truth and LSTMs (hours to days on CPU);
+# SIZE=quick trains small LSTMs (hidden 128) for TRAIN_MINUTES each, and draws each figure in
+# minutes. DATASETS whose raw files are absent under data/ run on their synthetic stand-ins.
 SIZE ?= quick
 DATASETS ?= reviews apps moocs shakespeare
 TRAIN_MINUTES ?= 3
-CKPT := outputs/checkpoints
-FIGS := outputs/figures
+TRAIN_quick = trainer=ci trainer.max_minutes=$(TRAIN_MINUTES) model.hidden_size=128
+TRAIN_paper = trainer=default
+CKPT := outputs/checkpoints/$(SIZE)
+SUFFIX := $(if $(filter paper,$(SIZE)),-paper)
+FIGS := outputs/figures$(SUFFIX)
 
 comma := ,
 resolve = $(foreach d,$(1),$(if $(wildcard data/$(d)/*),$(d),synthetic_$(d)))
@@ -21,8 +25,8 @@ MOOCS := $(call resolve,moocs)
 SHAKESPEARE := $(call resolve,shakespeare)
 # sweep <preset> <datasets> [overrides]: one Hydra multirun over datasets; report afterwards
 sweep = $(SEQQ) query-sweep -m experiment=$(1) size=$(SIZE) dataset=$(call csv,$(2)) \
-	sweep.report=false $(3)
-report = $(SEQQ) report outputs/sweeps/$(1)/results --out $(FIGS)/$(2) $(3)
+	checkpoint_dir=$(CKPT) sweep.report=false $(3)
+report = $(SEQQ) report outputs/sweeps/$(1)$(SUFFIX)/results --out $(FIGS)/$(2) $(3)
 
 FIGURES := fig3 fig4 fig5 fig6 fig7-9 fig10 fig11 fig12 fig13 fig14 fig15 table2 tables3-6
 .PHONY: help venv test lint bench-estimators demo paper slurm-local $(FIGURES)
@@ -49,10 +53,11 @@ bench-estimators: venv  ## IS / hybrid throughput vs raw LSTM throughput
 	$(PY) scripts/bench_estimators.py
 
 $(CKPT)/%_lstm.pt: | venv
-	$(SEQQ) train dataset=$* trainer=ci trainer.max_minutes=$(TRAIN_MINUTES)
+	$(SEQQ) train dataset=$* checkpoint_dir=$(CKPT) $(TRAIN_$(SIZE))
 
+demo: SIZE = quick
 demo: venv $(CKPT)/shakespeare_lstm.pt  ## train the Shakespeare LSTM, quick sweep, summary + figures
-	$(SEQQ) query-sweep experiment=demo
+	$(SEQQ) query-sweep experiment=demo checkpoint_dir=$(CKPT)
 	@echo "summary: outputs/sweeps/demo/report/summary.md"
 
 fig3: venv $(call checkpoints,$(DATASETS))  ## median RAE vs K, hybrid/IS/beam, S=100
@@ -61,7 +66,7 @@ fig3: venv $(call checkpoints,$(DATASETS))  ## median RAE vs K, hybrid/IS/beam, 
 
 fig4: fig3 $(call checkpoints,apps)  ## RAE vs restricted entropy (fits); RAE vs temperature
 	$(call sweep,temperature,$(APPS))
-	$(SEQQ) report outputs/sweeps/fig3/results outputs/sweeps/temperature/results \
+	$(SEQQ) report outputs/sweeps/fig3$(SUFFIX)/results outputs/sweeps/temperature$(SUFFIX)/results \
 		--datasets $(call csv,$(ALL)) --out $(FIGS)/fig4 --figures rae_vs_entropy,rae_vs_temperature
 
 fig5 fig6: venv $(call checkpoints,$(DATASETS))

@@ -53,6 +53,19 @@ def load_model(cfg: DictConfig, dataset: Any) -> SequenceModel:
     return load_trained(m, dataset=dataset.name, checkpoint_dir=cfg.checkpoint_dir)
 
 
+def model_id(cfg: DictConfig, dataset: str) -> str:
+    """The `model` column: the config's name, and for an LSTM a hash of its checkpoint, so a
+    retrained model never resumes (or reuses the ground truth of) its predecessor's sweep."""
+    m = cfg.model
+    name = str(m.get("name") or m.get("name_or_path") or m.type)
+    if m.type != "lstm":
+        return name
+    from seqq.data.cache import file_digest
+
+    path = m.get("checkpoint") or Path(cfg.checkpoint_dir) / f"{dataset}_lstm.pt"
+    return f"{name}@{file_digest(Path(path))[:8]}"
+
+
 def load_data(cfg: DictConfig) -> Any:
     """The dataset; one whose raw files are absent falls back to its synthetic stand-in
     (`synthetic_<name>`), which every table and figure then labels as such."""
@@ -90,7 +103,7 @@ def run(cfg: DictConfig, model: SequenceModel | None = None, dataset: Any = None
     s = cfg.sweep
     dataset = dataset if dataset is not None else load_data(cfg)
     model = model if model is not None else load_model(cfg, dataset)
-    model_name = str(cfg.model.get("name") or cfg.model.get("name_or_path") or cfg.model.type)
+    model_name = model_id(cfg, dataset.name)
     ks = horizons(cfg)
     histories = shard(make_histories(cfg, dataset, max(ks)), s.shard, s.shards)
     specs = build_specs(histories, ks, cfg.query, dataset.vocab)
