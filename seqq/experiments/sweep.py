@@ -105,7 +105,8 @@ def run(cfg: DictConfig, model: SequenceModel | None = None, dataset: Any = None
     model = model if model is not None else load_model(cfg, dataset)
     model_name = model_id(cfg, dataset.name)
     ks = horizons(cfg)
-    histories = shard(make_histories(cfg, dataset, max(ks)), s.shard, s.shards)
+    future = s.get("future") or max(ks)  # observed symbols needed after each history
+    histories = shard(make_histories(cfg, dataset, future), s.shard, s.shards)
     specs = build_specs(histories, ks, cfg.query, dataset.vocab)
     sweep_dir = Path(s.dir)
     run_dir = Path(run_dir) if run_dir else sweep_dir / "logs"
