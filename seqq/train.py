@@ -42,8 +42,6 @@ def _dataset(cfg: DictConfig) -> SequenceDataset:
 def train_lstm(cfg: DictConfig, ds: SequenceDataset, run_dir: Path) -> dict:
     torch.manual_seed(cfg.seed)
     trainer_cfg = TrainerConfig(**OmegaConf.to_container(cfg.trainer, resolve=True))
-    if trainer_cfg.num_threads:
-        torch.set_num_threads(trainer_cfg.num_threads)
     m = cfg.model
     net = LSTMNet(ds.vocab_size, m.hidden_size, m.num_layers, m.dropout, m.embedding_size)
     checkpoints = Path(to_absolute_path(cfg.checkpoint_dir))

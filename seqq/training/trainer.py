@@ -38,7 +38,7 @@ class TrainerConfig:
     checkpoint_every: int = 2
     eval_windows: int = 2000  # validation windows scored at each evaluation
     device: str = "auto"
-    num_threads: int | None = None
+    num_threads: int | None = 1  # CPU: these LSTMs are latency-bound; more threads contend
     resume: bool = True
     progress: bool = True
 
@@ -184,6 +184,8 @@ class Trainer:
 
     def run(self) -> TrainResult:
         cfg, ds = self.cfg, self.ds
+        if cfg.num_threads:
+            torch.set_num_threads(cfg.num_threads)
         start = time.monotonic()
         deadline = start + cfg.max_minutes * 60 if cfg.max_minutes else math.inf
         resumed = self.try_resume()
