@@ -155,3 +155,13 @@ def test_every_dataset_config_composes(dataset):
     inspect.signature(DATASETS[cfg.dataset.name]).bind(REPO / "data", **options)
     assert cfg.model.hidden_size == (128 if "shakespeare" in dataset else 512)
     assert cfg.dataset.window in (15, 100, 256)
+
+
+@pytest.mark.parametrize("model, tokenizer", [("gpt2", "gpt2"), ("smollm2", "smollm2"),
+                                              ("lstm", "gpt2")])
+def test_wikitext_is_tokenised_for_the_chosen_model(model, tokenizer):
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(str(REPO / "conf"), version_base=None):
+        cfg = compose("train", ["dataset=wikitext", f"model={model}"])
+    assert cfg.dataset.options.tokenizer == tokenizer
