@@ -130,3 +130,14 @@ def test_load_model_from_a_local_folder(tiny, tmp_path):
     assert torch.allclose(lm.initial_state(ids)[0], tiny.initial_state(ids)[0], atol=1e-6)
     with pytest.raises(ModelLoadError, match="cannot be read"):
         load_model({"type": "hf", "name_or_path": str(tmp_path)})
+
+
+def test_load_model_checks_the_dataset_vocabulary(tiny, tmp_path):
+    from seqq.models.loading import load_model
+
+    tiny.model.save_pretrained(tmp_path / "lm")
+    tiny.tokenizer.save_pretrained(tmp_path / "lm")
+    cfg = {"type": "hf", "name_or_path": str(tmp_path / "lm"), "device": "cpu"}
+    assert load_model(cfg, vocab=["x"] * 50257).vocab_size == 50257
+    with pytest.raises(ModelLoadError, match="49152 symbols"):
+        load_model(cfg, vocab=["x"] * 49152)

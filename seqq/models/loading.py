@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import socket
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -112,8 +112,13 @@ def load_smollm2(gguf_file: str | None = None, device: str | None = None,
 
 
 def load_model(cfg: Mapping, dataset: str | None = None,
-               checkpoint_dir: str | Path = "outputs/checkpoints") -> SequenceModel:
-    """The model a config describes (a `conf/model/*.yaml` node, as a dict or DictConfig)."""
+               checkpoint_dir: str | Path = "outputs/checkpoints",
+               vocab: Sequence[str] | None = None) -> SequenceModel:
+    """The model a config describes (a `conf/model/*.yaml` node, as a dict or DictConfig).
+
+    Pass the dataset's `vocab` to fail early when the model reads different symbols (an LSTM
+    trained on another vocabulary, or text tokenised for another LM).
+    """
     kind = cfg.get("type")
     if kind == "lstm":
         from seqq.training.checkpoint import load_checkpoint
@@ -124,11 +129,18 @@ def load_model(cfg: Mapping, dataset: str | None = None,
             if not dataset:
                 raise ModelLoadError("an LSTM model config needs `checkpoint` or a dataset name")
             path = Path(checkpoint_dir) / f"{dataset}_lstm.pt"
-        return load_checkpoint(path, _device(cfg))[0]
+        return load_checkpoint(path, _device(cfg), list(vocab) if vocab is not None else None)[0]
     if kind == "hf":
         if not cfg.get("name_or_path"):
             raise ModelLoadError("a `type: hf` model config needs `name_or_path`")
-        return load_hf(str(cfg["name_or_path"]), cfg.get("tokenizer"), _device(cfg), _dtype(cfg))
-    if kind == "smollm2":
-        return load_smollm2(cfg.get("gguf_file"), _device(cfg), _dtype(cfg))
-    raise ModelLoadError(f"unknown model type {kind!r}; use lstm, hf or smollm2")
+        lm = load_hf(str(cfg["name_or_path"]), cfg.get("tokenizer"), _device(cfg), _dtype(cfg))
+    elif kind == "smollm2":
+        lm = load_smollm2(cfg.get("gguf_file"), _device(cfg), _dtype(cfg))
+    else:
+        raise ModelLoadError(f"unknown model type {kind!r}; use lstm, hf or smollm2")
+    tokens = len(lm.tokenizer) if lm.tokenizer is not None else lm.vocab_size
+    if vocab is not None and len(vocab) != tokens:
+        raise ModelLoadError(f"the dataset has {len(vocab)} symbols but the model's tokenizer has "
+                             f"{tokens}; tokenise the text for this model "
+                             "(dataset.options.tokenizer)")
+    return lm
