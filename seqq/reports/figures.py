@@ -78,7 +78,7 @@ def rae_vs_k(results: pd.DataFrame, out: Path, stat: str = "median") -> list[Pat
                 ax.plot(curve.index, curve.values, "o-", ms=3, label=method,
                         color=STYLE.get(method))
             ax.set(xlabel="K", ylabel=f"{stat} RAE")
-            ax.set_title(f"{dataset_title(results, ds)}, S={level}", fontsize=9)
+            ax.set_title(f"{dataset_title(results, ds)}\nS={level}", fontsize=9)
     _legend(fig, axes)
     return _save(fig, out, f"rae_vs_k_{stat}")
 
@@ -173,7 +173,7 @@ def rae_vs_budget(results: pd.DataFrame, out: Path, stat: str = "median") -> lis
                 ax.plot(curve.index, curve.values, "o-", ms=3, label=method,
                         color=STYLE.get(method))
             ax.set(xscale="log", yscale="log", xlabel="budget S", ylabel=f"{stat} RAE")
-            ax.set_title(f"{dataset_title(results, ds)}, K={k}", fontsize=9)
+            ax.set_title(f"{dataset_title(results, ds)}\nK={k}", fontsize=9)
     _legend(fig, axes)
     return _save(fig, out, f"rae_vs_budget_{stat}")
 
