@@ -53,3 +53,18 @@ def tiny_lstm(V: int = 5, seed: int = 0):
     with torch.no_grad():
         net.head.weight.mul_(4.0)
     return LSTMModel(net, device="cpu")
+
+
+def tiny_gpt2(V: int = 5, seed: int = 0):
+    """A random 2-layer GPT-2 behind the HF adapter: attention + KV caches, V symbols."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from seqq.models.hf import HFCausalLM
+
+    torch.manual_seed(seed)
+    config = GPT2Config(n_layer=2, n_embd=16, n_head=2, n_positions=32, vocab_size=V,
+                        bos_token_id=0, eos_token_id=0)
+    model = GPT2LMHeadModel(config)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(8.0)  # tied to the embeddings: peakier conditionals
+    return HFCausalLM(model, device="cpu")

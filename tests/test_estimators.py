@@ -4,7 +4,7 @@ import math
 
 import pytest
 import torch
-from oracles import brute_force, random_markov, tiny_lstm
+from oracles import brute_force, random_markov, tiny_gpt2, tiny_lstm
 
 import seqq
 from seqq import queries as Q
@@ -31,6 +31,8 @@ CASES = [
     ("markov-before", lambda: random_markov(6, 1, seed=8), [0], Q.a_before_b(2, [3, 4], 4)),
     ("lstm", tiny_lstm, [0, 3, 1], Q.hitting_time(2, 5)),
     ("lstm-count", tiny_lstm, [4], Q.count(0, 1, 4)),
+    ("gpt2", tiny_gpt2, [1, 0, 3], Q.hitting_time(4, 4)),
+    ("gpt2-before", tiny_gpt2, [2], Q.a_before_b(0, 1, 4)),
 ]
 
 
