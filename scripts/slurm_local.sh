@@ -50,8 +50,9 @@ echo "IgnoreSystemd=yes" >> /etc/slurm/cgroup.conf
 
 # Stop earlier instances by their pid files (a package's postinst may have started them).
 for pidfile in /run/slurmd.pid /run/slurmctld.pid /run/munge/munged.pid; do
-  if [ -s "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null; then
-    for _ in $(seq 20); do kill -0 "$(cat "$pidfile")" 2>/dev/null || break; sleep 0.5; done
+  pid=$(cat "$pidfile" 2>/dev/null || true)
+  if [ -n "$pid" ] && kill "$pid" 2>/dev/null; then
+    for _ in $(seq 20); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
   fi
   rm -f "$pidfile"
 done
