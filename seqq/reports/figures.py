@@ -38,9 +38,15 @@ def _save(fig: plt.Figure, out: Path, name: str) -> list[Path]:
     return paths
 
 
-def _grid(rows: int, cols: int, **kw) -> tuple[plt.Figure, np.ndarray]:
-    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 2.9 * rows), squeeze=False, **kw)
+def _grid(rows: int, cols: int, size: tuple[float, float] = (3.6, 2.9),
+          **kw) -> tuple[plt.Figure, np.ndarray]:
+    fig, axes = plt.subplots(rows, cols, figsize=(size[0] * cols, size[1] * rows),
+                             squeeze=False, **kw)
     return fig, axes
+
+
+def _legend_below(ax: plt.Axes) -> None:
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2)
 
 
 def _base(results: pd.DataFrame) -> pd.DataFrame:
@@ -200,7 +206,7 @@ def beam_sizes(results: pd.DataFrame, out: Path) -> list[Path]:
 def unaccounted_vs_k(results: pd.DataFrame, out: Path) -> list[Path]:
     """Fig. 14: mean unaccounted probability of the pair τ(A)<τ(B), τ(B)<τ(A) vs K, 99% CI."""
     data = unaccounted(_base(results))
-    fig, axes = _grid(1, 1)
+    fig, axes = _grid(1, 1, size=(6.0, 3.6))
     ax = axes[0, 0]
     for n, ((ds, method), rows) in enumerate(data.groupby(["dataset", "method"])):
         stats = rows.groupby("K").unaccounted.agg(["mean", "sem"]).fillna(0)
@@ -209,7 +215,7 @@ def unaccounted_vs_k(results: pd.DataFrame, out: Path) -> list[Path]:
         ax.fill_between(stats.index, stats["mean"] - 2.576 * stats["sem"],
                         stats["mean"] + 2.576 * stats["sem"], color=f"C{n}", alpha=0.2)
     ax.set(xlabel="K", ylabel="unaccounted probability")
-    ax.legend(fontsize=7)
+    _legend_below(ax)
     return _save(fig, out, "unaccounted_vs_k")
 
 
@@ -217,7 +223,7 @@ def case_study(results: pd.DataFrame, out: Path) -> list[Path]:
     """Fig. 15: mean estimate (90% CI) vs the share of the focus symbols in the history."""
     data = results[results.group.fillna("").str.startswith("share=")].copy()
     data["share"] = data.group.str.removeprefix("share=").astype(float)
-    fig, axes = _grid(1, 1)
+    fig, axes = _grid(1, 1, size=(6.0, 3.6))
     ax = axes[0, 0]
     for n, ((ds, label, method), rows) in enumerate(data.groupby(["dataset", "label", "method"])):
         stats = rows.groupby("share").estimate.agg(["mean", "sem"]).fillna(0)
@@ -225,7 +231,7 @@ def case_study(results: pd.DataFrame, out: Path) -> list[Path]:
                     capsize=3, color=f"C{n}",
                     label=f"{dataset_title(results, ds)}: {label} ({method})")
     ax.set(xlabel="share of focus symbols A in the history", ylabel="mean estimate")
-    ax.legend(fontsize=7)
+    _legend_below(ax)
     return _save(fig, out, "case_study")
 
 
