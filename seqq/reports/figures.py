@@ -66,8 +66,8 @@ def _legend(fig: plt.Figure, axes: np.ndarray) -> None:
             handles.setdefault(lab, h)
             labels[lab] = lab
     if handles:
-        fig.legend(list(handles.values()), list(labels), loc="upper center",
-                   ncol=min(len(handles), 6), bbox_to_anchor=(0.5, 1.04))
+        fig.legend(list(handles.values()), list(labels), loc="lower center",
+                   ncol=min(len(handles), 6), bbox_to_anchor=(0.5, 1.0))
 
 
 def rae_vs_k(results: pd.DataFrame, out: Path, stat: str = "median") -> list[Path]:
