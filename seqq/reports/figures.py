@@ -41,7 +41,7 @@ def _save(fig: plt.Figure, out: Path, name: str) -> list[Path]:
 def _grid(rows: int, cols: int, size: tuple[float, float] = (3.6, 2.9),
           **kw) -> tuple[plt.Figure, np.ndarray]:
     fig, axes = plt.subplots(rows, cols, figsize=(size[0] * cols, size[1] * rows),
-                             squeeze=False, **kw)
+                             squeeze=False, layout="constrained", **kw)
     return fig, axes
 
 
@@ -66,8 +66,8 @@ def _legend(fig: plt.Figure, axes: np.ndarray) -> None:
             handles.setdefault(lab, h)
             labels[lab] = lab
     if handles:
-        fig.legend(list(handles.values()), list(labels), loc="lower center",
-                   ncol=min(len(handles), 6), bbox_to_anchor=(0.5, 1.0))
+        fig.legend(list(handles.values()), list(labels), loc="outside upper center",
+                   ncol=min(len(handles), 6))
 
 
 def rae_vs_k(results: pd.DataFrame, out: Path, stat: str = "median") -> list[Path]:
