@@ -136,15 +136,18 @@ def run(cfg: DictConfig, model: SequenceModel | None = None, dataset: Any = None
     return sweep_dir
 
 
-def _run_dir() -> Path | None:
-    from hydra.core.hydra_config import HydraConfig
-
-    return Path(HydraConfig.get().runtime.output_dir) if HydraConfig.initialized() else None
-
-
 @hydra.main(config_path=str(CONF), config_name="sweep", version_base=None)
 def _app(cfg: DictConfig) -> None:
-    run(cfg, run_dir=_run_dir())
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    hydra_cfg = HydraConfig.get()
+    if hydra_cfg.mode == RunMode.MULTIRUN and cfg.sweep.report:
+        # jobs of one multirun share a sweep folder: merge once, after all of them
+        cfg.sweep.report = False
+        log.info("multirun job: no per-job report; run `seqq report %s` when all are done",
+                 results_dir(cfg.sweep.dir))
+    run(cfg, run_dir=hydra_cfg.runtime.output_dir)
 
 
 def main() -> None:
