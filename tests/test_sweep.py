@@ -161,3 +161,12 @@ def test_option_variants_share_a_sweep_without_overwriting(tmp_path: Path) -> No
     table = load_results([str(tmp_path / "alphas" / "results")])
     assert table.groupby("method").size().to_dict() == {
         'coverage_beam {"alpha": 0.5}': N, 'coverage_beam {"alpha": 0.9}': N}
+
+
+def test_count_and_event_queries_against_ground_truth(tmp_path: Path) -> None:
+    for query in ("count", "event_at"):
+        cfg = compose_sweep(tiny_overrides(tmp_path, query, f"query={query}", "sweep.ks=[3]",
+                                           "budget.levels=[10]", "sweep.report=false"))
+        table = load_results([str(sweep.run(cfg) / "results")])
+        assert set(table["query"]) == {query} and len(table) == N * len(METHODS)
+        assert np.isfinite(table.rae).all() and (table.truth > 0).all()
