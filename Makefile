@@ -102,10 +102,8 @@ fig15: venv $(call checkpoints,apps)  ## Apps-style A-before-B case study vs sha
 	$(call report,case_study,fig15,--figures case_study)
 
 LARGE_LM ?= gpt2
-TOKENS_smollm2 = dataset.options.tokenizer=smollm2
 table2: venv  ## large LM on WikiText: IS vs beam vs uniform, restricted entropy (LARGE_LM=smollm2 offline)
-	$(SEQQ) query-sweep experiment=large_lm size=$(SIZE) model=$(LARGE_LM) sweep.report=false \
-		$(TOKENS_$(LARGE_LM))
+	$(SEQQ) query-sweep experiment=large_lm size=$(SIZE) model=$(LARGE_LM) sweep.report=false
 	$(call report,large_lm,table2,--figures rae_vs_entropy)
 
 tables3-6: venv $(call checkpoints,$(DATASETS))  ## KL of IS vs ground truth over samples × horizons

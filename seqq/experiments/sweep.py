@@ -50,7 +50,8 @@ def load_model(cfg: DictConfig, dataset: Any) -> SequenceModel:
                                   m.get("concentration", 0.5), m.get("seed", 0))
     from seqq.models.loading import load_model as load_trained
 
-    return load_trained(m, dataset=dataset.name, checkpoint_dir=cfg.checkpoint_dir)
+    return load_trained(m, dataset=dataset.name, checkpoint_dir=cfg.checkpoint_dir,
+                        vocab=dataset.vocab)
 
 
 def model_id(cfg: DictConfig, dataset: str) -> str:
