@@ -78,6 +78,18 @@ def test_budgets_are_respected_and_used(method):
             assert est.model_calls > budget - 4  # one more sample would not fit
 
 
+def test_a_budget_buys_the_widest_beam_that_fits():
+    model = random_markov(6, 1, seed=3)
+    query = Q.hitting_time(2, 5)  # width w costs 1 + Σ_{d<5} min(w, 5**d) calls
+    est = seqq.estimate(model, [0], query, "beam", budget=200)
+    width = max(max(sizes) for sizes in est.extras["beam_sizes"])
+    assert width > 10 and est.model_calls <= 200
+    wider = seqq.estimate(model, [0], query, "beam", beam_width=width + 1)
+    assert wider.model_calls > 200
+    capped = seqq.estimate(model, [0], query, "beam", budget=200, beam_width=8)
+    assert max(max(sizes) for sizes in capped.extras["beam_sizes"]) == 8
+
+
 def test_hybrid_fits_its_tail_into_the_budget():
     model = random_markov(6, 1, seed=3)
     est = seqq.estimate(model, [0], Q.hitting_time(2, 5), "hybrid", budget=400, max_width=5, seed=0)

@@ -33,6 +33,7 @@ from seqq.estimators.summary import BranchResult, segment_average, segment_mean,
 
 DEFAULT_MAX_WIDTH = 1500
 DEFAULT_TAIL_SAMPLES = 100
+DEFAULT_BEAM_WIDTH = 10
 
 
 def widths_for_budget(batch: Batch, budgets: Sequence[int] | None, width: int,
@@ -70,16 +71,25 @@ def beam(batch: Batch, method: str, rule: Rule) -> list[Estimate]:
     return to_estimates(batch, method, BranchResult(log_pB, None, None, None), True, extras)
 
 
-def top_b(batch: Batch, budgets: Sequence[int] | None, beam_width: int = 10) -> list[Estimate]:
-    return beam(batch, "beam", TopB(widths_for_budget(batch, budgets, beam_width, "beam")))
+def top_b(batch: Batch, budgets: Sequence[int] | None, beam_width: int | None = None
+          ) -> list[Estimate]:
+    """Top-B beam search; with a budget the beam is the widest that fits (`beam_width` caps it)."""
+    if budgets is None:
+        width = beam_width or DEFAULT_BEAM_WIDTH
+    else:
+        width = beam_width or int(tree_calls(batch).max().item())  # no cap but Q itself
+    return beam(batch, "beam", TopB(widths_for_budget(batch, budgets, width, "beam")))
 
 
-def coverage(batch: Batch, budgets: Sequence[int] | None, alpha: float = 0.9) -> list[Estimate]:
+def coverage(batch: Batch, budgets: Sequence[int] | None, alpha: float = 0.9,
+             max_width: int | None = None) -> list[Estimate]:
+    """Coverage beam search; `max_width` optionally caps beams per step (memory), which voids
+    the coverage guarantee at the steps where it binds (the gap bound still holds)."""
     if budgets is not None:
         raise BudgetError("coverage_beam is controlled by alpha, not by a budget; pass alpha=")
     if not 0 < alpha <= 1:
         raise ValueError(f"coverage alpha must lie in (0, 1], got {alpha}")
-    return beam(batch, "coverage_beam", Coverage(alpha))
+    return beam(batch, "coverage_beam", Coverage(alpha, cap=max_width))
 
 
 def tail(batch: Batch, budgets: Sequence[int] | None, max_width: int = DEFAULT_MAX_WIDTH
