@@ -120,7 +120,7 @@ def _expand(batch: Batch, level: Level, depth: int, rule: Rule) -> Level:
     branch = level.branch[open_nodes]
     domain = batch.masks[branch.to(batch.device), depth]
     log_probs = level.log_probs[level.row[open_nodes].to(batch.device)]
-    masked, log_mass, _ = restrict(log_probs, domain)
+    masked, log_mass = restrict(log_probs, domain)
     cond_log_q = conditional(masked, log_mass)
     if rule.by_q:
         scores = level.log_q[open_nodes].to(batch.device)[:, None] + cond_log_q

@@ -39,7 +39,7 @@ def _enumerate(batch: Batch, b: int, log_probs: Tensor, state: State, log_p: Ten
                log_q: Tensor, depth: int) -> tuple[float, float]:
     """(log p, Σ q·(−log q)) of all completions below the given prefixes (rows) of branch b."""
     domain = batch.masks[b, depth].expand_as(log_probs)
-    masked, log_mass, _ = restrict(log_probs, domain)
+    masked, log_mass = restrict(log_probs, domain)
     joint_p = log_p.to(masked.device)[:, None] + masked.double()
     joint_q = log_q.to(masked.device)[:, None] + conditional(masked, log_mass)
     if depth + 1 == int(batch.lengths[b]):

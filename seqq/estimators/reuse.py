@@ -10,7 +10,7 @@ import torch
 
 from seqq.estimators.batch import prepare
 from seqq.estimators.estimate import Estimate
-from seqq.estimators.rollout import conditional, restrict, sample_weighted
+from seqq.estimators.rollout import conditional, restrict, restricted_cdf, sample_from_cdf
 from seqq.estimators.summary import segment_mean
 from seqq.models.protocol import SequenceModel
 from seqq.queries import Symbols, Vocabulary, hitting_time
@@ -33,7 +33,7 @@ def hitting_time_distribution(model: SequenceModel, history: Sequence[int], a: S
     neg_log_q = torch.zeros(S, dtype=torch.float64)
     estimates = []
     for k in range(1, K + 1):
-        hit_logits, log_hit, _ = restrict(log_probs, hit.expand_as(log_probs))
+        hit_logits, log_hit = restrict(log_probs, hit.expand_as(log_probs))
         q_hit = conditional(hit_logits, log_hit)
         hit_entropy = torch.where(q_hit > -torch.inf, -q_hit.exp() * q_hit, 0.0).sum(-1).cpu()
         log_mean, var, _ = segment_mean(log_w + log_hit.double().cpu(), rows, 1)
@@ -44,9 +44,10 @@ def hitting_time_distribution(model: SequenceModel, history: Sequence[int], a: S
             num_samples=S, extras={"horizon": k}))
         if k == K:
             break
-        masked, log_miss, weights = restrict(log_probs, (~hit).expand_as(log_probs))
-        drawn = sample_weighted(weights, batch.generator)
+        log_miss, cdf = restricted_cdf(log_probs, (~hit).expand_as(log_probs))
+        drawn = sample_from_cdf(cdf, batch.generator)
         log_w += log_miss.double().cpu()
-        neg_log_q -= (masked.gather(1, drawn[:, None])[:, 0] - log_miss).double().cpu()
+        picked = log_probs.gather(1, drawn[:, None])[:, 0]
+        neg_log_q -= torch.where(torch.isneginf(log_miss), 0.0, picked - log_miss).double().cpu()
         log_probs, state = batch.counter.step(state, drawn)
     return estimates

@@ -27,38 +27,39 @@ class Paths:
     log_weight: Tensor  # [R] float64, Σ_k log p(V_k | x_<k) = log p - log q
 
 
-def sample_weighted(weights: Tensor, generator: torch.Generator) -> Tensor:
-    """One draw per row with probability ∝ weights (≥ 0), by inverting a float64 CDF with one
-    uniform per row; zero-weight entries are never drawn."""
-    cdf = weights.double().cumsum(-1)
-    u = torch.rand(len(weights), 1, generator=generator, device=weights.device, dtype=torch.float64)
+def sample_from_cdf(cdf: Tensor, generator: torch.Generator) -> Tensor:
+    """One draw per row from an unnormalised float64 CDF [R, V], one uniform per row; entries
+    with zero mass are never drawn (rows with no mass at all get an arbitrary symbol)."""
+    u = torch.rand(len(cdf), 1, generator=generator, device=cdf.device, dtype=torch.float64)
     drawn = torch.searchsorted(cdf, u * cdf[:, -1:], right=True)[:, 0]
-    return drawn.clamp_max(weights.shape[-1] - 1)
+    return drawn.clamp_max(cdf.shape[-1] - 1)
+
+
+def _cdf_in_place(logits: Tensor) -> tuple[Tensor, Tensor]:
+    """Cumulative exp(logits − max) in float64 and the max; overwrites `logits` (saves a pass
+    and an allocation on the hot path). Rows of −inf get an all-zero CDF."""
+    top = logits.amax(-1, keepdim=True)
+    top = torch.where(torch.isneginf(top), 0.0, top)
+    return logits.sub_(top).exp_().cumsum(-1, dtype=torch.float64), top[:, 0]
 
 
 def sample_categorical(logits: Tensor, generator: torch.Generator) -> Tensor:
-    """One draw per row from softmax(logits); -inf entries are never drawn."""
-    return sample_weighted(torch.exp(logits - logits.amax(-1, keepdim=True)), generator)
+    """One draw per row from softmax(logits); −inf entries are never drawn."""
+    return sample_from_cdf(_cdf_in_place(logits.clone())[0], generator)
 
 
-def restrict(log_probs: Tensor, domain: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """Masked log-probs, log p(V_k | prefix), and weights ∝ q(· | prefix) for each row.
+def restrict(log_probs: Tensor, domain: Tensor) -> tuple[Tensor, Tensor]:
+    """Masked log-probs and log p(V_k | prefix) per row (−inf where the domain has no mass)."""
+    masked = torch.where(domain, log_probs, -torch.inf)
+    return masked, torch.logsumexp(masked, -1)
 
-    Rows whose whole domain underflowed get uniform weights over the domain (their importance
-    weight is zero anyway), so sampling never fails.
-    """
-    masked = log_probs.masked_fill(~domain, -float("inf"))
-    top = masked.amax(-1, keepdim=True)
-    dead = torch.isneginf(top[:, 0])
-    if dead.any():
-        top = torch.where(dead[:, None], torch.zeros_like(top), top)
-    weights = torch.exp(masked - top)
-    if dead.any():
-        weights[dead] = domain[dead].to(weights.dtype)
-    log_mass = top[:, 0] + weights.sum(-1).log()
-    if dead.any():
-        log_mass[dead] = -float("inf")
-    return masked, log_mass, weights
+
+def restricted_cdf(log_probs: Tensor, domain: Tensor) -> tuple[Tensor, Tensor]:
+    """log p(V_k | prefix) and the unnormalised CDF of q(· | prefix) per row, from one pass of
+    exp. A row whose domain has no mass gets −inf, so its importance weight is exactly zero; no
+    data-dependent branches, so nothing here waits for the device."""
+    cdf, top = _cdf_in_place(torch.where(domain, log_probs, -torch.inf))
+    return top + cdf[:, -1].log(), cdf
 
 
 def conditional(masked: Tensor, log_mass: Tensor) -> Tensor:
@@ -82,27 +83,34 @@ def rollout(
     `branch` indexes `masks` [N, K, V] and `lengths` [N] (the batch's products by default).
     """
     masks = batch.masks if masks is None else masks
-    lengths = (batch.lengths if lengths is None else lengths)[branch]
-    R, K = len(branch), masks.shape[1]
-    tokens = torch.full((R, K), -1, dtype=torch.long)
-    log_p, log_q, log_weight = (torch.zeros(R, dtype=torch.float64) for _ in range(3))
-    rows = torch.arange(R)  # which output rows are still running
+    lengths = (batch.lengths if lengths is None else lengths)[branch]  # CPU: steers the loop
+    device, (R, K) = log_probs.device, (len(branch), masks.shape[1])
+    tokens = torch.full((R, K), -1, dtype=torch.long, device=device)
+    log_p, log_q, log_weight = (torch.zeros(R, dtype=torch.float64, device=device)
+                                for _ in range(3))
+    running = torch.arange(R)  # output rows still sampling (CPU copy for control flow)
+    rows, branch = running.to(device), branch.to(device)
+    one_branch = bool((branch == branch[0]).all()) if R else False
     for depth in range(start, K):
-        domain = masks[branch[rows].to(batch.device), depth]
-        _, log_mass, weights = restrict(log_probs, domain)
-        drawn = sample_weighted(weights if policy == "proposal" else domain, batch.generator)
-        picked = log_probs.gather(1, drawn[:, None])[:, 0].double().cpu()
-        tokens[rows, depth] = drawn.cpu()
+        domain = (masks[branch[0], depth].expand(len(rows), -1) if one_branch
+                  else masks[branch[rows], depth])
+        log_mass, cdf = restricted_cdf(log_probs, domain)
+        if policy == "uniform":
+            cdf = domain.cumsum(-1, dtype=torch.float64)
+        drawn = sample_from_cdf(cdf, batch.generator)
+        picked = log_probs.gather(1, drawn[:, None])[:, 0].double()
+        log_mass = log_mass.double()
+        tokens[rows, depth] = drawn
         log_p[rows] += picked
-        log_mass = log_mass.double().cpu()
         log_q[rows] += torch.where(torch.isneginf(log_mass), 0.0, picked - log_mass)
         log_weight[rows] += log_mass
-        going_on = lengths[rows] > depth + 1
+        going_on = lengths[running] > depth + 1
         if not going_on.any():
             break
         if not going_on.all():
             keep = going_on.nonzero().flatten()
-            rows, drawn = rows[keep], drawn[keep.to(drawn.device)]
-            state = batch.counter.select(state, keep.to(drawn.device))
+            running, keep = running[keep], keep.to(device)
+            rows, drawn = rows[keep], drawn[keep]
+            state = batch.counter.select(state, keep)
         log_probs, state = batch.counter.step(state, drawn)
-    return Paths(tokens, log_p, log_q, log_weight)
+    return Paths(tokens.cpu(), log_p.cpu(), log_q.cpu(), log_weight.cpu())

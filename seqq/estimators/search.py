@@ -146,7 +146,7 @@ def _prune(batch: Batch, levels: list[Level], depth: int) -> dict[str, Tensor]:
     open_nodes = (~level.final).nonzero().flatten()
     log_probs = level.log_probs[level.row[open_nodes].to(batch.device)]
     domain = batch.masks[level.branch[open_nodes].to(batch.device), depth]
-    masked, log_mass, _ = restrict(log_probs, domain)
+    masked, log_mass = restrict(log_probs, domain)
     return {"cond": conditional(masked, log_mass), "log_mass": log_mass.double(),
             "log_probs": log_probs}
 
