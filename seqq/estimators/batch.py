@@ -29,12 +29,11 @@ class Batch:
     branch_task: Tensor  # [N] task of each branch (CPU)
     masks: Tensor  # [N, K, V] bool, on the model's device
     lengths: Tensor  # [N] positions 1..length matter (CPU)
-    query_masks: list[Tensor]  # per task, its [P, K, V] masks (CPU)
     generator: torch.Generator
 
     @property
     def num_tasks(self) -> int:
-        return len(self.query_masks)
+        return len(self.root_log_probs)
 
     @property
     def device(self) -> torch.device:
@@ -92,7 +91,6 @@ def prepare(
         branch_task=branch_task,
         masks=masks.to(device),
         lengths=effective_lengths(masks),
-        query_masks=query_masks,
         generator=generator,
     )
 
@@ -124,6 +122,5 @@ def subset(batch: Batch, tasks: Tensor) -> Batch:
         branch_task=new_id[batch.branch_task[keep]],
         masks=batch.masks[keep.to(batch.device)],
         lengths=batch.lengths[keep],
-        query_masks=[batch.query_masks[t] for t in tasks.tolist()],
         generator=batch.generator,
     )

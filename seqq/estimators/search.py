@@ -103,7 +103,7 @@ def hybrid(batch: Batch, budgets: Sequence[int] | None, samples: int | None = No
     """p(B) from tail-splitting beam search + IS of p(Q∖B) under the pruned proposal q_B."""
     N = len(batch.branch_task)
     levels = beam_search(batch, TailSplit(torch.full((N,), max_width)))
-    log_pB, log_qB = leaves(levels, N)
+    log_pB, _ = leaves(levels, N)
     pruned = [_prune(batch, levels, d) for d in range(len(levels) - 1)]
     _fill_residuals(levels, pruned)
     log_rest = levels[0].log_m  # log(1 - q(B)) per branch (roots are branches in order)
