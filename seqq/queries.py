@@ -86,17 +86,12 @@ class Query:
 
     def contains(self, paths: Tensor, vocab_size: int) -> Tensor:
         """Which rows of `paths` [N, K] lie in Q."""
-        return paths_in(self.masks(vocab_size), paths.cpu()).to(paths.device)
+        masks = self.masks(vocab_size)
+        allowed = masks[:, torch.arange(self.horizon), paths.cpu()]  # [P, N, K]: mask_i[k, x_k]
+        return allowed.all(-1).any(0).to(paths.device)
 
     def __or__(self, other: Query) -> Query:
         return union(self, other)
-
-
-def paths_in(masks: Tensor, paths: Tensor) -> Tensor:
-    """Rows of `paths` [N, L] inside the union of products `masks` [P, ≥L, V] (first L positions)."""
-    L = paths.shape[1]
-    allowed = masks[:, torch.arange(L), paths]  # [P, N, L]: mask_i[k, x_k]
-    return allowed.all(-1).any(0)
 
 
 def _raise_if_overlapping(masks: Tensor) -> None:

@@ -113,3 +113,16 @@ def test_long_horizons_against_forward_dp(V, K):
     assert_unbiased(replicas(model, [0], query, "importance", samples=10), truth)
     assert_unbiased(replicas(model, [0], query, "hybrid", samples=5, max_width=30), truth)
     assert seqq.estimate(model, [0], query, "tail_beam").value <= truth * (1 + 1e-6)
+
+
+def test_naive_scores_each_task_of_a_mixed_batch_against_its_own_query():
+    model = random_markov(4, 1, seed=2)
+    queries = [Q.count(1, 1, 3), Q.hitting_time([0, 1, 2, 3], 2), Q.next_event([0, 2]),
+               Q.a_before_b(2, 3, 4), Q.hitting_time(3, 2)]
+    histories = [[0], [1], [2], [3], [1]]
+    estimates = seqq.estimate_many(model, histories, queries, "naive", samples=4000, seed=1)
+    assert "empty" in estimates[1].note and estimates[1].value == 0.0
+    for est, history, query in zip(estimates, histories, queries, strict=True):
+        truth = seqq.exact(model, history, query)
+        se = math.sqrt(truth * (1 - truth) / 4000)
+        assert abs(est.value - truth) <= 4 * se + 1e-12, (query.name, est.value, truth)

@@ -59,3 +59,8 @@ def test_disjoint_union_is_accepted():
     # {a} × V ⊔ {b,c} × {b}: the disjoint form of "X_1 = a or X_2 = b"
     q = Q.product([[0], None]) | Q.product([[1, 2], [1]])
     assert q.masks(3).shape == (2, 2, 3)
+
+
+def test_next_event_is_one_position():
+    q = Q.next_event([1, 2])
+    assert q.horizon == 1 and q.masks(4)[0, 0].tolist() == [False, True, True, False]

@@ -43,8 +43,10 @@ class Batch:
     def vocab_size(self) -> int:
         return self.root_log_probs.shape[-1]
 
-    def branch_slice(self, task: int) -> Tensor:
-        return (self.branch_task == task).nonzero().flatten()
+    def task_branches(self) -> list[Tensor]:
+        """The branches of each task (branches are grouped by task, in task order)."""
+        counts = torch.bincount(self.branch_task, minlength=self.num_tasks)
+        return list(torch.arange(len(self.branch_task)).split(counts.tolist()))
 
 
 def effective_lengths(masks: Tensor) -> Tensor:

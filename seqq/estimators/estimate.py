@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,12 +25,3 @@ class Estimate:
     num_samples: int | None = None
     note: str = ""
     extras: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def rel_stderr(self) -> float | None:
-        if self.stderr is None:
-            return None
-        return self.stderr / self.value if self.value > 0 else math.inf
-
-    def __float__(self) -> float:
-        return self.value

@@ -13,7 +13,6 @@ from seqq.estimators.batch import Batch
 from seqq.estimators.estimate import Estimate
 from seqq.estimators.rollout import Paths, Policy, rollout
 from seqq.estimators.summary import BranchResult, segment_average, segment_mean, to_estimates
-from seqq.queries import paths_in
 
 DEFAULT_SAMPLES = 1000
 ROW_ELEMENTS = 2**26  # rows × V per chunk: bounds the memory of one batched step
@@ -100,15 +99,27 @@ def naive(batch: Batch, budgets: Sequence[int] | None, samples: int | None = Non
     row_task = torch.repeat_interleave(torch.arange(T), per_task)
     free = torch.ones(T, K, V, dtype=torch.bool, device=batch.device)
     paths = sample_rows(batch, row_task, "proposal", masks=free, lengths=horizon)
-    hit = torch.zeros(len(row_task), dtype=torch.bool)
-    for t in range(T):
-        rows = (row_task == t).nonzero().flatten()
-        masks, L = batch.masks[batch.branch_slice(t).to(batch.device)].cpu(), int(horizon[t])
-        if len(masks):
-            hit[rows] = paths_in(masks, paths.tokens[rows, :L])
+    hit = _inside(batch, row_task, paths.tokens)
     log_w = torch.where(hit, 0.0, -torch.inf).double()
     log_value, variance, count = segment_mean(log_w, row_task, T)
-    # naive works per task, not per product: present each task as a single branch
-    single = Batch(**{**batch.__dict__, "branch_task": torch.arange(T)})
-    return to_estimates(single, "naive", BranchResult(log_value, variance, count.long(), None),
-                        False)
+    # naive scores whole tasks, not products: each task's result sits at its own index
+    groups = [torch.tensor([t]) if len(b) else b for t, b in enumerate(batch.task_branches())]
+    return to_estimates(batch, "naive", BranchResult(log_value, variance, count.long(), None),
+                        False, groups=groups)
+
+
+def _inside(batch: Batch, row_task: Tensor, tokens: Tensor) -> Tensor:
+    """Which sampled paths lie in their task's query: every (row, product of its task) pair is
+    checked at once; positions a row did not sample (-1) are free in every product."""
+    counts = torch.bincount(batch.branch_task, minlength=batch.num_tasks)
+    first = torch.cumsum(counts, 0) - counts  # first branch of each task
+    per_row = counts[row_task]
+    pair_row = torch.repeat_interleave(torch.arange(len(row_task)), per_row)
+    rank = torch.arange(len(pair_row)) - (torch.cumsum(per_row, 0) - per_row)[pair_row]
+    pair_branch = (first[row_task[pair_row]] + rank).to(batch.device)
+    pair_tokens = tokens[pair_row].to(batch.device)
+    positions = torch.arange(tokens.shape[1], device=batch.device)
+    allowed = batch.masks[pair_branch[:, None], positions, pair_tokens.clamp_min(0)]
+    allowed |= pair_tokens < 0
+    hits = allowed.all(-1).long().cpu()
+    return torch.zeros(len(row_task), dtype=torch.long).index_add_(0, pair_row, hits) > 0

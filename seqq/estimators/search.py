@@ -64,8 +64,7 @@ def beam(batch: Batch, method: str, rule: Rule) -> list[Estimate]:
     log_pB, log_qB = leaves(levels, N)
     sizes = beam_sizes(levels, N)
     extras = []
-    for t in range(batch.num_tasks):
-        b = batch.branch_slice(t)
+    for b in batch.task_branches():
         gap = (-torch.expm1(log_qB[b])).clamp_min(0).sum().item()  # Thm. 1: p(Q) - p(B) ≤ 1 - q(B)
         extras.append({"beam_sizes": sizes[b].tolist(), "gap_bound": gap})
     return to_estimates(batch, method, BranchResult(log_pB, None, None, None), True, extras)
@@ -118,9 +117,8 @@ def hybrid(batch: Batch, budgets: Sequence[int] | None, samples: int | None = No
     tail_entropy = segment_average(-log_q, row_branch, N)
     entropy = _beam_entropy(levels, N) + torch.where(has_tail, log_rest.exp() * tail_entropy, 0.0)
     sizes = beam_sizes(levels, N)
-    extras = [{"beam_sizes": sizes[batch.branch_slice(t)].tolist(),
-               "beam_mass": log_pB[batch.branch_slice(t)].exp().sum().item()}
-              for t in range(batch.num_tasks)]
+    extras = [{"beam_sizes": sizes[b].tolist(), "beam_mass": log_pB[b].exp().sum().item()}
+              for b in batch.task_branches()]
     return to_estimates(batch, "hybrid", BranchResult(log_value, variance, count.long(), entropy),
                         False, extras)
 
@@ -141,7 +139,10 @@ def _tail_samples(batch: Batch, budgets: Sequence[int] | None, samples: int | No
 
 
 def _prune(batch: Batch, levels: list[Level], depth: int) -> dict[str, Tensor]:
-    """Restricted conditionals of the open nodes at `depth` (children's mass filled in later)."""
+    """Restricted conditionals of the open nodes at `depth` (children's mass filled in later).
+
+    Beam search computed these once already; recomputing one masked log-sum-exp per level here
+    is cheaper than keeping [nodes, V] float64 tensors of every level for all beam methods."""
     level = levels[depth]
     open_nodes = (~level.final).nonzero().flatten()
     log_probs = level.log_probs[level.row[open_nodes].to(batch.device)]

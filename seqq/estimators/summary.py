@@ -43,11 +43,12 @@ def segment_average(values: Tensor, group: Tensor, num_groups: int) -> Tensor:
 
 
 def to_estimates(batch: Batch, method: str, result: BranchResult, lower_bound: bool,
-                 extras: list[dict] | None = None) -> list[Estimate]:
-    """Sum each task's disjoint products; their estimates are independent, so variances add."""
+                 extras: list[dict] | None = None, groups: list[Tensor] | None = None
+                 ) -> list[Estimate]:
+    """Sum each task's disjoint products; their estimates are independent, so variances add.
+    `groups` says which entries of `result` belong to each task (its branches by default)."""
     estimates = []
-    for t in range(batch.num_tasks):
-        b = batch.branch_slice(t)
+    for t, b in enumerate(batch.task_branches() if groups is None else groups):
         if len(b) == 0:
             estimates.append(Estimate(
                 method=method, value=0.0, log_value=-math.inf, stderr=0.0,

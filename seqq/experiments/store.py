@@ -61,9 +61,6 @@ class PartStore:
             return set()
         return set(table[self.key].itertuples(index=False, name=None))
 
-    def has_part(self, name: str) -> bool:
-        return (self.root / f"{safe_name(name)}{PART_SUFFIX}").exists()
-
     def write(self, rows: pd.DataFrame, name: str) -> Path:
         """Write `rows` as part `name`, atomically; a part of that name is replaced."""
         missing = [k for k in self.key if k not in rows.columns]

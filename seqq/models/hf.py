@@ -24,6 +24,7 @@ class HFState:
     cache: object  # transformers Cache (DynamicCache)
     mask: Tensor  # [B, T] 1 for real tokens, 0 for left padding
     positions: Tensor  # [B] position id of the next token
+    longest: int  # an upper bound on `positions`, kept on the host so steps never wait on it
 
 
 def _fork(cache):
@@ -80,11 +81,11 @@ class HFCausalLM:
         positions = (mask.cumsum(-1) - 1).clamp_min(0)
         ids, mask, positions = ids.to(self.device), mask.to(self.device), positions.to(self.device)
         out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
-        return self._log_probs(out.logits), HFState(out.past_key_values, mask, mask.sum(-1))
+        return self._log_probs(out.logits), HFState(out.past_key_values, mask, mask.sum(-1), width)
 
     @torch.inference_mode()
     def step(self, state: HFState, tokens: Tensor) -> tuple[Tensor, HFState]:
-        if int(state.positions.max()) >= self.context_length:
+        if state.longest >= self.context_length:
             raise QueryError(f"the prefix reached the model's context of {self.context_length} "
                              "tokens; use a shorter history or horizon")
         tokens = tokens.to(self.device).long()
@@ -92,10 +93,11 @@ class HFCausalLM:
         out = self.model(input_ids=tokens[:, None], attention_mask=mask,
                          position_ids=state.positions[:, None], past_key_values=_fork(state.cache),
                          use_cache=True)
-        return self._log_probs(out.logits), HFState(out.past_key_values, mask, state.positions + 1)
+        return self._log_probs(out.logits), HFState(out.past_key_values, mask, state.positions + 1,
+                                                    state.longest + 1)
 
     def select(self, state: HFState, index: Tensor) -> HFState:
         index = index.to(self.device).long()
         cache = _fork(state.cache)
         cache.reorder_cache(index)  # index_select per layer: new tensors, duplicates allowed
-        return HFState(cache, state.mask[index], state.positions[index])
+        return HFState(cache, state.mask[index], state.positions[index], state.longest)
