@@ -3,7 +3,9 @@
 from seqq.estimators.estimate import Estimate
 from seqq.estimators.exact import exact
 from seqq.estimators.montecarlo import importance, naive, uniform
+from seqq.estimators.randomized_beam import randomized_beam
 from seqq.estimators.search import coverage, hybrid, tail, top_b
+from seqq.estimators.smc import smc
 
 METHODS = {
     "exact": exact,
@@ -14,6 +16,8 @@ METHODS = {
     "coverage_beam": coverage,
     "tail_beam": tail,
     "hybrid": hybrid,
+    "smc": smc,
+    "randomized_beam": randomized_beam,
 }
 
 __all__ = ["METHODS", "Estimate"]

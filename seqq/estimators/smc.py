@@ -1,0 +1,147 @@
+"""Sequential Monte Carlo on the restricted proposal, with ESS-triggered resampling.
+
+Each product (branch) runs P particles. At depth k a particle at prefix x_<k gains the incremental
+weight p(V_k | x_<k) (known before x_k is drawn, so resampling on it is fully adapted), the branch
+resamples when the effective sample size falls below `ess_threshold`·P, and x_k is drawn from
+q(· | x_<k) ∝ p(· | x_<k)·1[· ∈ V_k]. The estimate of p(Q_i) is the standard SMC normalising
+constant: the product, over the stretches between resamplings, of the mean accumulated weight.
+It is unbiased: Σ_particles weight × p(rest of Q | prefix) is a martingale through weighting,
+resampling and extension, and equals the estimate at the end.
+
+Particles on one prefix are identical (same state, same weight), so they are stored once, as a
+row with a count: the model is called once per distinct prefix. Resampling and extension use
+systematic sampling (see resample.py), which keeps each expected count exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+from seqq.estimators.batch import Batch
+from seqq.estimators.estimate import Estimate
+from seqq.estimators.resample import resample_groups, systematic_counts
+from seqq.estimators.rollout import restricted_cdf
+from seqq.estimators.search import widths_for_budget
+from seqq.estimators.summary import BranchResult, group_logsumexp, to_estimates
+
+DEFAULT_PARTICLES = 1000
+DEFAULT_ESS_THRESHOLD = 0.5
+ROW_ELEMENTS = 2**26  # particles × V per group of branches run together: bounds memory
+
+
+def smc(batch: Batch, budgets: Sequence[int] | None, particles: int | None = None,
+        ess_threshold: float = DEFAULT_ESS_THRESHOLD) -> list[Estimate]:
+    """SMC estimate of p(Q) with `particles` per product. With a budget, the most particles
+    whose worst case (one call per particle per step, at most |prefixes| per step) fits it.
+    `ess_threshold` in [0, 1]: 0 never resamples (stratified importance sampling), 1 resamples
+    whenever the weights are uneven. stderr is None: SMC has no simple unbiased variance
+    estimate (its particles are dependent); compare replicas instead."""
+    if not 0 <= ess_threshold <= 1:
+        raise ValueError(f"smc ess_threshold must lie in [0, 1], got {ess_threshold}")
+    if budgets is None:
+        counts = torch.full((len(batch.branch_task),), particles or DEFAULT_PARTICLES)
+    else:
+        cap = particles or max(budgets)
+        counts = widths_for_budget(batch, budgets, cap, "smc")
+    N = len(batch.branch_task)
+    log_value = torch.zeros(N, dtype=torch.float64)
+    resamplings = torch.zeros(N, dtype=torch.long)
+    for branches in _groups(counts, batch.vocab_size):
+        part = _branches(batch, branches)
+        log_value[branches], resamplings[branches] = _run(part, counts[branches], ess_threshold)
+    extras = [{"particles": counts[b].tolist(), "resamplings": resamplings[b].tolist()}
+              for b in batch.task_branches()]
+    return to_estimates(batch, "smc", BranchResult(log_value, None, counts, None), False, extras)
+
+
+def _groups(counts: Tensor, vocab_size: int) -> list[Tensor]:
+    """Consecutive branches whose particles × V stay under ROW_ELEMENTS (at least one each)."""
+    groups, start, load = [], 0, 0
+    limit = max(1, ROW_ELEMENTS // vocab_size)
+    for i, c in enumerate(counts.tolist()):
+        if load and load + c > limit:
+            groups.append(torch.arange(start, i))
+            start, load = i, 0
+        load += c
+    groups.append(torch.arange(start, len(counts)))
+    return groups
+
+
+def _branches(batch: Batch, branches: Tensor) -> Batch:
+    """The batch limited to some branches; tasks keep their ids (and their call counts)."""
+    device_branches = branches.to(batch.device)
+    return Batch(counter=batch.counter, root_log_probs=batch.root_log_probs,
+                 root_state=batch.root_state, branch_task=batch.branch_task[branches],
+                 masks=batch.masks[device_branches], lengths=batch.lengths[branches],
+                 generator=batch.generator)
+
+
+def _run(batch: Batch, particles: Tensor, ess_threshold: float) -> tuple[Tensor, Tensor]:
+    """log p̂ and the number of resamplings per branch of `batch`."""
+    N, device = len(batch.branch_task), batch.device
+    log_z = torch.zeros(N, dtype=torch.float64)
+    resamplings = torch.zeros(N, dtype=torch.long)
+    log_particles = particles.double().log()
+    # one row per distinct prefix: its branch, particle count and log weight since resampling
+    branch = torch.arange(N)
+    count = particles.clone()
+    log_w = torch.zeros(N, dtype=torch.float64)
+    tasks = batch.branch_task.to(device)
+    log_probs = batch.root_log_probs[tasks]
+    state = batch.counter.select(batch.root_state, tasks)
+    for depth in range(int(batch.lengths.max())):
+        domain = batch.masks[branch.to(device), depth]
+        log_mass, cdf = restricted_cdf(log_probs, domain)
+        log_w = log_w + log_mass.double().cpu()
+        log_mean = group_logsumexp(log_w + count.double().log(), branch, N) - log_particles
+        ending = batch.lengths == depth + 1
+        log_z += torch.where(ending, log_mean, 0.0)
+        going_on = batch.lengths > depth + 1
+        log_z = torch.where(going_on & torch.isneginf(log_mean), -torch.inf, log_z)
+        live = (going_on[branch] & torch.isfinite(log_w)).nonzero().flatten()
+        if not len(live):
+            break
+        branch, count, log_w, cdf = branch[live], count[live], log_w[live], cdf[live.to(device)]
+        uneven = _ess(log_w, count, branch, N) < ess_threshold * particles
+        resample = going_on & torch.isfinite(log_mean) & uneven
+        if resample.any():
+            log_z += torch.where(resample, log_mean, 0.0)
+            resamplings += resample.long()
+            count, log_w = _resample(branch, count, log_w, resample, particles,
+                                     batch.generator)
+            kept = (count > 0).nonzero().flatten()
+            branch, count, log_w, cdf = branch[kept], count[kept], log_w[kept], cdf[kept.to(device)]
+            live = live[kept]
+        children = systematic_counts(cdf, count, batch.generator)  # extend by q, merged
+        parent, token = children.nonzero(as_tuple=True)
+        count = children[parent, token].cpu()
+        parent_cpu = parent.cpu()
+        branch, log_w = branch[parent_cpu], log_w[parent_cpu]
+        state = batch.counter.select(state, live.to(device)[parent])
+        log_probs, state = batch.counter.step(state, token)
+    return log_z, resamplings
+
+
+def _ess(log_w: Tensor, count: Tensor, branch: Tensor, N: int) -> Tensor:
+    """(Σ c·w)² / Σ c·w² per branch, with c particles of weight w per row (0 if no mass)."""
+    log_c = count.double().log()
+    first = group_logsumexp(log_w + log_c, branch, N)
+    second = group_logsumexp(2 * log_w + log_c, branch, N)
+    return torch.where(torch.isfinite(first), (2 * first - second).exp(), 0.0)
+
+
+def _resample(branch: Tensor, count: Tensor, log_w: Tensor, resample: Tensor, particles: Tensor,
+              generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """Systematic resampling of the rows of the branches flagged in `resample` (rows grouped by
+    branch): each such branch draws its P particles ∝ c·w; weights reset to one."""
+    rows = resample[branch].nonzero().flatten()
+    ids, sizes = torch.unique_consecutive(branch[rows], return_counts=True)
+    new_count = resample_groups(log_w[rows] + count[rows].double().log(), sizes, particles[ids],
+                                generator)
+    count, log_w = count.clone(), log_w.clone()
+    count[rows], log_w[rows] = new_count, 0.0
+    return count, log_w
+
