@@ -23,6 +23,7 @@ from seqq.errors import BudgetError
 from seqq.estimators.batch import Batch, tree_calls
 from seqq.estimators.beam import TopB, best_candidates
 from seqq.estimators.estimate import Estimate
+from seqq.estimators.frontier import extend
 from seqq.estimators.resample import resample_groups, systematic_counts
 from seqq.estimators.rollout import restrict, restricted_cdf
 from seqq.estimators.search import widths_for_budget
@@ -67,32 +68,32 @@ def _split(batch: Batch, budgets: Sequence[int] | None, top: int | None, sampled
 
 
 def _search(batch: Batch, top: Tensor, sampled: Tensor) -> tuple[Tensor, Tensor]:
-    """log p̂ per branch and the nodes kept (each one model call) at depths 1..K−1 [N, K−1]."""
+    """log p̂ per branch and the nodes kept at depths 1..K−1 [N, K−1]: each costs one call,
+    unless another product of its task holds the same prefix (then they share it)."""
     N, K, device = len(batch.branch_task), batch.masks.shape[1], batch.device
     log_value = torch.full((N,), -math.inf, dtype=torch.float64)
     sizes = torch.zeros(N, K - 1, dtype=torch.long)
     branch, log_w = torch.arange(N), torch.zeros(N, dtype=torch.float64)  # the frontier
-    tasks = batch.branch_task.to(device)
-    log_probs = batch.root_log_probs[tasks]
-    state = batch.counter.select(batch.root_state, tasks)
+    prefix = batch.branch_task.clone()  # the evaluated prefix of each node (shared by products)
+    log_probs, state = batch.root_log_probs, batch.root_state
     for depth in range(K):
+        node_log_probs = log_probs[prefix.to(device)]
         domain = batch.masks[branch.to(device), depth]
-        masked, log_mass = restrict(log_probs, domain)
+        masked, log_mass = restrict(node_log_probs, domain)
         ending = batch.lengths[branch] == depth + 1
         log_value = torch.logaddexp(log_value, group_logsumexp(
             (log_w + log_mass.double().cpu())[ending], branch[ending], N))
         open_nodes = (~ending).nonzero().flatten()
         if not len(open_nodes):
             break
+        on_device = open_nodes.to(device)
         node, token, log_w = _next_beam(batch, depth, branch[open_nodes], log_w[open_nodes],
-                                        log_probs[open_nodes.to(device)],
-                                        masked[open_nodes.to(device)],
-                                        domain[open_nodes.to(device)], top, sampled)
+                                        node_log_probs[on_device], masked[on_device],
+                                        domain[on_device], top, sampled)
         parent = open_nodes[node]
         branch = branch[parent]
         sizes[:, depth] = torch.bincount(branch, minlength=N)
-        state = batch.counter.select(state, parent.to(device))
-        log_probs, state = batch.counter.step(state, token.to(device))
+        prefix, log_probs, state = extend(batch, state, prefix[parent], token)
     return log_value, sizes
 
 

@@ -9,8 +9,9 @@ It is unbiased: Σ_particles weight × p(rest of Q | prefix) is a martingale thr
 resampling and extension, and equals the estimate at the end.
 
 Particles on one prefix are identical (same state, same weight), so they are stored once, as a
-row with a count: the model is called once per distinct prefix. Resampling and extension use
-systematic sampling (see resample.py), which keeps each expected count exact.
+row with a count, and the model is called once per distinct prefix of a task (frontier.py).
+Resampling and extension use systematic sampling (resample.py), which keeps each expected count
+exact.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from torch import Tensor
 
 from seqq.estimators.batch import Batch
 from seqq.estimators.estimate import Estimate
+from seqq.estimators.frontier import extend
 from seqq.estimators.resample import resample_groups, systematic_counts
 from seqq.estimators.rollout import restricted_cdf
 from seqq.estimators.search import widths_for_budget
@@ -85,16 +87,16 @@ def _run(batch: Batch, particles: Tensor, ess_threshold: float) -> tuple[Tensor,
     log_z = torch.zeros(N, dtype=torch.float64)
     resamplings = torch.zeros(N, dtype=torch.long)
     log_particles = particles.double().log()
-    # one row per distinct prefix: its branch, particle count and log weight since resampling
+    # one row per distinct prefix of a branch: its branch, particle count, log weight since the
+    # last resampling, and the evaluated prefix it sits on (shared with the task's other products)
     branch = torch.arange(N)
     count = particles.clone()
     log_w = torch.zeros(N, dtype=torch.float64)
-    tasks = batch.branch_task.to(device)
-    log_probs = batch.root_log_probs[tasks]
-    state = batch.counter.select(batch.root_state, tasks)
+    prefix = batch.branch_task.clone()
+    log_probs, state = batch.root_log_probs, batch.root_state
     for depth in range(int(batch.lengths.max())):
         domain = batch.masks[branch.to(device), depth]
-        log_mass, cdf = restricted_cdf(log_probs, domain)
+        log_mass, cdf = restricted_cdf(log_probs[prefix.to(device)], domain)
         log_w = log_w + log_mass.double().cpu()
         log_mean = group_logsumexp(log_w + count.double().log(), branch, N) - log_particles
         ending = batch.lengths == depth + 1
@@ -104,7 +106,8 @@ def _run(batch: Batch, particles: Tensor, ess_threshold: float) -> tuple[Tensor,
         live = (going_on[branch] & torch.isfinite(log_w)).nonzero().flatten()
         if not len(live):
             break
-        branch, count, log_w, cdf = branch[live], count[live], log_w[live], cdf[live.to(device)]
+        branch, count, log_w, prefix = branch[live], count[live], log_w[live], prefix[live]
+        cdf = cdf[live.to(device)]
         uneven = _ess(log_w, count, branch, N) < ess_threshold * particles
         resample = going_on & torch.isfinite(log_mean) & uneven
         if resample.any():
@@ -113,15 +116,14 @@ def _run(batch: Batch, particles: Tensor, ess_threshold: float) -> tuple[Tensor,
             count, log_w = _resample(branch, count, log_w, resample, particles,
                                      batch.generator)
             kept = (count > 0).nonzero().flatten()
-            branch, count, log_w, cdf = branch[kept], count[kept], log_w[kept], cdf[kept.to(device)]
-            live = live[kept]
+            branch, count, log_w, prefix = branch[kept], count[kept], log_w[kept], prefix[kept]
+            cdf = cdf[kept.to(device)]
         children = systematic_counts(cdf, count, batch.generator)  # extend by q, merged
         parent, token = children.nonzero(as_tuple=True)
         count = children[parent, token].cpu()
-        parent_cpu = parent.cpu()
-        branch, log_w = branch[parent_cpu], log_w[parent_cpu]
-        state = batch.counter.select(state, live.to(device)[parent])
-        log_probs, state = batch.counter.step(state, token)
+        parent = parent.cpu()
+        branch, log_w = branch[parent], log_w[parent]
+        prefix, log_probs, state = extend(batch, state, prefix[parent], token)
     return log_z, resamplings
 
 
