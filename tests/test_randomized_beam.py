@@ -9,7 +9,7 @@ from test_smc import _importance_variance
 
 import seqq
 from seqq import queries as Q
-from seqq.errors import BudgetError
+from seqq.errors import BudgetError, QueryError
 from seqq.models import MarkovModel
 
 
@@ -104,5 +104,5 @@ def test_randomized_beam_beats_importance_sampling_on_a_long_horizon():
 
 
 def test_negative_sizes_get_a_clear_error():
-    with pytest.raises(ValueError, match="top, sampled"):
+    with pytest.raises(QueryError, match="top and sampled"):
         seqq.estimate(random_markov(4, 1), [0], Q.hitting_time(1, 3), "randomized_beam", top=-1)

@@ -9,7 +9,7 @@ from test_estimators import CASES, SEEDS, assert_unbiased, replicas
 
 import seqq
 from seqq import queries as Q
-from seqq.errors import BudgetError
+from seqq.errors import BudgetError, QueryError
 from seqq.models import MarkovModel
 
 
@@ -115,6 +115,8 @@ def test_resampling_beats_importance_sampling_on_a_long_horizon():
         values.var().item() / 400)
 
 
-def test_bad_threshold_gets_a_clear_error():
-    with pytest.raises(ValueError, match="ess_threshold"):
-        seqq.estimate(random_markov(4, 1), [0], Q.hitting_time(1, 3), "smc", ess_threshold=2)
+@pytest.mark.parametrize("options, message", [({"ess_threshold": 2}, "ess_threshold"),
+                                              ({"particles": 0}, "particles")])
+def test_bad_options_get_a_clear_error(options, message):
+    with pytest.raises(QueryError, match=message):
+        seqq.estimate(random_markov(4, 1), [0], Q.hitting_time(1, 3), "smc", **options)

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from seqq.errors import BudgetError
+from seqq.errors import BudgetError, QueryError
 from seqq.estimators.batch import Batch, tree_calls
 from seqq.estimators.beam import TopB, best_candidates
 from seqq.estimators.estimate import Estimate
@@ -39,8 +39,8 @@ def randomized_beam(batch: Batch, budgets: Sequence[int] | None, top: int | None
     With a budget, the widest beam top + sampled that fits (at most one call per node), split
     as asked (`top` or `sampled` fixes that part) or evenly, drawn part rounded up."""
     if (top is not None and top < 0) or (sampled is not None and sampled < 0):
-        raise ValueError(f"randomized_beam needs top, sampled ≥ 0, got top={top}, "
-                         f"sampled={sampled}")
+        raise QueryError(f"randomized_beam options top and sampled must be ≥ 0, got "
+                         f"top={top!r}, sampled={sampled!r}")
     head, drawn = _split(batch, budgets, top, sampled)
     log_value, sizes = _search(batch, head, drawn)
     extras = [{"top": head[b].tolist(), "sampled": drawn[b].tolist(),

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from seqq.errors import QueryError
 from seqq.estimators.batch import Batch
 from seqq.estimators.estimate import Estimate
 from seqq.estimators.frontier import extend
@@ -42,7 +43,9 @@ def smc(batch: Batch, budgets: Sequence[int] | None, particles: int | None = Non
     whenever the weights are uneven. stderr is None: SMC has no simple unbiased variance
     estimate (its particles are dependent); compare replicas instead."""
     if not 0 <= ess_threshold <= 1:
-        raise ValueError(f"smc ess_threshold must lie in [0, 1], got {ess_threshold}")
+        raise QueryError(f"smc option ess_threshold must lie in [0, 1], got {ess_threshold!r}")
+    if particles is not None and particles < 1:
+        raise QueryError(f"smc option particles must be a positive integer, got {particles!r}")
     if budgets is None:
         counts = torch.full((len(batch.branch_task),), particles or DEFAULT_PARTICLES)
     else:
