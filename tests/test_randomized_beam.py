@@ -106,3 +106,11 @@ def test_randomized_beam_beats_importance_sampling_on_a_long_horizon():
 def test_negative_sizes_get_a_clear_error():
     with pytest.raises(QueryError, match="top and sampled"):
         seqq.estimate(random_markov(4, 1), [0], Q.hitting_time(1, 3), "randomized_beam", top=-1)
+
+
+def test_an_empty_query_gives_zero_beside_others():
+    model = random_markov(3, 1)
+    empty, other = seqq.estimate_many(model, [[0], [1]], [Q.hitting_time([0, 1, 2], 3),
+                                                          Q.hitting_time(1, 3)],
+                                      "randomized_beam", budget=50, seed=0)
+    assert empty.value == 0.0 and "empty" in empty.note and other.value > 0

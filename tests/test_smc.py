@@ -1,5 +1,6 @@
 """SMC against exact answers: unbiased, mass-conserving, one call per distinct prefix, in budget."""
 
+import importlib
 import math
 
 import pytest
@@ -120,3 +121,18 @@ def test_resampling_beats_importance_sampling_on_a_long_horizon():
 def test_bad_options_get_a_clear_error(options, message):
     with pytest.raises(QueryError, match=message):
         seqq.estimate(random_markov(4, 1), [0], Q.hitting_time(1, 3), "smc", **options)
+
+
+def test_tasks_run_in_memory_bounded_groups(monkeypatch):
+    module = importlib.import_module("seqq.estimators.smc")  # the name `smc` is the function
+    monkeypatch.setattr(module, "ROW_ELEMENTS", 1)  # every task its own group
+    model = random_markov(6, 1, seed=8)
+    query = Q.a_before_b(2, [3, 4], 4)
+    assert_unbiased(replicas(model, [0], query, "smc", particles=6), brute_force(model, [0], query))
+
+
+def test_an_empty_query_gives_zero_beside_others():
+    model = random_markov(3, 1)
+    empty, other = seqq.estimate_many(model, [[0], [1]], [Q.hitting_time([0, 1, 2], 3),
+                                                          Q.hitting_time(1, 3)], "smc", seed=0)
+    assert empty.value == 0.0 and "empty" in empty.note and other.value > 0

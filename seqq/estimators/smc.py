@@ -54,7 +54,9 @@ def smc(batch: Batch, budgets: Sequence[int] | None, particles: int | None = Non
     N = len(batch.branch_task)
     log_value = torch.zeros(N, dtype=torch.float64)
     resamplings = torch.zeros(N, dtype=torch.long)
-    for branches in _groups(counts, batch.vocab_size):
+    for branches in _groups(batch, counts):
+        if not len(branches):
+            continue  # only empty queries here: p = 0
         part = _branches(batch, branches)
         log_value[branches], resamplings[branches] = _run(part, counts[branches], ess_threshold)
     extras = [{"particles": counts[b].tolist(), "resamplings": resamplings[b].tolist()}
@@ -62,17 +64,19 @@ def smc(batch: Batch, budgets: Sequence[int] | None, particles: int | None = Non
     return to_estimates(batch, "smc", BranchResult(log_value, None, counts, None), False, extras)
 
 
-def _groups(counts: Tensor, vocab_size: int) -> list[Tensor]:
-    """Consecutive branches whose particles × V stay under ROW_ELEMENTS (at least one each)."""
-    groups, start, load = [], 0, 0
-    limit = max(1, ROW_ELEMENTS // vocab_size)
-    for i, c in enumerate(counts.tolist()):
-        if load and load + c > limit:
-            groups.append(torch.arange(start, i))
-            start, load = i, 0
-        load += c
-    groups.append(torch.arange(start, len(counts)))
-    return groups
+def _groups(batch: Batch, counts: Tensor) -> list[Tensor]:
+    """Branches of consecutive whole tasks (so products still share prefixes) whose particles
+    × V stay under ROW_ELEMENTS, at least one task per group."""
+    groups, current, load = [], [], 0
+    limit = max(1, ROW_ELEMENTS // batch.vocab_size)
+    for branches in batch.task_branches():
+        task_load = int(counts[branches].sum())
+        if current and load + task_load > limit:
+            groups.append(torch.cat(current))
+            current, load = [], 0
+        current.append(branches)
+        load += task_load
+    return [*groups, torch.cat(current)] if current else groups
 
 
 def _branches(batch: Batch, branches: Tensor) -> Batch:
