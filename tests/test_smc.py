@@ -21,11 +21,13 @@ def case(request):
     return model, history, query, brute_force(model, history, query)
 
 
-@pytest.mark.parametrize("ess_threshold", [0.5, 1.0])
-def test_smc_is_unbiased(case, ess_threshold):
+@pytest.mark.parametrize("options", [{"particles": 6}, {"particles": 6, "ess_threshold": 1.0},
+                                     {"budget": 60}], ids=["ess-0.5", "ess-1", "budget"])
+def test_smc_is_unbiased(case, options):
     model, history, query, truth = case
-    estimates = replicas(model, history, query, "smc", particles=6, ess_threshold=ess_threshold)
+    estimates = replicas(model, history, query, "smc", **options)
     assert_unbiased(estimates, truth)
+    assert all(e.model_calls <= options.get("budget", 1e9) for e in estimates)
     assert all(e.stderr is None and not e.is_lower_bound for e in estimates)
 
 
@@ -57,18 +59,20 @@ def test_particles_on_one_prefix_cost_one_call():
         model.evaluated.clear()
 
 
-def test_a_budget_buys_the_most_particles_that_surely_fit():
+def test_a_budget_is_respected_and_spent_on_more_particles():
+    """Particles start at the most whose worst case fits, 1 + Σ_{k<5} min(P, 5**k) calls here,
+    and grow whenever shared prefixes leave calls unspent; the budget is never exceeded."""
     model = random_markov(6, 1, seed=3)
-    query = Q.hitting_time(2, 5)  # P particles cost at most 1 + Σ_{k<5} min(P, 5**k) calls
-
-    def worst(P):
-        return 1 + sum(min(P, 5**k) for k in range(1, 5))
-
-    for budget in (12, 40, 300, 5000):
-        est = seqq.estimate(model, [0], query, "smc", budget=budget, seed=0)
-        (P,) = est.extras["particles"]
-        assert est.model_calls <= worst(P) <= budget
-        assert budget < worst(P + 1) or budget == P  # the whole tree fits: P = budget (cap)
+    query = Q.hitting_time(2, 5)
+    for budget in (12, 40, 300):
+        start = max(P for P in range(1, budget) if 1 + sum(min(P, 5**k) for k in range(1, 5))
+                    <= budget)
+        for est in replicas(model, [0], query, "smc", budget=budget)[:20]:
+            assert est.model_calls <= budget
+            assert est.extras["particles"][0] > start  # grown into the unspent calls
+    small = replicas(model, [0], query, "smc", budget=40)
+    assert sum(e.model_calls for e in small) >= 0.95 * 40 * len(small)
+    assert_unbiased(small, brute_force(model, [0], query))
     with pytest.raises(BudgetError, match="smc"):
         seqq.estimate(model, [0], query, "smc", budget=4)
 

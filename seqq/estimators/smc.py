@@ -37,8 +37,10 @@ ROW_ELEMENTS = 2**26  # particles × V per group of branches run together: bound
 
 def smc(batch: Batch, budgets: Sequence[int] | None, particles: int | None = None,
         ess_threshold: float = DEFAULT_ESS_THRESHOLD) -> list[Estimate]:
-    """SMC estimate of p(Q) with `particles` per product. With a budget, the most particles
-    whose worst case (one call per particle per step, at most |prefixes| per step) fits it.
+    """SMC estimate of p(Q) with `particles` per product. With a budget, it starts with the most
+    particles whose worst case (one call per particle per step, at most |prefixes| per step) fits
+    it, and whenever shared prefixes left calls unspent, splits its particles into more (before
+    extending them; `particles` then caps the count, reported as extras["particles"]).
     `ess_threshold` in [0, 1]: 0 never resamples (stratified importance sampling), 1 resamples
     whenever the weights are uneven. stderr is None: SMC has no simple unbiased variance
     estimate (its particles are dependent); compare replicas instead."""
@@ -54,11 +56,13 @@ def smc(batch: Batch, budgets: Sequence[int] | None, particles: int | None = Non
     N = len(batch.branch_task)
     log_value = torch.zeros(N, dtype=torch.float64)
     resamplings = torch.zeros(N, dtype=torch.long)
+    budget = None if budgets is None else (torch.as_tensor(list(budgets)), cap)
     for branches in _groups(batch, counts):
         if not len(branches):
             continue  # only empty queries here: p = 0
         part = _branches(batch, branches)
-        log_value[branches], resamplings[branches] = _run(part, counts[branches], ess_threshold)
+        log_value[branches], resamplings[branches], counts[branches] = _run(
+            part, counts[branches], ess_threshold, budget)
     extras = [{"particles": counts[b].tolist(), "resamplings": resamplings[b].tolist()}
               for b in batch.task_branches()]
     return to_estimates(batch, "smc", BranchResult(log_value, None, counts, None), False, extras)
@@ -88,12 +92,13 @@ def _branches(batch: Batch, branches: Tensor) -> Batch:
                  generator=batch.generator)
 
 
-def _run(batch: Batch, particles: Tensor, ess_threshold: float) -> tuple[Tensor, Tensor]:
-    """log p̂ and the number of resamplings per branch of `batch`."""
+def _run(batch: Batch, particles: Tensor, ess_threshold: float,
+         budget: tuple[Tensor, int] | None) -> tuple[Tensor, Tensor, Tensor]:
+    """log p̂, the number of resamplings and the final particles per branch of `batch`."""
     N, device = len(batch.branch_task), batch.device
+    sizes = batch.masks.sum(-1).double().cpu()  # [N, K] |V_k| per branch
     log_z = torch.zeros(N, dtype=torch.float64)
     resamplings = torch.zeros(N, dtype=torch.long)
-    log_particles = particles.double().log()
     # one row per distinct prefix of a branch: its branch, particle count, log weight since the
     # last resampling, and the evaluated prefix it sits on (shared with the task's other products)
     branch = torch.arange(N)
@@ -105,7 +110,7 @@ def _run(batch: Batch, particles: Tensor, ess_threshold: float) -> tuple[Tensor,
         domain = batch.masks[branch.to(device), depth]
         log_mass, cdf = restricted_cdf(log_probs[prefix.to(device)], domain)
         log_w = log_w + log_mass.double().cpu()
-        log_mean = group_logsumexp(log_w + count.double().log(), branch, N) - log_particles
+        log_mean = group_logsumexp(log_w + count.double().log(), branch, N) - particles.double().log()
         ending = batch.lengths == depth + 1
         log_z += torch.where(ending, log_mean, 0.0)
         going_on = batch.lengths > depth + 1
@@ -115,6 +120,11 @@ def _run(batch: Batch, particles: Tensor, ess_threshold: float) -> tuple[Tensor,
             break
         branch, count, log_w, prefix = branch[live], count[live], log_w[live], prefix[live]
         cdf = cdf[live.to(device)]
+        if budget is not None:
+            more = _affordable(batch, sizes, budget, depth, branch, particles)
+            if (more > particles).any():
+                count = _split(branch, count, particles, more, batch.generator)
+                particles = more
         uneven = _ess(log_w, count, branch, N) < ess_threshold * particles
         resample = going_on & torch.isfinite(log_mean) & uneven
         if resample.any():
@@ -131,7 +141,40 @@ def _run(batch: Batch, particles: Tensor, ess_threshold: float) -> tuple[Tensor,
         parent = parent.cpu()
         branch, log_w = branch[parent], log_w[parent]
         prefix, log_probs, state = extend(batch, state, prefix[parent], token)
-    return log_z, resamplings
+    return log_z, resamplings, particles
+
+
+def _affordable(batch: Batch, sizes: Tensor, budget: tuple[Tensor, int], depth: int,
+                branch: Tensor, particles: Tensor) -> Tensor:
+    """The most particles per branch (≤ cap, ≥ now; one number per task) whose worst-case calls
+    from here on fit what is left of each task's budget: a branch with r prefixes now evaluates
+    at most min(P, r·|V_{k+1}|···|V_j|) prefixes of length j, for j < its length."""
+    budgets, cap = budget
+    N = len(particles)
+    rows = torch.bincount(branch, minlength=N).double()
+    reach = rows[:, None] * torch.cumprod(sizes[:, depth:], 1)  # prefixes of length depth+1..
+    length = torch.arange(depth + 1, sizes.shape[1] + 1)
+    evaluated = length < batch.lengths[:, None]
+    tasks, task_of = torch.unique(batch.branch_task, return_inverse=True)
+    left = (budgets[tasks] - batch.counter.calls[tasks]).double()
+    low = torch.zeros(len(tasks), dtype=particles.dtype).scatter_reduce(
+        0, task_of, particles, reduce="amax")
+    high = torch.full_like(low, cap).maximum(low)
+    while (low < high).any():  # largest count whose worst case fits, per task
+        mid = (low + high + 1) // 2
+        calls = (torch.minimum(reach, mid[task_of, None].double()) * evaluated).sum(-1)
+        fits = torch.zeros(len(tasks), dtype=torch.float64).index_add_(0, task_of, calls) <= left
+        low = torch.where(fits & (low < high), mid, low)
+        high = torch.where(~fits & (low < high), mid - 1, high)
+    return low[task_of]
+
+
+def _split(branch: Tensor, count: Tensor, particles: Tensor, more: Tensor,
+           generator: torch.Generator) -> Tensor:
+    """Spread `more` particles over each branch's rows ∝ their counts (systematically), keeping
+    weights: E[new count] = count·more/particles, so the estimate stays unbiased."""
+    ids, sizes = torch.unique_consecutive(branch, return_counts=True)
+    return resample_groups(count.double().log(), sizes, more[ids], generator)
 
 
 def _ess(log_w: Tensor, count: Tensor, branch: Tensor, N: int) -> Tensor:
