@@ -8,7 +8,8 @@ a drawn candidate gets ŵ(c)·m_c/(sampled·r(c)) = m_c·S_tail/sampled. E[ŵ'(c
 tower property the last depth's exact sum Σ_b ŵ(b)·p(V_K | b) is unbiased for p(Q). With
 `sampled` = 0 this is top-K beam search (a lower bound, no longer unbiased); with `top` = 0 it
 is sequential importance resampling at every step. Branches (products) run level by level
-together, one batched model call per depth, like beam.py.
+together, one batched model call per depth, like beam.py; products of one task share the calls
+for their common prefixes (frontier.py).
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ def randomized_beam(batch: Batch, budgets: Sequence[int] | None, top: int | None
                     sampled: int | None = None) -> list[Estimate]:
     """Unbiased p̂ from a beam of `top` exact + `sampled` drawn nodes per depth and product.
     With a budget, the widest beam top + sampled that fits (at most one call per node), split
-    as asked (`top` or `sampled` fixes that part) or evenly, drawn part rounded up."""
+    as asked (`top` or `sampled` fixes that part) or evenly, drawn part rounded up. stderr is
+    None: the kept nodes are dependent draws with no simple variance estimate; use replicas."""
     if (top is not None and top < 0) or (sampled is not None and sampled < 0):
         raise QueryError(f"randomized_beam options top and sampled must be ≥ 0, got "
                          f"top={top!r}, sampled={sampled!r}")
