@@ -50,8 +50,11 @@ def estimate_many(
         budgets = [budget] * len(histories) if _is_int(budget) else list(budget)
         if len(budgets) != len(histories):
             raise QueryError(f"got {len(budgets)} budgets for {len(histories)} queries")
-        for b in budgets:
-            _check_positive_int("budget", b, "model calls")
+        if all(b is None for b in budgets):
+            budgets = None  # "no budget" for every pair, as a sweep's budget level 0 says
+        else:
+            for b in budgets:
+                _check_positive_int("budget", b, "model calls")
     with torch.inference_mode():
         batch = prepare(model, histories, queries, seed)
         return function(batch, budgets, **options)
