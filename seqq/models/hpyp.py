@@ -142,27 +142,6 @@ class HPYPModel(ContextAutomaton):
         model.log_table = torch.log_softmax(self.log_table / temperature, -1)
         return model
 
-    def log_likelihood(self, sequences: Sequence[Sequence[int]], skip_first: bool = True
-                       ) -> tuple[float, int]:
-        """Total log-likelihood (nats) of the sequences and the number of symbols scored,
-        every sequence walked through the automaton at once."""
-        if not sequences:
-            return 0.0, 0
-        T = max(len(s) for s in sequences)
-        padded = torch.full((len(sequences), T), PAD, dtype=torch.long)
-        for i, s in enumerate(sequences):
-            padded[i, :len(s)] = torch.as_tensor(list(s), dtype=torch.long)
-        state = torch.zeros(len(sequences), dtype=torch.long)
-        total, count = torch.zeros((), dtype=torch.float64), 0
-        for t in range(T):
-            symbol = padded[:, t]
-            real = symbol >= 0
-            scored = real if t >= int(skip_first) else torch.zeros_like(real)
-            total += self.log_table[state[scored], symbol[scored]].sum()
-            count += int(scored.sum())
-            state = torch.where(real, self.next_context[state, symbol.clamp_min(0)], state)
-        return total.item(), count
-
     def prefix_tree_nodes(self) -> int:
         """Nodes left when non-branching contexts without observations of their own are
         collapsed (002's prefix tree, Theorem 1); `num_contexts` counts the prefix trie."""
