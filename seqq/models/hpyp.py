@@ -54,9 +54,10 @@ class HPYPModel(ContextAutomaton):
     @classmethod
     def fit(cls, sequences: Sequence[Sequence[int]], vocab: Sequence[str], order: int = 5,
             skip_first: bool = True, discounts: Sequence[float] = PAPER_DISCOUNTS,
-            sweeps: int = 0, seed: int = 0) -> HPYPModel:
+            sweeps: int = 0, seed: int = 0, resample_discounts: bool = True) -> HPYPModel:
         """Count every training context, seat one table per type (interpolated Kneser–Ney),
-        then run `sweeps` Gibbs sweeps (reseating and discount resampling, seeded).
+        then run `sweeps` Gibbs sweeps (reseating, then discount resampling unless
+        `resample_discounts=False`), seeded.
 
         `skip_first`: the first symbol of each sequence is a `<BOS>` the model conditions on but
         never predicts (as the LSTMs are trained)."""
@@ -80,7 +81,7 @@ class HPYPModel(ContextAutomaton):
             sampler = _GibbsSampler(leaf, torch.as_tensor(targets), parent, depth, pair_context,
                                     pair_symbol, customers, tables, d, V, seed)
             for _ in range(sweeps):
-                sampler.sweep()
+                sampler.sweep(resample_discounts)
             customers, tables, d = sampler.state()
         return cls(vocab, order, torch.as_tensor(contexts), pair_context, pair_symbol,
                    customers, tables, d, info)
@@ -142,17 +143,21 @@ class HPYPModel(ContextAutomaton):
         model.log_table = torch.log_softmax(self.log_table / temperature, -1)
         return model
 
+    def direct_customers(self) -> Tensor:
+        """Per (context, symbol) pair, the training observations seated there (its customers
+        minus the tables its child restaurants send up); fixed by the data, whatever the seating."""
+        child = self.depth[self.pair_context] > 0
+        up = _pair_index(self.parent[self.pair_context[child]], self.pair_symbol[child],
+                         self.pair_context, self.pair_symbol, self.vocab_size)
+        return self.customers - torch.zeros_like(self.customers).index_add_(0, up,
+                                                                            self.tables[child])
+
     def prefix_tree_nodes(self) -> int:
         """Nodes left when non-branching contexts without observations of their own are
         collapsed (002's prefix tree, Theorem 1); `num_contexts` counts the prefix trie."""
         children = torch.bincount(self.parent[1:], minlength=self.num_context_rows)
-        pair_parent = _pair_index(self.parent[self.pair_context], self.pair_symbol,
-                                  self.pair_context, self.pair_symbol, self.vocab_size)
-        sent_up = torch.zeros_like(self.customers).index_add_(
-            0, pair_parent[self.depth[self.pair_context] > 0],
-            self.tables[self.depth[self.pair_context] > 0])
         direct = torch.zeros(self.num_context_rows, dtype=torch.long).index_add_(
-            0, self.pair_context, self.customers - sent_up)
+            0, self.pair_context, self.direct_customers())
         kept = (children >= 2) | (direct > 0)
         kept[0] = True
         return int(kept.sum())
@@ -369,13 +374,14 @@ class _GibbsSampler:
             self.tab_total[u] += 1
             pair = self.pair_parent[pair]
 
-    def sweep(self) -> None:
+    def sweep(self, resample_discounts: bool) -> None:
         order = list(range(len(self.leaf_pairs)))
         self.rng.shuffle(order)
         for i in order:
             self._remove(self.leaf_pairs[i])
             self._add(self.leaf_pairs[i])
-        self._resample_discounts()
+        if resample_discounts:
+            self._resample_discounts()
 
     def _resample_discounts(self, grid: int = 99) -> None:
         """log p(seating | d) = Σ_u (t_u − 1)·log d + Σ_tables log Γ(n − d) − log Γ(1 − d)."""
