@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from conftest import compose_sweep
@@ -53,7 +54,7 @@ def test_without_bos_sampling_starts_from_the_empty_history():
 
 def test_a_dataset_without_files_needs_a_model_vocabulary():
     with pytest.raises(DataError, match="exposes no `vocab`"):
-        sampled_dataset("moocs", random_markov(4, 1))
+        sampled_dataset("moocs", SimpleNamespace(vocab_size=4))
 
 
 def test_sweep_on_a_model_of_a_dataset_without_files(tmp_path: Path):

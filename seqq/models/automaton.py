@@ -16,16 +16,13 @@ from torch import Tensor
 
 
 class ContextAutomaton:
-    """Subclasses set `vocab_size`, `log_table` [C, V] (float64, rows log-normalised),
-    `next_context` [C, V] (long) and implement `_context(history) -> int`."""
+    """Subclasses set `vocab_size`, `num_contexts` (C), `log_table` [C, V] (float64, rows
+    log-normalised), `next_context` [C, V] (long) and implement `_context(history) -> int`."""
 
     vocab_size: int
+    num_contexts: int
     log_table: Tensor
     next_context: Tensor
-
-    @property
-    def num_contexts(self) -> int:
-        return len(self.log_table)
 
     def _context(self, history: Sequence[int]) -> int:
         raise NotImplementedError

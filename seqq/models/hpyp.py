@@ -42,6 +42,7 @@ class HPYPModel(ContextAutomaton):
         self.vocab, self.order, self.vocab_size = list(vocab), int(order), len(vocab)
         _check_size(self.vocab_size, self.order)
         self.contexts = contexts.long()
+        self.num_contexts = len(self.contexts)
         self.pair_context, self.pair_symbol = pair_context.long(), pair_symbol.long()
         self.customers, self.tables = customers.long(), tables.long()
         self.discounts = discounts.double()
@@ -88,7 +89,7 @@ class HPYPModel(ContextAutomaton):
 
     def _predictive(self) -> Tensor:
         """P(v|u) = (c_uv − d·t_uv)/c_u· + (d·t_u·/c_u·)·P(v|π(u)), top down (seed notes §3a)."""
-        C, V = self.num_context_rows, self.vocab_size
+        C, V = self.num_contexts, self.vocab_size
         total = torch.zeros(C, dtype=torch.float64).index_add_(0, self.pair_context,
                                                                  self.customers.double())
         tabs = torch.zeros(C, dtype=torch.float64).index_add_(0, self.pair_context,
@@ -110,7 +111,7 @@ class HPYPModel(ContextAutomaton):
     def _transitions(self) -> Tensor:
         """next(u, v) = u·v when that is a context, else next(π(u), v) (the longest context
         suffix of u·v), filled depth by depth so every parent row is final before it is copied."""
-        C, V = self.num_context_rows, self.vocab_size
+        C, V = self.num_contexts, self.vocab_size
         nxt = torch.zeros(C, V, dtype=torch.long)
         last = self.contexts[:, -1]
         for L in range(self.order):
@@ -120,10 +121,6 @@ class HPYPModel(ContextAutomaton):
             longer = (self.depth == L + 1).nonzero().flatten()
             nxt[self.prefix_parent[longer], last[longer]] = longer
         return nxt
-
-    @property
-    def num_context_rows(self) -> int:
-        return len(self.contexts)
 
     # --- states -------------------------------------------------------------------------------
     def _context(self, history: Sequence[int]) -> int:
@@ -155,8 +152,8 @@ class HPYPModel(ContextAutomaton):
     def prefix_tree_nodes(self) -> int:
         """Nodes left when non-branching contexts without observations of their own are
         collapsed (002's prefix tree, Theorem 1); `num_contexts` counts the prefix trie."""
-        children = torch.bincount(self.parent[1:], minlength=self.num_context_rows)
-        direct = torch.zeros(self.num_context_rows, dtype=torch.long).index_add_(
+        children = torch.bincount(self.parent[1:], minlength=self.num_contexts)
+        direct = torch.zeros(self.num_contexts, dtype=torch.long).index_add_(
             0, self.pair_context, self.direct_customers())
         kept = (children >= 2) | (direct > 0)
         kept[0] = True

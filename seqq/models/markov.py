@@ -26,8 +26,9 @@ class MarkovModel(ContextAutomaton):
         self.order, self.vocab_size = order, V
         probs = transition.double()
         self.log_table = torch.log(probs / probs.sum(-1, keepdim=True))
-        contexts = torch.arange(V**order)[:, None]
-        self.next_context = (contexts * V + torch.arange(V)) % V**order  # [C, V]
+        self.num_contexts = V**order
+        contexts = torch.arange(self.num_contexts)[:, None]
+        self.next_context = (contexts * V + torch.arange(V)) % self.num_contexts  # [C, V]
 
     @classmethod
     def random(cls, vocab_size: int, order: int = 1, concentration: float = 0.5,
