@@ -66,21 +66,40 @@ class ContextAutomaton:
                 continue
             domains, group = torch.unique(masks[products, k], dim=0, return_inverse=True)
             for g, domain in enumerate(domains):
+                members = products[group == g]
+                if (lengths[members] == k + 1).all():  # last step: only the mass is needed
+                    total = self._mass(alpha, domain)
+                    logs += [log_scale + total.log().item()] * len(members) if total > 0 else []
+                    continue
                 moved = self._advance(alpha, domain)
                 total = moved.sum()
                 if total > 0:
-                    pending.append((moved / total, log_scale + total.log().item(),
-                                    products[group == g], k + 1))
+                    pending.append((moved / total, log_scale + total.log().item(), members, k + 1))
         if not logs:
             return -float("inf")
         return torch.logsumexp(torch.tensor(logs, dtype=torch.float64), 0).item()
 
+    @property
+    def _probs(self) -> Tensor:
+        """exp(log_table), computed once per table (tempered copies get their own)."""
+        cached = self.__dict__.get("_probs_cache")
+        if cached is None or cached[0] is not self.log_table:
+            cached = (self.log_table, self.log_table.exp())
+            self.__dict__["_probs_cache"] = cached
+        return cached[1]
+
     def _advance(self, alpha: Tensor, domain: Tensor) -> Tensor:
         """α'(c') = Σ_{c, v ∈ domain: next(c, v) = c'} α(c) p(v | c), over the live states only."""
         live = alpha.nonzero().flatten()
-        flow = alpha[live, None] * self.log_table[live].exp() * domain
-        return torch.zeros_like(alpha).index_add_(0, self.next_context[live].flatten(),
-                                                  flow.flatten())
+        allowed = domain.nonzero().flatten()
+        flow = alpha[live, None] * self._probs[live][:, allowed]
+        return torch.zeros_like(alpha).index_add_(
+            0, self.next_context[live][:, allowed].flatten(), flow.flatten())
+
+    def _mass(self, alpha: Tensor, domain: Tensor) -> Tensor:
+        """Σ_c α(c) p(domain | c): the probability of one more step inside `domain`."""
+        live = alpha.nonzero().flatten()
+        return alpha[live] @ self._probs[live] @ domain.to(alpha)
 
     def restricted_entropy(self, history: Sequence[int], mask: Tensor) -> float:
         """H(q) = -E_q[log q(X)] of one product's restricted proposal, exactly (nats)."""
