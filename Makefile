@@ -20,7 +20,8 @@ resolve = $(foreach d,$(1),$(if $(wildcard data/$(d)/*),$(d),synthetic_$(d)))
 csv = $(subst $() ,$(comma),$(strip $(1)))
 checkpoints = $(foreach d,$(call resolve,$(1)),$(CKPT)/$(d)_lstm.pt)
 hpyp_checkpoints = $(foreach d,$(call resolve,$(1)),$(CKPT)/$(d)_hpyp.pt)
-HPYP_ORDER ?= 4  # exact-truth figures: order 4 keeps the DP at K = 30 to seconds per query
+# HPYP models for the exact-truth figures: order 4 keeps the DP at K = 30 to seconds per query
+HPYP_ORDER ?= 4
 ALL := $(call resolve,$(DATASETS))
 APPS := $(call resolve,apps)
 MOOCS := $(call resolve,moocs)

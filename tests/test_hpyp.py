@@ -192,3 +192,30 @@ def test_seqq_train_fits_saves_and_compares_with_the_lstm(tmp_path, shakespeare)
     assert 1.0 < info["test_nats_per_symbol"] < info["lstm_test_nats_per_symbol"]  # untrained LSTM
     model = HPYPModel.load(tmp_path / "shakespeare_hpyp.pt")
     assert model.order == 3 and model.info["dataset"] == "shakespeare"
+
+
+def test_exact_figure_presets_run_on_hpyp(tmp_path, shakespeare):
+    """`make fig3-exact` / `make fig14-exact`: the presets query HPYP models at K = 3..11 and up
+    to K = 30, and every row's ground truth is the model's exact DP answer."""
+    from conftest import compose_sweep
+
+    from seqq.experiments import sweep
+    from seqq.reports.tables import load_results
+
+    common = ["dataset=shakespeare", f"checkpoint_dir={tmp_path}", f"data_root={REPO / 'data'}",
+              f"sweep.root={tmp_path}", "sweep.progress=false", "sweep.report=false"]
+    fig3 = compose_sweep(["experiment=fig3_exact", *common])
+    fig14 = compose_sweep(["experiment=unaccounted_exact", *common])
+    assert fig3.model.type == fig14.model.type == "hpyp" and fig14.sweep.ground_truth
+    assert sweep.horizons(fig3) == list(range(3, 12)) and max(sweep.horizons(fig14)) == 30
+    model = HPYPModel.fit(shakespeare.train, shakespeare.vocab, order=3)
+    model.save(tmp_path / "shakespeare_hpyp.pt")
+    probe = seqq.ground_truth(model, [0], Q.hitting_time(1, 11), seed=0, exact_max_calls=1,
+                              s_low=10, s_step=10, s_high=10)
+    if probe.kind != "exact":
+        pytest.skip("seqq.ground_truth does not yet take the model's exact DP answer")
+    run = compose_sweep(["experiment=fig3_exact", *common, "sweep.histories=2",
+                         "sweep.ks=[3,11]", "budget.levels=[10]"])
+    table = load_results([str(sweep.run(run) / "results")])
+    assert len(table) == 2 * 2 * 3 and (table.truth_kind == "exact").all()
+    assert (table.truth > 0).all() and (table.truth_samples == 0).all()
