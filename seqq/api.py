@@ -28,7 +28,7 @@ def estimate_many(
     """Estimate p(query_i | history_i) for every pair, all pairs sharing batched model calls.
 
     `budget` (model calls, one for all or one per pair) makes each method do the most it can
-    within it (decisions.md §2). Options: `samples` (importance/naive/uniform samples per
+    within it (docs/decisions.md §2). Options: `samples` (importance/naive/uniform samples per
     product; hybrid tail samples), `beam_width` (beam), `alpha` (coverage_beam), `max_width`
     (tail_beam/hybrid).
     """

@@ -2,7 +2,7 @@
 sequences sampled from the model itself where the dataset's files are absent.
 
 A history is the prefix of a test sequence before a random position t; the symbols after t are
-the observed future the benchmark queries are built from (decisions.md §7: the target of the
+the observed future the benchmark queries are built from (docs/decisions.md §7: the target of the
 horizon-K query is the observed K-th next symbol).
 """
 

@@ -1,4 +1,4 @@
-"""The model-call counter every estimator reports through (decisions.md §1).
+"""The model-call counter every estimator reports through (docs/decisions.md §1).
 
 One call is one evaluation of p(· | prefix) for one prefix. The counter wraps any model and
 charges each evaluated row to the task (history, query) that owns it, so estimates computed
