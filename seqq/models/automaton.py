@@ -3,7 +3,7 @@ symbol updates deterministically (Markov chains, n-gram / HPYP models).
 
 Such a model is a finite automaton: `log_table[c]` is p(· | state c) and
 `next_context[c, v]` the state after appending v. That makes every product query exact at any
-horizon by forward DP over states (seed notes §6.2), which is what `seqq.exact` and ground truth
+horizon by forward DP over states, which is what `seqq.exact` and ground truth
 use; subclasses only say how a history maps to its state (`_context`).
 """
 

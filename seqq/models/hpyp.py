@@ -1,5 +1,5 @@
 """Hierarchical Pitman–Yor n-gram models: the depth-limited sequence memoizer (Wood et al. 2009,
-paper 002; seed notes §3), a fast baseline whose every query is exact at any horizon.
+ICML 2009), a fast baseline whose every query is exact at any horizon.
 
 Restaurant u (a context of at most n−1 symbols) draws G_u ~ PY(d_|u|, 0, G_π(u)), π(u) dropping
 the oldest symbol, with G_[] ~ PY(d_0, 0, uniform). Seating starts at one table per type per
@@ -26,7 +26,7 @@ from seqq.models.automaton import ContextAutomaton
 
 FORMAT = "seqq-hpyp"
 VERSION = 1
-# 002's initial discounts d_0..d_3 and the one shared below depth 4 (seed notes §3c)
+# 002's initial discounts d_0..d_3 and the one shared below depth 4 (Wood et al. 2009, §6)
 PAPER_DISCOUNTS = (0.62, 0.69, 0.74, 0.80, 0.95)
 SHARED_FROM_DEPTH = len(PAPER_DISCOUNTS) - 1
 PAD = -1
@@ -88,7 +88,7 @@ class HPYPModel(ContextAutomaton):
                    customers, tables, d, info)
 
     def _predictive(self) -> Tensor:
-        """P(v|u) = (c_uv − d·t_uv)/c_u· + (d·t_u·/c_u·)·P(v|π(u)), top down (seed notes §3a)."""
+        """P(v|u) = (c_uv − d·t_uv)/c_u· + (d·t_u·/c_u·)·P(v|π(u)), top down (Teh 2006, c = 0)."""
         C, V = self.num_contexts, self.vocab_size
         total = torch.zeros(C, dtype=torch.float64).index_add_(0, self.pair_context,
                                                                  self.customers.double())
@@ -135,7 +135,7 @@ class HPYPModel(ContextAutomaton):
         return state
 
     def tempered(self, temperature: float) -> HPYPModel:
-        """The same automaton with every conditional ∝ p^{1/T} (decisions.md §10)."""
+        """The same automaton with every conditional ∝ p^{1/T} (docs/decisions.md §10)."""
         model = copy.copy(self)
         model.log_table = torch.log_softmax(self.log_table / temperature, -1)
         return model
