@@ -1,4 +1,4 @@
-"""Hierarchical Pitman–Yor n-gram models: the depth-limited sequence memoizer (Wood et al. 2009,
+"""Hierarchical Pitman–Yor n-gram models: the depth-limited sequence memoizer (Wood et al.,
 ICML 2009), a fast baseline whose every query is exact at any horizon.
 
 Restaurant u (a context of at most n−1 symbols) draws G_u ~ PY(d_|u|, 0, G_π(u)), π(u) dropping
