@@ -19,6 +19,9 @@ comma := ,
 resolve = $(foreach d,$(1),$(if $(wildcard data/$(d)/*),$(d),synthetic_$(d)))
 csv = $(subst $() ,$(comma),$(strip $(1)))
 checkpoints = $(foreach d,$(call resolve,$(1)),$(CKPT)/$(d)_lstm.pt)
+hpyp_checkpoints = $(foreach d,$(call resolve,$(1)),$(CKPT)/$(d)_hpyp.pt)
+# HPYP models for the exact-truth figures: order 4 keeps the DP at K = 30 to seconds per query
+HPYP_ORDER ?= 4
 ALL := $(call resolve,$(DATASETS))
 APPS := $(call resolve,apps)
 MOOCS := $(call resolve,moocs)
@@ -28,7 +31,7 @@ sweep = $(SEQQ) query-sweep -m experiment=$(1) size=$(SIZE) dataset=$(call csv,$
 	checkpoint_dir=$(CKPT) sweep.report=false $(3)
 report = $(SEQQ) report outputs/sweeps/$(1)$(SUFFIX)/results --out $(FIGS)/$(2) $(3)
 
-FIGURES := fig3 fig4 fig5 fig6 fig7-9 fig10 fig11 fig12 fig13 fig14 fig15 table2 tables3-6
+FIGURES := fig3 fig3-exact fig4 fig5 fig6 fig7-9 fig10 fig11 fig12 fig13 fig14 fig14-exact fig15 table2 tables3-6
 .PHONY: help venv test lint bench-estimators demo paper slurm-local $(FIGURES)
 
 help:  ## list targets
@@ -55,6 +58,9 @@ bench-estimators: venv  ## IS / hybrid throughput vs raw LSTM throughput
 $(CKPT)/%_lstm.pt: | venv
 	$(SEQQ) train dataset=$* checkpoint_dir=$(CKPT) $(TRAIN_$(SIZE))
 
+$(CKPT)/%_hpyp.pt: | venv
+	$(SEQQ) train model=hpyp dataset=$* checkpoint_dir=$(CKPT) model.order=$(HPYP_ORDER)
+
 demo: SIZE = quick
 demo: venv $(CKPT)/shakespeare_lstm.pt  ## train the Shakespeare LSTM, quick sweep, summary + figures
 	$(SEQQ) query-sweep experiment=demo checkpoint_dir=$(CKPT)
@@ -63,6 +69,10 @@ demo: venv $(CKPT)/shakespeare_lstm.pt  ## train the Shakespeare LSTM, quick swe
 fig3: venv $(call checkpoints,$(DATASETS))  ## median RAE vs K, hybrid/IS/beam, S=100
 	$(call sweep,fig3,$(ALL))
 	$(call report,fig3,fig3,--figures rae_vs_k_median)
+
+fig3-exact: venv $(call hpyp_checkpoints,$(DATASETS))  ## Fig. 3 on HPYP models: exact ground truth at every K
+	$(call sweep,fig3_exact,$(ALL))
+	$(call report,fig3_exact,fig3-exact,--figures rae_vs_k_median)
 
 fig4: fig3 $(call checkpoints,apps)  ## RAE vs restricted entropy (fits); RAE vs temperature
 	$(call sweep,temperature,$(APPS))
@@ -96,6 +106,10 @@ fig13: venv $(call checkpoints,$(DATASETS))  ## median RAE vs temperature, all d
 fig14: venv $(call checkpoints,$(DATASETS))  ## unaccounted probability of τ(A)<τ(B) vs K
 	$(call sweep,unaccounted,$(ALL))
 	$(call report,unaccounted,fig14,--figures unaccounted_vs_k)
+
+fig14-exact: venv $(call hpyp_checkpoints,$(DATASETS))  ## Fig. 14 to K=30 on HPYP models, exact truth
+	$(call sweep,unaccounted_exact,$(ALL))
+	$(call report,unaccounted_exact,fig14-exact,--figures unaccounted_vs_k)
 
 fig15: venv $(call checkpoints,apps)  ## Apps-style A-before-B case study vs share of A
 	$(call sweep,case_study,$(APPS))

@@ -39,6 +39,7 @@ class SweepPlan:
     model: str
     synthetic: bool
     vocab_size: int
+    histories: str  # where the histories come from: test, mixture, "sampled from <model>"
     temperature: float
     methods: list[str]
     levels: list[int]
@@ -180,6 +181,7 @@ class SweepRunner:
         return {
             **self.context,
             "synthetic": self.plan.synthetic,
+            "histories": self.plan.histories,
             "vocab_size": self.plan.vocab_size,
             "history_id": spec.history.history_id,
             "history_hash": spec.history.digest,

@@ -34,9 +34,12 @@ def name_variants(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def dataset_title(results: pd.DataFrame, dataset: str) -> str:
-    """The dataset's name, flagged when its data was the synthetic stand-in."""
-    synthetic = results.loc[results.dataset == dataset, "synthetic"].any()
-    return f"{dataset} (synthetic stand-in)" if synthetic else dataset
+    """The dataset's name, flagged when its data was the synthetic stand-in or its histories
+    were sampled from a model."""
+    rows = results.loc[results.dataset == dataset]
+    title = f"{dataset} (synthetic stand-in)" if rows.synthetic.any() else dataset
+    sampled = sorted({h for h in rows.get("histories", []) if str(h).startswith("sampled")})
+    return f"{title} ({'; '.join(sampled)})" if sampled else title
 
 
 def rae_summary(results: pd.DataFrame) -> pd.DataFrame:
