@@ -140,3 +140,21 @@ def test_bad_surrogates_are_refused():
     with pytest.raises(QueryError, match="4 symbols"):
         seqq.estimate(model, [0], Q.hitting_time(1, 3), "twisted",
                       surrogate=MarkovModel.random(4, 1))
+
+
+def test_the_sweep_fits_the_surrogate_on_the_training_split(tmp_path):
+    from conftest import compose_sweep, tiny_overrides
+
+    from seqq.experiments import sweep
+    from seqq.reports.tables import load_results
+
+    cfg = compose_sweep(tiny_overrides(tmp_path, "twisted", "estimator=twisted",
+                                       "estimator.options.twisted.order=2", "sweep.report=false"))
+    table = load_results([str(sweep.run(cfg) / "results")])
+    twisted = table[table.method == "twisted"].set_index(["history_id", "K", "budget_level"])
+    hybrid = table[table.method == "hybrid"].set_index(["history_id", "K", "budget_level"])
+    assert len(twisted) == len(hybrid) > 0
+    assert set(twisted.options) == {'{"surrogate": "MarkovModel(order=2, vocab_size=9)"}'}
+    assert (twisted.budget_calls == hybrid.model_calls.reindex(twisted.index)).all()
+    assert (twisted.model_calls <= twisted.budget_calls).all()
+    assert twisted.rae.notna().all()

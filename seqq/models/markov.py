@@ -47,6 +47,9 @@ class MarkovModel:
         """The same chain with every conditional ∝ p^{1/T} (decisions.md §10)."""
         return MarkovModel(torch.softmax(self.log_table / temperature, -1), self.order)
 
+    def __repr__(self) -> str:  # names a surrogate in the sweep's `options` column
+        return f"MarkovModel(order={self.order}, vocab_size={self.vocab_size})"
+
     # --- SequenceModel protocol -------------------------------------------------------------
     def _context(self, history: Sequence[int]) -> int:
         if len(history) < self.order:
