@@ -1,6 +1,7 @@
 """Twisted importance sampling against exact answers: unbiased with any surrogate, exact with
 the model itself as surrogate, IS's call counts, and lower variance with a fitted surrogate."""
 
+import importlib
 import math
 
 import pytest
@@ -11,6 +12,7 @@ from test_calls_and_reuse import Recording
 import seqq
 from seqq import queries as Q
 from seqq.errors import QueryError
+from seqq.estimators.batch import effective_lengths
 from seqq.estimators.rollout import sample_categorical
 from seqq.models import MarkovModel
 from seqq.models.ngram import fit_ngram
@@ -71,9 +73,12 @@ def test_twisted_is_unbiased_with_a_fitted_surrogate(make, history, query, order
     assert abs(v.mean().item() - truth) <= 4 * se + 1e-12, (v.mean(), truth, se)
 
 
-@pytest.mark.parametrize("order", [1, 2])
-def test_the_model_as_its_own_surrogate_gives_zero_variance(order):
-    """Then q̃ is p(· | X ∈ product), so every weight equals the product's probability."""
+@pytest.mark.parametrize("order, grouped", [(1, False), (2, False), (2, True)])
+def test_the_model_as_its_own_surrogate_gives_zero_variance(order, grouped, monkeypatch):
+    """Then q̃ is p(· | X ∈ product), so every weight equals the product's probability.
+    `grouped`: messages too big for one batch make every task a group of its own."""
+    if grouped:
+        monkeypatch.setattr(importlib.import_module("seqq.estimators.twisted"), "MESSAGE_ELEMENTS", 1)
     model = random_markov(6, order, seed=order)
     histories = [[0, 1], [3, 3], [5, 2], [1, 0]]
     queries = [Q.hitting_time(2, 6), Q.a_before_b(1, [0, 4], 5), Q.count(3, 2, 5),
@@ -84,6 +89,7 @@ def test_the_model_as_its_own_surrogate_gives_zero_variance(order):
         truth = seqq.exact(model, history, query)
         assert est.value == pytest.approx(truth, rel=1e-9)
         assert est.stderr <= 1e-6 * truth  # the sample variance formula's rounding floor
+        assert est.model_calls == 1 + 5 * int((effective_lengths(query.masks(6)) - 1).sum())
 
 
 def test_a_fitted_surrogate_beats_importance_at_equal_calls():

@@ -24,11 +24,12 @@ import torch
 from torch import Tensor
 
 from seqq.errors import QueryError
-from seqq.estimators.batch import Batch
+from seqq.estimators.batch import Batch, subset
 from seqq.estimators.estimate import Estimate
 from seqq.estimators.montecarlo import weighted_samples
 from seqq.models.markov import MarkovModel
 
+MESSAGE_ELEMENTS = 2**25  # float64 message values held at once (256 MB); more run in task groups
 LOG_FLOOR = -69.0  # log twists are clipped at 1e-30 of a step's largest: a surrogate that rules a
 # path out must not stop the proposal from drawing it, or the estimate would lose that path's mass
 
@@ -44,8 +45,28 @@ def twisted(batch: Batch, budgets: Sequence[int] | None, samples: int | None = N
     if surrogate.vocab_size != batch.vocab_size:
         raise QueryError(f"the surrogate has {surrogate.vocab_size} symbols but the model has "
                          f"{batch.vocab_size}; fit it on sequences of the model's vocabulary")
-    twist = None if surrogate.order == 0 else Messages.of(batch, surrogate).rows
-    return weighted_samples(batch, budgets, samples, "twisted", twist)
+    if surrogate.order == 0:
+        return weighted_samples(batch, budgets, samples, "twisted")
+    estimates = []
+    for tasks in task_groups(batch, surrogate):
+        part = subset(batch, tasks)
+        part_budgets = None if budgets is None else [budgets[t] for t in tasks.tolist()]
+        found = weighted_samples(part, part_budgets, samples, "twisted",
+                                 Messages.of(part, surrogate).rows)
+        # the counter is indexed by the batch's tasks, not the part's
+        estimates += [replace(e, model_calls=int(batch.counter.calls[t]))
+                      for t, e in zip(tasks.tolist(), found, strict=True)]
+    return estimates
+
+
+def task_groups(batch: Batch, surrogate: MarkovModel) -> list[Tensor]:
+    """Consecutive tasks whose messages (products × K × V^n values) take about
+    `MESSAGE_ELEMENTS` at most; usually one group, many for e.g. count queries at large K."""
+    cells = batch.masks.shape[1] * surrogate.num_contexts
+    per_task = torch.bincount(batch.branch_task, minlength=batch.num_tasks) * cells
+    bucket = (torch.cumsum(per_task, 0) - per_task) // MESSAGE_ELEMENTS
+    sizes = torch.unique_consecutive(bucket, return_counts=True)[1]
+    return list(torch.arange(batch.num_tasks).split(sizes.tolist()))
 
 
 @dataclass(frozen=True)
