@@ -139,6 +139,17 @@ def test_an_order_zero_surrogate_is_plain_importance_sampling():
     assert twisted.value == plain.value and twisted.method == "twisted"
 
 
+def test_an_empty_query_is_zero_alone_or_in_a_batch():
+    model = random_markov(4, 1, seed=2)
+    empty = Q.hitting_time([0, 1, 2, 3], 2)  # no symbol is left for position 1
+    alone = seqq.estimate(model, [0], empty, "twisted", samples=4, seed=0, surrogate=model)
+    mixed = seqq.estimate_many(model, [[0], [1]], [empty, Q.hitting_time(1, 3)], "twisted",
+                               samples=4, seed=0, surrogate=model)
+    for est in (alone, mixed[0]):
+        assert est.value == 0.0 and "empty" in est.note and est.model_calls == 1
+    assert mixed[1].value == pytest.approx(seqq.exact(model, [1], Q.hitting_time(1, 3)))
+
+
 def test_bad_surrogates_are_refused():
     model = random_markov(5, 1, seed=2)
     with pytest.raises(QueryError, match="fit_ngram"):

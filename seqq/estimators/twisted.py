@@ -105,7 +105,8 @@ class Messages:
     def of(cls, batch: Batch, surrogate: MarkovModel) -> Messages:
         masks, product = torch.unique(batch.masks.cpu().flatten(1), dim=0, return_inverse=True)
         masks = masks.view(-1, *batch.masks.shape[1:])
-        log_twist = backward_messages(surrogate, masks, int(batch.lengths.max()))
+        length = int(batch.lengths.max()) if len(batch.lengths) else 0  # no products: no work
+        log_twist = backward_messages(surrogate, masks, length)
         suffix = suffix_ids(batch.histories, surrogate.order, surrogate.vocab_size)
         device = batch.device
         return cls(log_twist.to(device), product.to(device),
