@@ -6,6 +6,7 @@ from seqq.estimators.montecarlo import importance, naive, uniform
 from seqq.estimators.randomized_beam import randomized_beam
 from seqq.estimators.search import coverage, hybrid, tail, top_b
 from seqq.estimators.smc import smc
+from seqq.estimators.twisted import twisted
 
 METHODS = {
     "exact": exact,
@@ -18,6 +19,7 @@ METHODS = {
     "hybrid": hybrid,
     "smc": smc,
     "randomized_beam": randomized_beam,
+    "twisted": twisted,
 }
 
 __all__ = ["METHODS", "Estimate"]

@@ -76,7 +76,7 @@ class SweepRunner:
                         "temperature": float(plan.temperature)}
 
     def _options(self, method: str) -> str:
-        return json.dumps(dict(self.plan.options.get(method, {})), sort_keys=True)
+        return json.dumps(dict(self.plan.options.get(method, {})), sort_keys=True, default=repr)
 
     def _row_key(self, spec: QuerySpec, method: str, level: int) -> tuple:
         return (*self.context.values(), *spec.key, method, self._options(method), level)

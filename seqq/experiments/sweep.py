@@ -115,6 +115,16 @@ def make_histories(cfg: DictConfig, dataset: Any, horizon: int,
                             s.get("max_history"), keep_first=dataset.bos_id is not None)
 
 
+def with_surrogate(options: dict[str, Any], dataset: Any) -> dict[str, Any]:
+    """`twisted`'s options with its `order` (auto when absent) replaced by the surrogate it
+    names: an n-gram fitted on the dataset's training split, in seconds."""
+    from seqq.models.ngram import fit_ngram
+
+    rest = dict(options)
+    order = rest.pop("order", None)
+    return {**rest, "surrogate": fit_ngram(dataset.train, len(dataset.vocab), order)}
+
+
 def results_dir(sweep_dir: str | Path) -> Path:
     return Path(sweep_dir) / "results"
 
@@ -137,6 +147,9 @@ def run(cfg: DictConfig, model: SequenceModel | None = None, dataset: Any = None
     results = PartStore(results_dir(sweep_dir), KEY)
     gt_options = OmegaConf.to_container(cfg.ground_truth, resolve=True)
     tag = f"{dataset.name}-{model_name}-shard{s.shard}of{s.shards}"
+    options = OmegaConf.to_container(cfg.estimator.options, resolve=True)
+    if "twisted" in cfg.estimator.methods:
+        options["twisted"] = with_surrogate(options.get("twisted") or {}, dataset)
     for temperature in s.temperatures:
         tempered = model if temperature == 1 else TemperatureModel(model, temperature)
         truth = (GroundTruthCache(str(sweep_dir / "ground_truth"), dataset.name, model_name,
@@ -150,7 +163,7 @@ def run(cfg: DictConfig, model: SequenceModel | None = None, dataset: Any = None
             temperature=float(temperature), methods=list(cfg.estimator.methods),
             levels=[int(x) for x in cfg.budget.levels], seed=int(s.seed),
             chunk_size=int(s.chunk_size), tag=f"{tag}-T{temperature}",
-            options=OmegaConf.to_container(cfg.estimator.options, resolve=True),
+            options=options,
         )
         written = SweepRunner(tempered, plan, results, truth, progress=s.progress).run(specs)
         log.info("%s T=%s: %d new rows in %s", tag, temperature, written, results.root)

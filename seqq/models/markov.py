@@ -48,6 +48,9 @@ class MarkovModel(ContextAutomaton):
         """The same chain with every conditional ∝ p^{1/T} (docs/decisions.md §10)."""
         return MarkovModel(torch.softmax(self.log_table / temperature, -1), self.order)
 
+    def __repr__(self) -> str:  # names a surrogate in the sweep's `options` column
+        return f"MarkovModel(order={self.order}, vocab_size={self.vocab_size})"
+
     def _context(self, history: Sequence[int]) -> int:
         if len(history) < self.order:
             raise QueryError(
