@@ -16,6 +16,7 @@ exact.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import torch
@@ -86,10 +87,9 @@ def _groups(batch: Batch, counts: Tensor) -> list[Tensor]:
 def _branches(batch: Batch, branches: Tensor) -> Batch:
     """The batch limited to some branches; tasks keep their ids (and their call counts)."""
     device_branches = branches.to(batch.device)
-    return Batch(counter=batch.counter, root_log_probs=batch.root_log_probs,
-                 root_state=batch.root_state, branch_task=batch.branch_task[branches],
-                 masks=batch.masks[device_branches], lengths=batch.lengths[branches],
-                 generator=batch.generator)
+    return dataclasses.replace(batch, branch_task=batch.branch_task[branches],
+                               masks=batch.masks[device_branches],
+                               lengths=batch.lengths[branches])
 
 
 def _run(batch: Batch, particles: Tensor, ess_threshold: float,
