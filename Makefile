@@ -27,6 +27,9 @@ SHAKESPEARE := $(call resolve,shakespeare)
 sweep = $(SEQQ) query-sweep -m experiment=$(1) size=$(SIZE) dataset=$(call csv,$(2)) \
 	checkpoint_dir=$(CKPT) sweep.report=false $(3)
 report = $(SEQQ) report outputs/sweeps/$(1)$(SUFFIX)/results --out $(FIGS)/$(2) $(3)
+# authors <preset> [overrides]: the same sweep on the paper authors' Shakespeare LSTM
+# (data/models/authors/), one more panel "shakespeare (authors_lstm)" in the Shakespeare figures
+authors = $(if $(filter shakespeare,$(ALL)),$(call sweep,$(1),shakespeare,model=authors $(2)))
 
 FIGURES := fig3 fig4 fig5 fig6 fig7-9 fig10 fig11 fig12 fig13 fig14 fig15 table2 tables3-6
 .PHONY: help venv test lint bench-estimators demo paper slurm-local $(FIGURES)
@@ -62,6 +65,7 @@ demo: venv $(CKPT)/shakespeare_lstm.pt  ## train the Shakespeare LSTM, quick swe
 
 fig3: venv $(call checkpoints,$(DATASETS))  ## median RAE vs K, hybrid/IS/beam, S=100
 	$(call sweep,fig3,$(ALL))
+	$(call authors,fig3)
 	$(call report,fig3,fig3,--figures rae_vs_k_median)
 
 fig4: fig3 $(call checkpoints,apps)  ## RAE vs restricted entropy (fits); RAE vs temperature
@@ -71,6 +75,7 @@ fig4: fig3 $(call checkpoints,apps)  ## RAE vs restricted entropy (fits); RAE vs
 
 fig5 fig6: venv $(call checkpoints,$(DATASETS))
 	$(call sweep,horizons,$(ALL))
+	$(call authors,horizons)
 	$(call report,horizons,$@,--figures $(if $(filter fig5,$@),rae_vs_k_median,rae_vs_k_mean))
 fig5:  ## median RAE vs K at S=10/100/1000
 fig6:  ## mean RAE vs K at S=10/100/1000
@@ -81,6 +86,7 @@ fig7-9: venv $(call checkpoints,moocs)  ## MOOCs estimate vs ground truth at S=1
 
 fig10 fig11: venv $(call checkpoints,$(DATASETS))
 	$(call sweep,budgets,$(ALL))
+	$(call authors,budgets)
 	$(call report,budgets,$@,--figures $(if $(filter fig10,$@),rae_vs_budget_median,rae_vs_budget_mean))
 fig10:  ## median RAE vs budget incl. uniform and naive MC
 fig11:  ## mean RAE vs budget incl. uniform and naive MC
@@ -91,10 +97,12 @@ fig12: venv $(call checkpoints,shakespeare)  ## coverage beam search: beams vs s
 
 fig13: venv $(call checkpoints,$(DATASETS))  ## median RAE vs temperature, all datasets
 	$(call sweep,temperature,$(ALL))
+	$(call authors,temperature)
 	$(call report,temperature,fig13,--figures rae_vs_temperature)
 
 fig14: venv $(call checkpoints,$(DATASETS))  ## unaccounted probability of τ(A)<τ(B) vs K
 	$(call sweep,unaccounted,$(ALL))
+	$(call authors,unaccounted)
 	$(call report,unaccounted,fig14,--figures unaccounted_vs_k)
 
 fig15: venv $(call checkpoints,apps)  ## Apps-style A-before-B case study vs share of A
@@ -108,6 +116,7 @@ table2: venv  ## large LM on WikiText: IS vs beam vs uniform, restricted entropy
 
 tables3-6: venv $(call checkpoints,$(DATASETS))  ## KL of IS vs ground truth over samples × horizons
 	$(call sweep,kl,$(ALL))
+	$(call authors,kl)
 	$(call report,kl,tables3-6,--figures rae_vs_budget_median)
 
 paper: $(FIGURES)  ## every figure and table above

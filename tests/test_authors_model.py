@@ -118,15 +118,20 @@ def test_every_model_names_its_symbols(shakespeare_model):
     assert lm.vocab[50259] == "50259"  # an embedding row the tokenizer does not name
 
 
-def test_sweep_on_the_authors_model(tmp_path):
+def test_sweep_on_the_authors_model_is_its_own_panel(tmp_path):
     """`dataset=shakespeare model=authors`: the dataset takes the model's ids, ground truth and
-    estimates run end to end (3 histories, K = 3, exact truth)."""
-    cfg = compose_sweep(["dataset=shakespeare", "model=authors", f"data_root={DATA}",
-                         f"sweep.root={tmp_path}", "sweep.name=authors", "sweep.histories=3",
-                         "sweep.ks=[3]", "sweep.progress=false", "sweep.report=false",
-                         "budget.levels=[10]", "estimator.methods=[hybrid,importance]",
-                         "model.device=cpu"])
+    estimates run end to end (3 histories, K = 3, exact truth); beside another model's sweep on
+    Shakespeare in the same folder (as `make fig3` runs them) each model gets its own panel."""
+    common = ["dataset=shakespeare", f"data_root={DATA}", f"sweep.root={tmp_path}",
+              "sweep.name=fig3", "sweep.histories=3", "sweep.ks=[3]", "sweep.progress=false",
+              "sweep.report=false", "budget.levels=[10]", "estimator.methods=[hybrid,importance]"]
+    cfg = compose_sweep([*common, "model=authors", "model.device=cpu"])
     assert cfg.dataset.options.vocab == f"{DATA}/models/authors/shakespeare_vocab.json"
-    results = load_results([str(sweep.run(cfg) / "results")])
+    folder = sweep.run(cfg)
+    results = load_results([str(folder / "results")])
     assert set(results.model) == {"authors_lstm"} and (results.truth_kind == "exact").all()
-    assert len(results) == 6 and results.rae.notna().all()
+    assert len(results) == 6 and results.rae.notna().all() and set(results.dataset) == {
+        "shakespeare"}
+    sweep.run(compose_sweep([*common, "model.type=markov", "+model.name=markov"]))
+    both = load_results([str(folder / "results")], ["shakespeare"])
+    assert set(both.dataset) == {"shakespeare (authors_lstm)", "shakespeare (markov)"}

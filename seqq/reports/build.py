@@ -46,11 +46,7 @@ def build_report(paths: Sequence[str | Path], out: str | Path,
     """Merge the results under `paths` (only `datasets`, if given), write tables/, figures/ and
     summary.md into `out`."""
     out = Path(out)
-    results = tables.load_results([str(p) for p in paths])
-    if datasets:
-        results = results[results.dataset.isin(datasets)]
-        if results.empty:
-            raise ValueError(f"no results for datasets {list(datasets)}")
+    results = tables.load_results([str(p) for p in paths], list(datasets or []))
     summary = tables.rae_summary(results)
     _write_table(summary, out / "tables", "rae_summary")
     extra = {"large_lm": tables.large_lm_table(results) if {"importance", "beam"} <= set(
