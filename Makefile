@@ -32,7 +32,7 @@ report = $(SEQQ) report outputs/sweeps/$(1)$(SUFFIX)/results --out $(FIGS)/$(2) 
 authors = $(if $(filter shakespeare,$(ALL)),$(call sweep,$(1),shakespeare,model=authors $(2)))
 
 FIGURES := fig3 fig4 fig5 fig6 fig7-9 fig10 fig11 fig12 fig13 fig14 fig15 table2 tables3-6
-.PHONY: help venv test lint bench-estimators demo paper slurm-local $(FIGURES)
+.PHONY: help venv test lint bench-estimators demo paper slurm-local fig-frontier $(FIGURES)
 
 help:  ## list targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -118,6 +118,14 @@ tables3-6: venv $(call checkpoints,$(DATASETS))  ## KL of IS vs ground truth ove
 	$(call sweep,kl,$(ALL))
 	$(call authors,kl)
 	$(call report,kl,tables3-6,--figures rae_vs_budget_median)
+
+# Estimator frontier (issue 10): every budgeted method at the hybrid's calls for S = 10/100/1000,
+# K = 3, 4, 7, 11, on the authors' Shakespeare LSTM and seqq's Shakespeare and synthetic LSTMs
+FRONTIER_SYNTHETIC ?= synthetic_moocs
+fig-frontier: venv $(CKPT)/shakespeare_lstm.pt $(CKPT)/$(FRONTIER_SYNTHETIC)_lstm.pt  ## median RAE vs model calls per method; winners table
+	$(call sweep,frontier,shakespeare $(FRONTIER_SYNTHETIC))
+	$(call sweep,frontier,shakespeare,model=authors)
+	$(call report,frontier,fig-frontier,--figures frontier)
 
 paper: $(FIGURES)  ## every figure and table above
 
