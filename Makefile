@@ -121,7 +121,7 @@ tables3-6: venv $(call checkpoints,$(DATASETS))  ## KL of IS vs ground truth ove
 
 # Estimator frontier (issue 10): every budgeted method at the hybrid's calls for S = 10/100/1000,
 # K = 3, 4, 7, 11, on the authors' Shakespeare LSTM and seqq's Shakespeare and synthetic LSTMs
-FRONTIER_SYNTHETIC ?= synthetic_moocs
+FRONTIER_SYNTHETIC ?= synthetic_shakespeare
 fig-frontier: venv $(CKPT)/shakespeare_lstm.pt $(CKPT)/$(FRONTIER_SYNTHETIC)_lstm.pt  ## median RAE vs model calls per method; winners table
 	$(call sweep,frontier,shakespeare $(FRONTIER_SYNTHETIC))
 	$(call sweep,frontier,shakespeare,model=authors)

@@ -46,9 +46,10 @@ def test_preset_runs_every_budgeted_method_at_the_hybrids_budgets():
     methods = list(cfg.estimator.methods)
     assert methods[0] == "hybrid" and set(methods) <= set(METHODS) - {"exact", "coverage_beam"}
     assert list(cfg.sweep.ks) == [3, 4, 7, 11] and list(cfg.budget.levels) == [10, 100, 1000]
-    assert cfg.ground_truth.exact_max_calls >= 1 + 97 + 97**2 + 97**3  # exact at K ≤ 4
+    assert cfg.ground_truth.exact_max_calls >= 1 + 67 + 67**2 + 67**3  # exact at K ≤ 4, V = 68
     paper = compose_sweep(["experiment=frontier", "size=paper"])
     assert paper.sweep.histories == 1000 and paper.ground_truth.rule == "absolute"
+    assert paper.ground_truth.exact_max_calls >= 1 + 97 + 97**2 + 97**3  # and V = 98
 
 
 def test_report_draws_the_frontier_and_writes_the_table(tmp_path):
