@@ -54,7 +54,7 @@ def winners(results: pd.DataFrame) -> pd.DataFrame:
         hybrid, best = base.iloc[0], others.iloc[0]
         ratio = best.median_rae / hybrid.median_rae if hybrid.median_rae > 0 else np.inf
         rows.append({"model": dataset_title(results, dataset), "K": int(K), "S": int(level),
-                     "calls": float(hybrid.calls), "hybrid_rae": float(hybrid.median_rae),
+                     "calls": round(float(hybrid.calls)), "hybrid_rae": float(hybrid.median_rae),
                      "best_other": best.method, "best_other_rae": float(best.median_rae),
                      "ratio_to_hybrid": float(ratio),
                      "winner": best.method if ratio < 1 else BASELINE,
