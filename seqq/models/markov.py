@@ -24,6 +24,7 @@ class MarkovModel(ContextAutomaton):
         if transition.shape != (V**order, V):
             raise ValueError(f"an order-{order} table must have shape {(V**order, V)}")
         self.order, self.vocab_size = order, V
+        self.vocab = [str(i) for i in range(V)]  # abstract symbols: named by their ids
         probs = transition.double()
         self.log_table = torch.log(probs / probs.sum(-1, keepdim=True))
         self.num_contexts = V**order

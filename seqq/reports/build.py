@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from seqq.reports import tables
+from seqq.reports import frontier, tables
 from seqq.reports.figures import FIGURES
 
 
@@ -46,21 +46,17 @@ def build_report(paths: Sequence[str | Path], out: str | Path,
     """Merge the results under `paths` (only `datasets`, if given), write tables/, figures/ and
     summary.md into `out`."""
     out = Path(out)
-    results = tables.load_results([str(p) for p in paths])
-    if datasets:
-        results = results[results.dataset.isin(datasets)]
-        if results.empty:
-            raise ValueError(f"no results for datasets {list(datasets)}")
+    results = tables.load_results([str(p) for p in paths], list(datasets or []))
     summary = tables.rae_summary(results)
     _write_table(summary, out / "tables", "rae_summary")
     extra = {"large_lm": tables.large_lm_table(results) if {"importance", "beam"} <= set(
                  results.method) else pd.DataFrame(),
              "kl_importance": tables.kl_tables(results) if results.budget_level.nunique() > 1
              else pd.DataFrame(),
-             "unaccounted": tables.unaccounted(results)}
-    for name, table in extra.items():
-        if not table.empty:
-            _write_table(table, out / "tables", name)
+             "unaccounted": tables.unaccounted(results),
+             "frontier": frontier.winners(results) if frontier.applies(results) else pd.DataFrame()}
+    written = {name: _write_table(table, out / "tables", name)
+               for name, table in extra.items() if not table.empty}
     unknown = set(figures or []) - set(FIGURES)
     if unknown:
         raise ValueError(f"unknown figures {sorted(unknown)}; choose from {sorted(FIGURES)}")
@@ -78,6 +74,8 @@ def build_report(paths: Sequence[str | Path], out: str | Path,
         f" · ground truth: {_counts(results.truth_kind)}"
         + (f" · {failed} rows without a finite RAE" if failed else "") + "\n",
         *_summary_sections(results, summary),
+        *(["## Estimator frontier: best method vs the hybrid at equal calls\n",
+           written["frontier"], ""] if "frontier" in written else []),
         "## Figures\n",
         *[f"![{p.stem}](figures/{p.name})" for p in drawn],
         "",

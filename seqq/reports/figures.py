@@ -20,6 +20,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import LogLocator, NullLocator  # noqa: E402
 
+from seqq.reports import frontier  # noqa: E402
 from seqq.reports.tables import dataset_title, unaccounted  # noqa: E402
 
 STYLE = {"hybrid": "C0", "importance": "C1", "beam": "C2", "uniform": "C3", "naive": "C4",
@@ -252,4 +253,5 @@ FIGURES: dict[str, tuple[Callable[[pd.DataFrame], bool], Callable[..., list[Path
     "beam_sizes": (lambda r: r.method.str.startswith("coverage_beam").any(), beam_sizes),
     "unaccounted_vs_k": (lambda r: not unaccounted(r).empty, unaccounted_vs_k),
     "case_study": (lambda r: r.group.fillna("").str.startswith("share=").any(), case_study),
+    "frontier": (frontier.applies, frontier.draw),
 }

@@ -14,22 +14,31 @@ from seqq.experiments.store import read_parts
 PANEL = ["dataset", "model", "temperature", "query"]
 
 
-def load_results(paths: list[str]) -> pd.DataFrame:
-    """Merge result parts (files or folders, e.g. one per SLURM job), one row per key."""
+def load_results(paths: list[str], datasets: list[str] | None = None) -> pd.DataFrame:
+    """Merge result parts (files or folders, e.g. one per SLURM job), one row per key; only
+    `datasets`, if given."""
     from seqq.experiments.runner import KEY
 
     table = read_parts(paths, KEY)
     if table.empty:
         raise FileNotFoundError(f"no result parts (*.parquet) under {', '.join(map(str, paths))}")
+    if datasets:
+        table = table[table.dataset.isin(datasets)].copy()
+        if table.empty:
+            raise ValueError(f"no results for datasets {list(datasets)}")
     return name_variants(table)
 
 
 def name_variants(table: pd.DataFrame) -> pd.DataFrame:
     """A method run with several option sets (e.g. coverage α) is several methods in tables and
-    plots: `coverage_beam {"alpha": 0.5}`; a method with one option set keeps its plain name."""
+    plots: `coverage_beam {"alpha": 0.5}`; a method with one option set keeps its plain name.
+    Likewise a dataset queried through several models is several panels: `shakespeare
+    (authors_lstm)`."""
     variants = table.groupby("method").options.transform("nunique")
     several = variants > 1
     table.loc[several, "method"] = table.method[several] + " " + table.options[several]
+    models = table.groupby("dataset").model.transform("nunique") > 1
+    table.loc[models, "dataset"] = table.dataset[models] + " (" + table.model[models] + ")"
     return table
 
 
