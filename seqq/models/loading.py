@@ -163,6 +163,7 @@ def load_model(cfg: Mapping, dataset: str | None = None,
     elif kind == "smollm2":
         lm = load_smollm2(cfg.get("gguf_file"), _device(cfg), _dtype(cfg))
     else:
+        raise ModelLoadError(f"unknown model type {kind!r}; use lstm, authors, hpyp, hf or smollm2")
     tokens = len(lm.tokenizer) if lm.tokenizer is not None else lm.vocab_size
     if vocab is not None and len(vocab) != tokens:
         raise ModelLoadError(f"the dataset has {len(vocab)} symbols but the model's tokenizer has "
