@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 
@@ -13,6 +13,17 @@ from seqq.estimators import METHODS, Estimate
 from seqq.estimators.batch import prepare
 from seqq.models.protocol import SequenceModel
 from seqq.queries import Query
+
+
+def check_method(method: str, options: Mapping[str, object]) -> None:
+    """Refuse an unknown method or an option it does not take (before any model call)."""
+    if method not in METHODS:
+        raise QueryError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
+    allowed = set(inspect.signature(METHODS[method]).parameters) - {"batch", "budgets"}
+    unknown = set(options) - allowed
+    if unknown:
+        raise QueryError(f"method {method!r} takes no option {sorted(unknown)[0]!r}; "
+                         f"it takes {sorted(allowed) or 'none'}")
 
 
 def estimate_many(
@@ -31,14 +42,7 @@ def estimate_many(
     product; hybrid tail samples), `beam_width` (beam), `alpha` (coverage_beam), `max_width`
     (tail_beam/hybrid).
     """
-    if method not in METHODS:
-        raise QueryError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
-    function = METHODS[method]
-    allowed = set(inspect.signature(function).parameters) - {"batch", "budgets"}
-    unknown = set(options) - allowed
-    if unknown:
-        raise QueryError(f"method {method!r} takes no option {sorted(unknown)[0]!r}; "
-                         f"it takes {sorted(allowed) or 'none'}")
+    check_method(method, options)
     if isinstance(queries, Query):
         queries = [queries] * len(histories)
     budgets = None
@@ -48,7 +52,7 @@ def estimate_many(
             raise QueryError(f"got {len(budgets)} budgets for {len(histories)} queries")
     with torch.inference_mode():
         batch = prepare(model, histories, queries, seed)
-        return function(batch, budgets, **options)
+        return METHODS[method](batch, budgets, **options)
 
 
 def estimate(model: SequenceModel, history: Sequence[int], query: Query, method: str,

@@ -22,8 +22,8 @@ from seqq.experiments.histories import sample_histories, shard
 from seqq.experiments.runner import KEY
 from seqq.experiments.store import PartStore, read_parts
 from seqq.models import LSTMNet
+from seqq.models.checkpoint import save_checkpoint
 from seqq.reports.tables import load_results
-from seqq.training.checkpoint import save_checkpoint
 
 METHODS, LEVELS, KS, N = {"hybrid", "importance", "beam"}, {10, 30}, {3, 5}, 6
 REQUIRED = ["dataset", "model", "history_id", "K", "query", "method", "budget_level",

@@ -14,10 +14,9 @@ import torch
 
 from seqq.data import load_dataset
 from seqq.errors import CheckpointError
+from seqq.models.checkpoint import load_checkpoint, save_checkpoint
 from seqq.models.loading import load_model
 from seqq.models.lstm import LSTMModel, LSTMNet
-from seqq.train import load_checkpoint
-from seqq.training.checkpoint import save_checkpoint
 from seqq.training.trainer import Trainer, TrainerConfig
 
 REPO = Path(__file__).resolve().parents[1]

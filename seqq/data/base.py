@@ -7,13 +7,16 @@ overlapping windows, so no held-out window shares an event with a training windo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import csv
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from seqq.errors import DataError
+from seqq.errors import DataError, MissingRawData
 
 BOS = "<BOS>"
 DEFAULT_FRACTIONS = (0.8, 0.1, 0.1)
@@ -45,6 +48,29 @@ class SequenceDataset:
     def title(self) -> str:
         """Name for plots and tables; synthetic stand-ins always say so."""
         return f"{self.name} (synthetic)" if self.synthetic else self.name
+
+
+def require(path: Path, what: str, source: str) -> Path:
+    """`path` if it exists, else the one-line instruction saying what to put where."""
+    if not path.exists():
+        raise MissingRawData(f"{what} not found: put it at {path} (download: {source})")
+    return path
+
+
+@contextmanager
+def parsing(name: str, *paths: Path) -> Iterator[None]:
+    """Any failure to read or parse raw files (binary junk, a truncated archive, the wrong
+    columns...) becomes one `DataError` naming the files, instead of a parser's traceback."""
+    try:
+        yield
+    except DataError:
+        raise
+    except (ValueError, KeyError, IndexError, TypeError, SyntaxError, EOFError, OSError,
+            csv.Error) as e:
+        detail = (str(e).strip().splitlines() or [""])[0][:200]
+        files = " + ".join(str(p) for p in paths)
+        raise DataError(f"{name}: cannot parse {files} ({type(e).__name__}: {detail}); replace "
+                        "it with the original download") from e
 
 
 def natural_sorted(tokens: set[str]) -> list[str]:

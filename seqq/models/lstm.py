@@ -8,6 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from seqq.errors import QueryError
+from seqq.models.device import resolve_device
 
 LSTMState = tuple[Tensor, Tensor]  # (h, c), each [layers, B, hidden]
 
@@ -37,7 +38,7 @@ class LSTMModel:
     """Runs an `LSTMNet` in eval mode under the protocol; hidden states are the query state."""
 
     def __init__(self, net: LSTMNet, device: str | torch.device | None = None):
-        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.device = resolve_device(device)
         self.net = net.to(self.device).eval()
         self.vocab_size = net.config["vocab_size"]
 
