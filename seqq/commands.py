@@ -50,10 +50,11 @@ class _Escape(BaseException):
 @dataclass
 class _Multirun:
     """The multirun jobs this process ran, and for each failure whether it was a mistake.
-    `here`: jobs run in this process (Hydra's basic launcher), so failures are counted here
-    rather than raised to the launcher (which would add its own line about the first one)."""
+    `pid`: the process that runs the command. Jobs run in it (Hydra's basic launcher) count
+    their failures here rather than raise them to the launcher (which would add its own line
+    about the first one); jobs in other processes (SLURM) raise them."""
 
-    here: bool = False
+    pid: int | None = None
     jobs: int = 0
     failures: list[bool] = field(default_factory=list)
 
@@ -122,7 +123,7 @@ def hydra_job(command: str) -> Callable[[Callable[[Any], Any]], Callable[[Any], 
                 if not mistake:
                     traceback.print_exception(error)
                 print(f"seqq {command}: {report}", file=sys.stderr)
-                if not MULTIRUN.here:
+                if MULTIRUN.pid != os.getpid():
                     raise JobFailed(report) from error
                 return None
 
@@ -149,7 +150,7 @@ def run_hydra(app: Callable[[], None], command: str, argv: list[str]) -> None:
     `run_command` instead of Hydra printing them with a hint about this very variable."""
     os.environ["HYDRA_FULL_ERROR"] = "1"
     sys.argv = [f"seqq {command}", *argv]
-    MULTIRUN.here, MULTIRUN.jobs, MULTIRUN.failures = True, 0, []
+    MULTIRUN.pid, MULTIRUN.jobs, MULTIRUN.failures = os.getpid(), 0, []
     app()
     if MULTIRUN.failures:
         raise JobFailed(f"{len(MULTIRUN.failures)} of {MULTIRUN.jobs} multirun jobs failed "

@@ -4,6 +4,7 @@ of a multirun is reported, and each command's --help lists its own options."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import signal
@@ -191,3 +192,17 @@ def test_a_failed_job_that_is_a_bug_keeps_its_traceback(tmp_path: Path) -> None:
     assert run.stderr.strip().endswith("1 of 2 multirun jobs failed (errors above); the others "
                                        "finished")
     assert len(read_parts([good / "results"])) == 6 * 3
+
+
+@pytest.mark.skipif(importlib.util.find_spec("hydra_plugins.hydra_submitit_launcher") is None,
+                    reason="hydra-submitit-launcher is not installed (the dev extra has it)")
+def test_a_job_failing_in_another_process_fails_the_multirun(tmp_path: Path) -> None:
+    """Jobs launched as separate processes (submitit, as on SLURM) raise their failure to the
+    launcher, so the command still exits non-zero and names it."""
+    run = seqq("query-sweep", "-m", "hydra/launcher=submitit_local",
+               *tiny_overrides(tmp_path, "apart", "sweep.ks=[3]", "budget.levels=[10]"),
+               "query.a=999,1", cwd=tmp_path)
+    assert run.returncode == 1, run.stderr[-3000:]
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("seqq query-sweep: job #0 (") and "query.a=999 is outside" in last
+    assert len(read_parts([tmp_path / "apart" / "results"])) == 6 * 3
