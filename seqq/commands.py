@@ -74,14 +74,21 @@ def one_line(error: BaseException) -> str:
     return line
 
 
+def _unescaped(main: Callable[[list[str]], int | None], argv: list[str]) -> int:
+    """`main(argv)`, with a single run's error re-raised as itself (its traceback and causes
+    intact, no trace of the carrier)."""
+    try:
+        return int(main(argv) or 0)
+    except _Escape as escape:
+        error = escape.error
+    raise error
+
+
 def run_command(command: str, main: Callable[[list[str]], int | None], argv: list[str]) -> int:
     """Run `main(argv)`; return the exit status, reporting mistakes and Ctrl-C in one line."""
     prefix = f"seqq {command}:"
     try:
-        try:
-            return int(main(argv) or 0)
-        except _Escape as escape:
-            raise escape.error from None
+        return _unescaped(main, argv)
     except Interrupted as stop:
         print(stop, file=sys.stderr)
         return EXIT_INTERRUPTED
