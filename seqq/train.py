@@ -20,7 +20,7 @@ from hydra.utils import to_absolute_path
 from omegaconf import DictConfig, OmegaConf
 
 from seqq import config_checks as check
-from seqq.commands import Help, hydra_job, run_hydra, wants_help
+from seqq.commands import CONF, Help, hydra_job, run_hydra, wants_help
 from seqq.data import SequenceDataset, load_dataset
 from seqq.errors import ConfigError, DataError
 from seqq.models.device import resolve_device
@@ -30,7 +30,6 @@ from seqq.models.lstm import LSTMNet
 from seqq.training.artifacts import plot_curves, write_metrics, write_run_info
 from seqq.training.trainer import Trainer, TrainerConfig, eval_pairs
 
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 log = logging.getLogger("seqq.train")  # Hydra sends it to the console and the run's train.log
 TRAINABLE = ("lstm",)
 PRETRAINED = ("hf", "smollm2")
@@ -164,7 +163,7 @@ def train(cfg: DictConfig) -> dict:
     return summary
 
 
-@hydra.main(config_path=str(CONF_DIR), config_name="train", version_base=None)
+@hydra.main(config_path=str(CONF), config_name="train", version_base=None)
 @hydra_job("train")
 def _app(cfg: DictConfig) -> None:
     check_config(cfg)
