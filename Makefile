@@ -9,9 +9,10 @@ SEQQ := $(VENV)/bin/seqq
 SIZE ?= quick
 DATASETS ?= reviews apps moocs shakespeare
 TRAIN_MINUTES ?= 3
-TRAIN_quick = trainer=ci trainer.max_minutes=$(TRAIN_MINUTES) model.hidden_size=128
+TRAIN_quick = trainer=ci model.hidden_size=128 trainer.max_minutes=$(TRAIN_MINUTES)
 TRAIN_paper = trainer=default
-CKPT := outputs/checkpoints/$(SIZE)
+# The CLI's default checkpoint folder (conf/sweep.yaml): README commands find make's LSTMs.
+CKPT := outputs/checkpoints$(if $(filter paper,$(SIZE)),/paper)
 SUFFIX := $(if $(filter paper,$(SIZE)),-paper)
 FIGS := outputs/figures$(SUFFIX)
 
@@ -67,7 +68,6 @@ $(CKPT)/%_hpyp.pt: | venv
 demo: SIZE = quick
 demo: venv $(CKPT)/shakespeare_lstm.pt  ## train the Shakespeare LSTM, quick sweep, summary + figures
 	$(SEQQ) query-sweep experiment=demo checkpoint_dir=$(CKPT)
-	@echo "summary: outputs/sweeps/demo/report/summary.md"
 
 fig3: venv $(call checkpoints,$(DATASETS))  ## median RAE vs K, hybrid/IS/beam, S=100
 	$(call sweep,fig3,$(ALL))

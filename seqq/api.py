@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import math
 import operator
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 
@@ -14,6 +14,18 @@ from seqq.estimators import METHODS, Estimate
 from seqq.estimators.batch import prepare
 from seqq.models.protocol import SequenceModel
 from seqq.queries import Query
+
+
+def check_method(method: str, options: Mapping[str, object]) -> None:
+    """Refuse an unknown method or an option it does not take (before any model call)."""
+    if method not in METHODS:
+        raise QueryError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
+    allowed = set(inspect.signature(METHODS[method]).parameters) - {"batch", "budgets"}
+    unknown = set(options) - allowed
+    if unknown:
+        raise QueryError(f"method {method!r} takes no option {sorted(unknown)[0]!r}; "
+                         f"it takes {sorted(allowed) or 'none'}")
+    _check_option_values(method, options)
 
 
 def estimate_many(
@@ -32,15 +44,7 @@ def estimate_many(
     product; hybrid tail samples), `beam_width` (beam), `alpha` (coverage_beam), `max_width`
     (tail_beam/hybrid), `surrogate` (twisted: a `MarkovModel`, e.g. from `fit_ngram`).
     """
-    if method not in METHODS:
-        raise QueryError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
-    function = METHODS[method]
-    allowed = set(inspect.signature(function).parameters) - {"batch", "budgets"}
-    unknown = set(options) - allowed
-    if unknown:
-        raise QueryError(f"method {method!r} takes no option {sorted(unknown)[0]!r}; "
-                         f"it takes {sorted(allowed) or 'none'}")
-    _check_options(method, options)
+    check_method(method, options)
     if isinstance(queries, Query):
         queries = [queries] * len(histories)
     _check_queries(queries)
@@ -57,7 +61,7 @@ def estimate_many(
                 _check_positive_int("budget", b, "model calls")
     with torch.inference_mode():
         batch = prepare(model, histories, queries, seed)
-        return function(batch, budgets, **options)
+        return METHODS[method](batch, budgets, **options)
 
 
 # Options every method shares the meaning of: positive integers, and probabilities in (0, 1].
@@ -81,7 +85,7 @@ def _check_positive_int(name: str, value: object, unit: str) -> None:
         raise QueryError(f"{name} must be a positive integer ({unit}), got {value!r}")
 
 
-def _check_options(method: str, options: dict) -> None:
+def _check_option_values(method: str, options: Mapping[str, object]) -> None:
     for name, value in options.items():
         if value is None:
             continue

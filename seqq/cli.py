@@ -1,39 +1,63 @@
-"""`seqq <command> [hydra overrides]`: one console script, one module per command.
+"""`seqq <command> [options]`: one console script, one module per command.
 
-Each command is a Hydra app; the CLI only picks the module and hands it the remaining argv.
+A command module is imported only when it runs (by name, from `COMMANDS`), so `seqq --version`
+and `seqq --help` answer at once; each module's `main(argv)` runs under `run_command`, which
+turns every mistake into one line.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
+from importlib import metadata
+
+from seqq.commands import EXIT_BUG, EXIT_MISTAKE, run_command
 
 COMMANDS = {
-    "train": ("seqq.train", "Train an LSTM (or check a pretrained LM) on a dataset"),
-    "query-sweep": ("seqq.experiments.sweep", "Run estimators over many queries; write results"),
-    "report": ("seqq.reports.cli", "Tables and figures from a results file"),
+    "train": ("seqq.train", "train an LSTM (or score a pretrained LM) on a dataset"),
+    "query-sweep": ("seqq.experiments.sweep", "run estimators over many queries; write results "
+                    "and a report"),
+    "report": ("seqq.reports.cli", "tables and figures from sweep results"),
 }
 
 
-def _usage() -> str:
-    lines = ["usage: seqq <command> [key=value ...]", "", "commands:"]
-    lines += [f"  {name:<12} {help_}" for name, (_, help_) in COMMANDS.items()]
+def usage() -> str:
+    lines = ["usage: seqq <command> [options]", "       seqq <command> --help", "", "commands:"]
+    lines += [f"  {name:<12} {summary}" for name, (_, summary) in COMMANDS.items()]
+    lines += ["", "  --version    print the version and exit"]
     return "\n".join(lines)
+
+
+def version() -> str:
+    try:
+        return metadata.version("seqq")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] in ("-h", "--help"):
-        print(_usage())
-        return 0
+    if not argv:
+        print(usage(), file=sys.stderr)
+        return EXIT_MISTAKE
     command, rest = argv[0], argv[1:]
+    if command in ("-h", "--help"):
+        print(usage())
+        return 0
+    if command in ("-V", "--version"):
+        print(f"seqq {version()}")
+        return 0
     if command not in COMMANDS:
-        print(f"seqq: unknown command {command!r}\n\n{_usage()}", file=sys.stderr)
-        return 2
+        print(f"seqq: unknown command {command!r}; run one of: {', '.join(COMMANDS)} "
+              "(seqq --help)", file=sys.stderr)
+        return EXIT_MISTAKE
     module = importlib.import_module(COMMANDS[command][0])
-    sys.argv = [f"seqq {command}", *rest]
-    result = module.main()
-    return int(result or 0)
+    try:
+        return run_command(command, module.main, rest)
+    except BrokenPipeError:  # output piped into `head`: stop quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BUG
 
 
 if __name__ == "__main__":

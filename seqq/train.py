@@ -10,9 +10,9 @@ beside the dataset's LSTM's, on the same windows: the baseline an LSTM must beat
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
-import sys
 import time
 from pathlib import Path
 
@@ -22,20 +22,81 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import to_absolute_path
 from omegaconf import DictConfig, OmegaConf
 
+from seqq import config_checks as check
+from seqq.commands import CONF, Help, hydra_job, run_hydra, wants_help
 from seqq.data import SequenceDataset, load_dataset
-from seqq.errors import CheckpointError, DataError, MissingRawData, ModelLoadError, QueryError
+from seqq.errors import ConfigError, DataError
+from seqq.models.checkpoint import load_checkpoint
+from seqq.models.device import resolve_device
 from seqq.models.hf import HFCausalLM
+from seqq.models.hpyp import HPYPModel
 from seqq.models.loading import load_model
 from seqq.models.lstm import LSTMNet
 from seqq.training.artifacts import plot_curves, write_metrics, write_run_info
-from seqq.training.checkpoint import load_checkpoint
 from seqq.training.scoring import held_out_windows, nats_per_symbol
 from seqq.training.trainer import Trainer, TrainerConfig, eval_pairs
 
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 log = logging.getLogger("seqq.train")  # Hydra sends it to the console and the run's train.log
+TRAINABLE = ("lstm", "hpyp")
+PRETRAINED = ("hf", "smollm2")
 
-__all__ = ["load_checkpoint", "main", "train"]
+HELP = Help(
+    "train",
+    "Train the paper's LSTM on a dataset (best checkpoint: <checkpoint_dir>/<dataset>_lstm.pt), "
+    "fit an HPYP n-gram (model=hpyp: <checkpoint_dir>/<dataset>_hpyp.pt, in seconds), "
+    "or score a pretrained LM on it.",
+    groups=[("dataset", "the data"),
+            ("model", "lstm to train; hpyp to fit (order, sweeps: conf/model/hpyp.yaml); "
+                      "gpt2 or smollm2 to score"),
+            ("trainer", "training schedule (ci: a few minutes)")],
+    options=[
+        ("device", "auto (cuda when available) | cpu | cuda | cuda:N"),
+        ("checkpoint_dir", "where LSTM checkpoints go (default outputs/checkpoints)"),
+        ("data_root", "folder of raw data (default data)"),
+        ("seed", "seed of weights, windows and dropout"),
+        ("model.hidden_size", "LSTM hidden units (App. F.2: 512, Shakespeare 128)"),
+        ("model.num_layers", "LSTM layers"),
+        ("model.dropout", "LSTM dropout"),
+        ("model.embedding_size", "embedding width (null: hidden_size)"),
+        ("model.checkpoint", "checkpoint path (null: <checkpoint_dir>/<dataset>_<model>.pt)"),
+        ("trainer.max_epochs", "epochs"),
+        ("trainer.max_minutes", "wall-clock limit; stops, evaluates and checkpoints (null: none)"),
+        ("trainer.max_steps", "optimizer-step limit (null: none)"),
+        ("trainer.steps_per_epoch", "cap on one epoch (null: every window once)"),
+        ("trainer.batch_size", "windows per step"),
+        ("trainer.lr", "Adam learning rate"),
+        ("trainer.resume", "continue from <checkpoint>.last.pt when present"),
+        ("trainer.progress", "progress bars"),
+        ("dataset.window", "training window length"),
+        ("dataset.options.*", "loader options, e.g. dataset.options.file=... (see conf/dataset/)"),
+    ],
+)
+
+
+def check_config(cfg: DictConfig) -> None:
+    """Every value `seqq train` reads, checked before any data or model is loaded."""
+    kind = check.choice(cfg, "model.type", TRAINABLE + PRETRAINED)
+    resolve_device(check.value(cfg, "device"))
+    check.integer(cfg, "seed")
+    if kind == "hpyp":
+        check.integer(cfg, "model.order", minimum=2)
+        check.integer(cfg, "model.sweeps", minimum=0)
+    if kind == "lstm":
+        for key in ("model.hidden_size", "model.num_layers", "dataset.window", "dataset.stride"):
+            check.integer(cfg, key, minimum=1)
+        check.integer(cfg, "model.embedding_size", minimum=1, optional=True)
+        check.number(cfg, "model.dropout", above=-1e-12, at_most=0.99)
+        unknown = set(cfg.trainer) - {f.name for f in dataclasses.fields(TrainerConfig)}
+        if unknown:
+            raise ConfigError(f"trainer.{sorted(unknown)[0]} is not a trainer setting; see "
+                              "seqq train --help")
+        for key in ("batch_size", "max_epochs", "checkpoint_every", "eval_windows"):
+            check.integer(cfg, f"trainer.{key}", minimum=1)
+        for key in ("max_steps", "steps_per_epoch", "num_threads"):
+            check.integer(cfg, f"trainer.{key}", minimum=1, optional=True)
+        check.number(cfg, "trainer.max_minutes", above=0, optional=True)
+        check.number(cfg, "trainer.lr", above=0)
+        resolve_device(check.value(cfg, "trainer.device"))
 
 
 def _dataset(cfg: DictConfig) -> SequenceDataset:
@@ -72,8 +133,6 @@ def train_lstm(cfg: DictConfig, ds: SequenceDataset, run_dir: Path) -> dict:
 
 
 def fit_hpyp(cfg: DictConfig, ds: SequenceDataset) -> dict:
-    from seqq.models.hpyp import HPYPModel
-
     m = cfg.model
     checkpoints = Path(to_absolute_path(cfg.checkpoint_dir))
     path = Path(to_absolute_path(m.checkpoint)) if m.checkpoint else (
@@ -151,17 +210,16 @@ def train(cfg: DictConfig) -> dict:
     return summary
 
 
-@hydra.main(config_path=str(CONF_DIR), config_name="train", version_base=None)
-def main(cfg: DictConfig) -> None:
-    try:
-        train(cfg)
-    except MissingRawData as e:
-        print(f"seqq train: {e}", file=sys.stderr)
-        raise SystemExit(2) from None
-    except (DataError, CheckpointError, ModelLoadError, QueryError) as e:
-        print(f"seqq train: {e}", file=sys.stderr)
-        raise SystemExit(1) from None
+@hydra.main(config_path=str(CONF), config_name="train", version_base=None)
+@hydra_job("train")
+def _app(cfg: DictConfig) -> None:
+    check_config(cfg)
+    train(cfg)
 
 
-if __name__ == "__main__":
-    main()
+def main(argv: list[str]) -> int:
+    if wants_help(argv):
+        print(HELP.text())
+        return 0
+    run_hydra(_app, "train", argv)
+    return 0

@@ -44,6 +44,11 @@ def compose_sweep(overrides: list[str]) -> DictConfig:
         return compose("sweep", overrides=overrides)
 
 
+def compose_train(*overrides: str) -> DictConfig:
+    with initialize_config_dir(str(sweep.CONF), version_base=None):
+        return compose("train", overrides=list(overrides))
+
+
 @pytest.fixture(scope="session")
 def tiny_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One finished tiny sweep (hybrid, importance, beam at S=10, 30), shared by read-only tests."""

@@ -7,11 +7,12 @@ import re
 import subprocess
 
 import pytest
-from conftest import REPO, compose_sweep
-from omegaconf import OmegaConf
+from conftest import REPO, compose_sweep, compose_train
+from omegaconf import DictConfig, OmegaConf
 
 from seqq.experiments import sweep
 from seqq.experiments.query_specs import KINDS
+from seqq.models.loading import DEFAULT_CHECKPOINT_DIR
 from seqq.reports.figures import FIGURES
 
 PRESETS = sorted(p.stem for p in (sweep.CONF / "experiment").glob("*.yaml"))
@@ -52,3 +53,73 @@ def test_makefile_targets_use_existing_presets_and_figures() -> None:
     for target in ("fig3", "fig4", "fig5", "fig6", "fig7-9", "fig10", "fig11", "fig12",
                    "fig13", "fig14", "fig15", "table2", "tables3-6", "demo"):
         assert re.search(rf"^{re.escape(target)}\b.*:", text, re.M), target
+
+
+def _make_dry_run(*args: str) -> str:
+    dry = subprocess.run(["make", "-n", "-B", "-C", str(REPO), *args], capture_output=True,
+                         text=True)
+    assert dry.returncode == 0, dry.stderr
+    return dry.stdout
+
+
+@pytest.mark.parametrize("size", ["quick", "paper"])
+def test_make_and_the_cli_share_one_checkpoint_folder(size: str) -> None:
+    """`make` trains where `seqq query-sweep` looks by default, so README commands find the
+    LSTMs that `make demo` trained; quick LSTMs train as the missing-checkpoint hint says."""
+    script = _make_dry_run("fig3", f"SIZE={size}")
+    folders = set(re.findall(r"checkpoint_dir=(\S+)", script))
+    default = compose_sweep([f"size={size}"]).checkpoint_dir
+    assert folders == {default}
+    trains = [line for line in script.splitlines() if " train " in line]
+    assert trains and all((sweep.QUICK_TRAINING in line) == (size == "quick") for line in trains)
+    if size == "quick":
+        assert default == str(DEFAULT_CHECKPOINT_DIR) == compose_train().checkpoint_dir
+
+
+def _readme_commands(command: str) -> list[list[str]]:
+    """`seqq <command> ...` lines of the README's Query sweeps section, as override lists (a
+    multirun's comma lists reduced to their first value)."""
+    text = (REPO / "README.md").read_text()
+    section = text[text.index("## Query sweeps"):text.index("### Configuration reference")]
+    found = []
+    for line in section.splitlines():
+        if line.startswith(f"seqq {command} "):
+            words = line.split("#")[0].split()[2:]
+            found.append([re.sub(r"^([^=\[]+=)([^,\[]+),.*$", r"\1\2", w) for w in words
+                          if w != "-m"])
+    return found
+
+
+def test_readme_query_sweep_commands_compose_and_pass_the_checks() -> None:
+    from seqq.train import check_config as check_train
+
+    sweeps, trains = _readme_commands("query-sweep"), _readme_commands("train")
+    assert len(sweeps) >= 3 and trains
+    for overrides in sweeps:
+        sweep.check_config(compose_sweep(overrides))
+    for overrides in trains:
+        check_train(compose_train(*overrides))
+
+
+def _leaves(node: DictConfig, prefix: str = "") -> set[str]:
+    return {key for k, v in node.items() for key in (
+        _leaves(v, f"{prefix}{k}.") if isinstance(v, DictConfig) else {f"{prefix}{k}"})}
+
+
+@pytest.mark.parametrize("command", ["query-sweep", "train"])
+def test_help_names_every_setting_and_only_real_ones(command: str) -> None:
+    from seqq.train import HELP as TRAIN_HELP
+
+    help_, cfg = ((sweep.HELP, compose_sweep([])) if command == "query-sweep"
+                  else (TRAIN_HELP, compose_train()))
+    variants = [cfg] + ([compose_sweep([f"query={q}"]) for q in ("count", "a_before_b")]
+                        if command == "query-sweep" else [])
+    listed = {key for key, _ in help_.options if re.fullmatch(r"[\w.]+", key)}
+    for key in listed:
+        assert any(OmegaConf.select(c, key, default="<missing>") != "<missing>"
+                   for c in variants), key
+    settings = {k for k, v in cfg.items() if k != "hydra" and not isinstance(v, DictConfig)}
+    settings |= _leaves(cfg.sweep, "sweep.") if "sweep" in cfg else set()
+    assert settings <= listed, settings - listed
+    for group, _ in help_.groups:
+        assert (sweep.CONF / group).is_dir(), group

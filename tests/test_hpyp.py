@@ -175,8 +175,8 @@ def test_checkpoint_round_trip(tmp_path, shakespeare, model):
 
 
 def test_seqq_train_fits_saves_and_compares_with_the_lstm(tmp_path, shakespeare):
+    from seqq.models.checkpoint import save_checkpoint
     from seqq.models.lstm import LSTMNet
-    from seqq.training.checkpoint import save_checkpoint
 
     save_checkpoint(tmp_path / "shakespeare_lstm.pt", LSTMNet(66, 8, 1, 0.0), shakespeare.vocab)
     run = subprocess.run(

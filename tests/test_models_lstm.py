@@ -6,9 +6,9 @@ from __future__ import annotations
 import torch
 
 from seqq.data import load_dataset
+from seqq.models.checkpoint import load_checkpoint
 from seqq.models.lstm import LSTMNet
 from seqq.models.protocol import SequenceModel
-from seqq.train import load_checkpoint
 from seqq.training.trainer import Trainer, TrainerConfig
 
 

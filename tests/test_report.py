@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from conftest import compose_sweep, tiny_overrides
 
+from seqq.errors import ResultsError
 from seqq.experiments import sweep
 from seqq.experiments.runner import KEY
 from seqq.reports import cli
@@ -63,7 +64,7 @@ def test_report_draws_every_figure(tmp_path: Path, tiny_sweep: Path) -> None:
 def test_report_rejects_unknown_figures_and_empty_input(tmp_path: Path, tiny_sweep: Path) -> None:
     with pytest.raises(ValueError, match="unknown figures"):
         cli.main([str(tiny_sweep / "results"), "--out", str(tmp_path), "--figures", "nope"])
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(ResultsError, match="no result parts"):
         cli.main([str(tmp_path)])
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -13,17 +14,20 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 import torch
 from conftest import REPO, compose_sweep, tiny_overrides
 
 from seqq.data import load_dataset
+from seqq.errors import CheckpointError, QueryError, SeqqError
 from seqq.experiments import sweep
 from seqq.experiments.histories import sample_histories, shard
+from seqq.experiments.query_specs import resolve_symbols
 from seqq.experiments.runner import KEY
 from seqq.experiments.store import PartStore, read_parts
 from seqq.models import LSTMNet
+from seqq.models.checkpoint import save_checkpoint
 from seqq.reports.tables import load_results
-from seqq.training.checkpoint import save_checkpoint
 
 METHODS, LEVELS, KS, N = {"hybrid", "importance", "beam"}, {10, 30}, {3, 5}, 6
 REQUIRED = ["dataset", "model", "history_id", "K", "query", "method", "budget_level",
@@ -170,3 +174,57 @@ def test_count_and_event_queries_against_ground_truth(tmp_path: Path) -> None:
         table = load_results([str(sweep.run(cfg) / "results")])
         assert set(table["query"]) == {query} and len(table) == N * len(METHODS)
         assert np.isfinite(table.rae).all() and (table.truth > 0).all()
+
+
+@pytest.mark.parametrize("override, said", [
+    ("sweep.ks=[3,x]", "sweep.ks must be a list of whole numbers"),
+    ("sweep.k_min=5", None),  # with ks set, k_min is not read
+    ("sweep.chunk_size=0", "sweep.chunk_size must be a whole number >= 1"),
+    ("sweep.shard=2", "sweep.shard must lie in 0..0"),
+    ("sweep.temperatures=[1.0,-1]", "sweep.temperatures must be a list of numbers > 0"),
+    ("sweep.figures=[bogus]", "sweep.figures: unknown 'bogus'"),
+    ("sweep.report=maybe", "sweep.report must be true or false"),
+    ("sweep.future=4", "sweep.future (4) must be at least the largest K (5)"),
+    ("budget.levels=[10,-1]", "budget.levels must be a list of whole numbers >= 0"),
+    ("estimator.methods=[]", "estimator.methods is empty"),
+    ("+estimator.options.beam.width=3", "takes no option 'width'"),
+    ("+estimator.options.bogus.x=1", "estimator.options.bogus: no method 'bogus'"),
+    ("query=count", None),
+    ("query.kind=sometimes", "query.kind must be one of"),
+    ("+ground_truth.speed=1", "ground_truth.speed is not a ground-truth setting"),
+    ("size=huge", "size must be one of quick, paper"),
+    ("device=gpu", "is not a torch device"),
+    ("model.type=rnn", "model.type must be one of"),
+])
+def test_check_config_refuses_bad_values_before_loading(tmp_path: Path, override: str,
+                                                         said: str | None) -> None:
+    cfg = compose_sweep(tiny_overrides(tmp_path, "checked", override))
+    if said is None:
+        sweep.check_config(cfg)
+        return
+    with pytest.raises(SeqqError, match=re.escape(said)):
+        sweep.check_config(cfg)
+
+
+def test_query_symbols_are_checked_against_the_vocabulary() -> None:
+    vocab = ["<BOS>", "a", "b", "c"]
+    assert resolve_symbols("query.a", ["c", 1], vocab) == (1, 3)
+    assert resolve_symbols("query.a", "observed", vocab) == "observed"
+    for bad, said in ((4, "query.a=4 is outside"), ("z", "'z' is not a symbol"),
+                      ([], "empty list"), (True, "True is not a symbol")):
+        with pytest.raises(QueryError, match=re.escape(said)):
+            resolve_symbols("query.a", bad, vocab)
+
+
+def test_missing_checkpoint_names_the_training_command(tmp_path: Path) -> None:
+    overrides = [o for o in tiny_overrides(tmp_path, "ck") if "model." not in o]
+    cfg = compose_sweep([*overrides, f"checkpoint_dir={tmp_path / 'none'}"])
+    data = sweep.load_data(cfg)
+    with pytest.raises(CheckpointError) as info:
+        sweep.load_sweep_model(cfg, data)
+    assert str(info.value).endswith(
+        f"seqq train dataset=synthetic_reviews checkpoint_dir={tmp_path / 'none'} "
+        f"{sweep.QUICK_TRAINING}")
+    paper = compose_sweep([*overrides, "size=paper"])
+    assert sweep.train_command(paper, "apps") == (
+        "seqq train dataset=apps checkpoint_dir=outputs/checkpoints/paper")

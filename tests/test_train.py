@@ -5,19 +5,20 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+from conftest import compose_train
 
 from seqq.data import load_dataset
 from seqq.errors import CheckpointError
+from seqq.models.checkpoint import load_checkpoint, save_checkpoint
 from seqq.models.loading import load_model
 from seqq.models.lstm import LSTMModel, LSTMNet
-from seqq.train import load_checkpoint
-from seqq.training.checkpoint import save_checkpoint
 from seqq.training.trainer import Trainer, TrainerConfig
 
 REPO = Path(__file__).resolve().parents[1]
@@ -165,3 +166,50 @@ def test_wikitext_is_tokenised_for_the_chosen_model(model, tokenizer):
     with initialize_config_dir(str(REPO / "conf"), version_base=None):
         cfg = compose("train", ["dataset=wikitext", f"model={model}"])
     assert cfg.dataset.options.tokenizer == tokenizer
+
+
+@pytest.mark.parametrize("override, said", [
+    ("model.type=markov", "model.type must be one of lstm, hpyp, hf, smollm2"),
+    ("trainer.max_epochs=ten", "trainer.max_epochs must be a whole number >= 1"),
+    ("trainer.max_minutes=-1", "trainer.max_minutes must be a number > 0 or null"),
+    ("+trainer.speed=2", "trainer.speed is not a trainer setting"),
+    ("model.dropout=1.5", "model.dropout must be a number"),
+    ("device=gpu", "is not a torch device"),
+])
+def test_train_config_is_checked_before_loading(override, said):
+    from seqq.errors import SeqqError
+    from seqq.train import check_config
+
+    check_config(compose_train())
+    with pytest.raises(SeqqError, match=re.escape(said)):
+        check_config(compose_train(override))
+
+
+def test_resolve_device():
+    from seqq.errors import ConfigError
+    from seqq.models.device import resolve_device
+
+    assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert resolve_device(None) == resolve_device("auto")
+    assert resolve_device("cpu") == torch.device("cpu")
+    with pytest.raises(ConfigError, match="not a torch device"):
+        resolve_device("gpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match="sees no CUDA GPU"):
+            resolve_device("cuda")
+
+
+def test_load_model_is_one_factory_for_every_model_type(tmp_path):
+    from seqq.errors import ModelLoadError
+    from seqq.models import MarkovModel
+    from seqq.models.loading import LOADERS
+
+    assert set(LOADERS) >= {"lstm", "hf", "smollm2", "markov"}
+    markov = load_model({"type": "markov", "order": 2, "seed": 3}, vocab=list("abcd"))
+    assert isinstance(markov, MarkovModel) and markov.vocab_size == 4 and markov.order == 2
+    same = MarkovModel.random(4, 2, 0.5, 3)
+    assert torch.equal(markov.log_table, same.log_table)
+    with pytest.raises(ModelLoadError, match="unknown model type 'rnn'; use one of lstm"):
+        load_model({"type": "rnn"})
+    with pytest.raises(CheckpointError, match="not found"):
+        load_model({"type": "lstm"}, dataset="nothing", checkpoint_dir=tmp_path)

@@ -7,15 +7,17 @@ overlapping windows, so no held-out window shares an event with a training windo
 
 from __future__ import annotations
 
+import csv
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from seqq.errors import DataError
+from seqq.errors import DataError, MissingRawData
 
 BOS = "<BOS>"
 DEFAULT_FRACTIONS = (0.8, 0.1, 0.1)
@@ -69,6 +71,29 @@ def model_vocab(path: str | Path, symbols: Iterable[str], name: str) -> list[str
 def vocab_files(vocab: str | Path | None) -> list[Path]:
     """The model vocabulary file among a loader's raw files, so editing it rebuilds the cache."""
     return [Path(vocab)] if vocab is not None and Path(vocab).is_file() else []
+
+
+def require(path: Path, what: str, source: str) -> Path:
+    """`path` if it exists, else the one-line instruction saying what to put where."""
+    if not path.exists():
+        raise MissingRawData(f"{what} not found: put it at {path} (download: {source})")
+    return path
+
+
+@contextmanager
+def parsing(name: str, *paths: Path) -> Iterator[None]:
+    """Any failure to read or parse raw files (binary junk, a truncated archive, the wrong
+    columns...) becomes one `DataError` naming the files, instead of a parser's traceback."""
+    try:
+        yield
+    except DataError:
+        raise
+    except (ValueError, KeyError, IndexError, TypeError, SyntaxError, EOFError, OSError,
+            csv.Error) as e:
+        detail = (str(e).strip().splitlines() or [""])[0][:200]
+        files = " + ".join(str(p) for p in paths)
+        raise DataError(f"{name}: cannot parse {files} ({type(e).__name__}: {detail}); replace "
+                        "it with the original download") from e
 
 
 def natural_sorted(tokens: set[str]) -> list[str]:

@@ -11,7 +11,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from seqq.data.base import DEFAULT_FRACTIONS, SequenceDataset, events_to_dataset, vocab_files
+from seqq.data.base import (
+    DEFAULT_FRACTIONS,
+    SequenceDataset,
+    events_to_dataset,
+    parsing,
+    vocab_files,
+)
 from seqq.data.cache import cached
 from seqq.errors import DataError, MissingRawData
 
@@ -40,7 +46,7 @@ def _missing(name: str, folder: Path, files: str, source: str) -> MissingRawData
 def _read_mooc(path: Path) -> pd.DataFrame:
     """SNAP act-mooc `mooc_actions.tsv` (ACTIONID, USERID, TARGETID, TIMESTAMP) or JODIE
     `mooc.csv` (user_id, item_id, timestamp, state_label, features...); the token is the target."""
-    with _open_text(path) as f:
+    with parsing("moocs", path), _open_text(path) as f:
         header = f.readline()
         if header.startswith("ACTIONID"):
             df = pd.read_csv(f, sep="\t", header=None, usecols=[1, 2, 3],
@@ -51,8 +57,9 @@ def _read_mooc(path: Path) -> pd.DataFrame:
             df = pd.DataFrame(rows, columns=["user", "token", "time"])
             df["time"] = df["time"].astype(float)
         else:
-            raise DataError(f"moocs: {path.name} is neither SNAP mooc_actions.tsv nor JODIE mooc.csv")
-    return df[["user", "token", "time"]]
+            raise DataError(f"moocs: {path} is neither SNAP mooc_actions.tsv nor JODIE mooc.csv; "
+                            f"replace it with the original download ({MOOC_SOURCES})")
+        return df[["user", "token", "time"]]
 
 
 def load_moocs(root: Path, *, file: str | None = None, min_events: int = 15,
@@ -76,14 +83,16 @@ LSAPP_COLUMNS = ["user_id", "session_id", "timestamp", "app_name", "event_type"]
 
 
 def _read_lsapp(path: Path, event_types: Sequence[str] | None) -> pd.DataFrame:
-    df = pd.read_csv(path, sep="\t", dtype=str)
-    if list(df.columns) != LSAPP_COLUMNS:
-        raise DataError(f"apps: {path.name} columns {list(df.columns)} are not LSApp's "
-                        f"{LSAPP_COLUMNS}")
-    if event_types:
-        df = df[df["event_type"].isin(list(event_types))]
-    return pd.DataFrame({"user": df["user_id"], "token": df["app_name"],
-                         "time": pd.to_datetime(df["timestamp"])})
+    with parsing("apps", path):
+        df = pd.read_csv(path, sep="\t", dtype=str)
+        if list(df.columns) != LSAPP_COLUMNS:
+            raise DataError(f"apps: {path} has columns {list(df.columns)[:5]}, not LSApp's "
+                            f"{LSAPP_COLUMNS}; replace it with the original download "
+                            f"({LSAPP_SOURCE})")
+        if event_types:
+            df = df[df["event_type"].isin(list(event_types))]
+        return pd.DataFrame({"user": df["user_id"], "token": df["app_name"],
+                             "time": pd.to_datetime(df["timestamp"])})
 
 
 def load_apps(root: Path, *, file: str | None = None, event_types: Sequence[str] | None = None,
@@ -168,13 +177,15 @@ def load_reviews(root: Path, *, ratings: str = "all_csv_files.csv",
         raw = [ratings_path, meta_path]
 
         def read() -> pd.DataFrame:
-            return _read_ratings(ratings_path, meta_path, category_field)
+            with parsing("reviews", ratings_path, meta_path):
+                return _read_ratings(ratings_path, meta_path, category_field)
         source = f"{ratings_path.name} + {meta_path.name}"
     elif review_files:
         raw = review_files
 
         def read() -> pd.DataFrame:
-            return _read_review_files(review_files)
+            with parsing("reviews", *review_files):
+                return _read_review_files(review_files)
         source = f"{len(review_files)} per-category review files"
     else:
         raise _missing("reviews", folder, f"{ratings} with {metadata}(.gz), or per-category "

@@ -11,21 +11,23 @@ from seqq.data.base import (
     DEFAULT_FRACTIONS,
     SequenceDataset,
     model_vocab,
+    parsing,
+    require,
     split_indices,
     vocab_files,
 )
 from seqq.data.cache import cached
-from seqq.errors import DataError, MissingRawData
+from seqq.data.tokenizers import (
+    folder_tokenizer,
+    gpt2_files,
+    gpt2_tokenizer,
+    smollm2_file,
+    smollm2_tokenizer,
+)
+from seqq.errors import DataError
 
 SHAKESPEARE_URL = "https://cs.stanford.edu/people/karpathy/char-rnn/shakespeare_input.txt"
 WIKITEXT_URL = "https://huggingface.co/datasets/Salesforce/wikitext (wikitext-2-v1)"
-
-
-def require(path: Path, what: str, source: str) -> Path:
-    """`path` if it exists, else the one-line instruction `seqq train` prints."""
-    if not path.exists():
-        raise MissingRawData(f"{what} not found: put it at {path} (download: {source})")
-    return path
 
 
 def load_shakespeare(root: Path, *, file: str = "tinyshakespeare_input.txt",
@@ -44,7 +46,8 @@ def load_shakespeare(root: Path, *, file: str = "tinyshakespeare_input.txt",
     options = dict(block_chars=block_chars, fractions=list(fractions), seed=seed, vocab=vocab)
 
     def build() -> SequenceDataset:
-        text = path.read_text(encoding="utf-8")
+        with parsing("shakespeare", path):
+            text = path.read_text(encoding="utf-8")
         if not text:
             raise DataError(f"shakespeare: {path} is empty")
         symbols = (model_vocab(vocab, set(text), "shakespeare") if vocab is not None
@@ -77,39 +80,17 @@ def wikitext_articles(text: str) -> list[str]:
     return [a for a in ("".join(lines) for lines in articles) if a.strip()]
 
 
-def gpt2_tokenizer(root: Path):
-    """The GPT-2 BPE tokenizer from the files shipped in data/gpt2_tokenizer/ (no hub needed)."""
-    from transformers import AutoTokenizer
-
-    folder = root / "gpt2_tokenizer"
-    for f in ("vocab.json", "merges.txt"):
-        require(folder / f, f"GPT-2 {f}", "openai/whisper assets/gpt2")
-    tokenizer = AutoTokenizer.from_pretrained(str(folder))
-    if len(tokenizer) != 50257:
-        raise DataError(f"{folder} does not hold the GPT-2 tokenizer ({len(tokenizer)} tokens)")
-    return tokenizer
-
-
 def _tokenizer_source(root: Path, tokenizer: str) -> tuple[list[Path], Callable[[], object]]:
     """The files that identify a tokenizer (for the cache key) and a function that loads it."""
     if tokenizer == "gpt2":
-        files = [require(root / "gpt2_tokenizer" / f, f"GPT-2 {f}", "openai/whisper assets/gpt2")
-                 for f in ("vocab.json", "merges.txt")]
-        return files, lambda: gpt2_tokenizer(root)
+        return gpt2_files(root), lambda: gpt2_tokenizer(root)
     if tokenizer == "smollm2":
-        from seqq.models.loading import smollm2_file, smollm2_tokenizer
-
         return [smollm2_file()], smollm2_tokenizer
     folder = Path(tokenizer)
     if not folder.is_dir():
         raise DataError(f"wikitext: tokenizer must be gpt2, smollm2 or a tokenizer folder, "
                         f"got {tokenizer!r}")
-
-    def load():
-        from transformers import AutoTokenizer
-
-        return AutoTokenizer.from_pretrained(str(folder))
-    return sorted(p for p in folder.iterdir() if p.is_file()), load
+    return sorted(p for p in folder.iterdir() if p.is_file()), lambda: folder_tokenizer(folder)
 
 
 def load_wikitext(root: Path, *, tokenizer: str = "gpt2", test_file: str = "wiki.test.tokens",
@@ -127,7 +108,8 @@ def load_wikitext(root: Path, *, tokenizer: str = "gpt2", test_file: str = "wiki
         tok.model_max_length = 1 << 30  # articles are longer than the context; that is fine
 
         def encode(path: Path) -> list[list[int]]:
-            articles = wikitext_articles(path.read_text(encoding="utf-8"))
+            with parsing("wikitext", path):
+                articles = wikitext_articles(path.read_text(encoding="utf-8"))
             return [ids for ids in tok(articles, add_special_tokens=False)["input_ids"] if ids]
 
         vocab = tok.convert_ids_to_tokens(list(range(len(tok))))

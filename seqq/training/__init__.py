@@ -1,1 +1,2 @@
-"""LSTM training for `seqq train`: the loop, checkpoints, and run-folder artefacts."""
+"""LSTM training for `seqq train`: the loop and the run-folder artefacts (the checkpoint format
+is the model's: `seqq.models.checkpoint`)."""

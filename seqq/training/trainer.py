@@ -21,8 +21,9 @@ from tqdm import tqdm
 from seqq.data import SequenceDataset
 from seqq.data.windows import IGNORE, batches, window_starts
 from seqq.errors import CheckpointError, DataError
+from seqq.models.checkpoint import net_from_payload, read_checkpoint, save_checkpoint
+from seqq.models.device import resolve_device
 from seqq.models.lstm import LSTMNet
-from seqq.training.checkpoint import net_from_payload, read_checkpoint, save_checkpoint
 
 
 @dataclass
@@ -55,10 +56,6 @@ class TrainResult:
     device: str
     stopped_by: str
     resumed_from: float | None = None
-
-
-def pick_device(name: str) -> torch.device:
-    return torch.device(("cuda" if torch.cuda.is_available() else "cpu") if name == "auto" else name)
 
 
 def eval_pairs(sequences: Sequence[Sequence[int]], window: int, limit: int) -> np.ndarray:
@@ -109,7 +106,7 @@ class Trainer:
         self.ds, self.cfg, self.window, self.stride, self.seed, self.log = (
             ds, cfg, window, stride, seed, log)
         self.best_path, self.last_path = Path(best_path), Path(last_path)
-        self.device = pick_device(cfg.device)
+        self.device = resolve_device(cfg.device)
         self.net = net.to(self.device)
         self.opt = torch.optim.Adam(self.net.parameters(), lr=cfg.lr)
         self.valid_pairs = eval_pairs(ds.valid, window, cfg.eval_windows)

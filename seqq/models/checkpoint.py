@@ -1,4 +1,8 @@
-"""LSTM checkpoints: weights, architecture and vocabulary in one file, loaded back by one call."""
+"""LSTM checkpoints: weights, architecture and vocabulary in one file, loaded back by one call.
+
+The format belongs to the model, not to training: `seqq train` writes it, the model loader and
+the trainer's resume read it.
+"""
 
 from __future__ import annotations
 

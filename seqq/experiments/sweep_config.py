@@ -1,0 +1,180 @@
+"""What a sweep's config may hold: every setting checked (`check_config`) before any data or
+model is loaded, the horizons it asks for, and the `seqq query-sweep --help` that lists them."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+import seqq
+from seqq import config_checks as check
+from seqq.api import check_method
+from seqq.commands import Help
+from seqq.errors import ConfigError
+from seqq.estimators import METHODS
+from seqq.experiments.query_specs import KINDS
+from seqq.models.device import resolve_device
+from seqq.models.loading import LOADERS
+from seqq.reports.figures import FIGURES
+
+SIZES = ("quick", "paper")
+
+HELP = Help(
+    "query-sweep",
+    "Run estimators over many queries of one model and dataset; write results, ground truth "
+    "and a report (summary.md, tables, figures) under <sweep.dir>.",
+    groups=[
+        ("experiment", "a paper figure's preset (bundles the groups below)"),
+        ("dataset", "the data; absent raw files -> its synthetic stand-in"),
+        ("model", "the model queried (lstm: <checkpoint_dir>/<dataset>_lstm.pt)"),
+        ("query", "query kind"),
+        ("estimator", "which methods run, with their options"),
+        ("budget", "budget levels S (hybrid tail samples)"),
+        ("ground_truth", "exact below a call budget, else adaptive IS"),
+    ],
+    options=[
+        ("size", "quick | paper: presets use small N and ground truth unless paper"),
+        ("device", "auto (cuda when available) | cpu | cuda | cuda:N"),
+        ("checkpoint_dir", "LSTM checkpoints (default outputs/checkpoints; size=paper: .../paper)"),
+        ("data_root", "folder of raw data (default data)"),
+        ("sweep.name", "sweep folder name under sweep.root"),
+        ("sweep.root", "parent of sweep folders (default outputs/sweeps)"),
+        ("sweep.dir", "the sweep folder (default <root>/<name>, -paper at size=paper)"),
+        ("sweep.histories", "N query histories from the test split"),
+        ("sweep.k_min", "smallest horizon K"),
+        ("sweep.k_max", "largest horizon K"),
+        ("sweep.ks", "explicit list of horizons, e.g. [3,7,11]; overrides k_min..k_max"),
+        ("sweep.future", "observed symbols needed after a history (null: max K)"),
+        ("sweep.temperatures", "model temperatures T, e.g. [0.5,1.0,2.0]"),
+        ("sweep.seed", "seed of histories and estimators"),
+        ("sweep.chunk_size", "queries per batched estimator call and per stored part"),
+        ("sweep.min_history", "fewest symbols before a query position"),
+        ("sweep.max_history", "keep only the most recent symbols (null: all)"),
+        ("sweep.histories_from", "test (random test positions) | mixture (case studies) | "
+                                 "model (sampled from the model: datasets without files)"),
+        ("sweep.sampled_length", "histories_from=model: longest sampled history (null: the "
+                                 "dataset's window)"),
+        ("sweep.mixture.focus", "mixture: symbols whose share varies"),
+        ("sweep.mixture.exclude", "mixture: symbols never drawn"),
+        ("sweep.mixture.shares", "mixture: shares of focus symbols"),
+        ("sweep.mixture.per_share", "mixture: histories per share"),
+        ("sweep.mixture.length", "mixture: history length"),
+        ("sweep.ground_truth", "false: estimates only, no ground truth"),
+        ("sweep.shard", "this job's shard of the histories (0..shards-1)"),
+        ("sweep.shards", "number of shards (SLURM arrays)"),
+        ("sweep.progress", "progress bars"),
+        ("sweep.report", "write <sweep.dir>/report when done"),
+        ("sweep.figures", "figures to draw (null: all the results support)"),
+        ("query.a", "observed | observed_first | ids or tokens, e.g. [3,4]"),
+        ("query.b", "a_before_b: observed_other | ids or tokens"),
+        ("query.n", "count: observed | a number"),
+        ("estimator.methods", f"methods to run: {', '.join(METHODS)}"),
+        ("estimator.options.<method>.<option>", "e.g. estimator.options.hybrid.max_width=1500"),
+        ("budget.levels", "budget levels S, e.g. [10,100]; 0 = no budget"),
+        ("model.checkpoint", "an LSTM checkpoint file (null: the default path)"),
+        ("hydra/launcher", "slurm: one SLURM job per multirun job"),
+    ],
+)
+
+
+def _by_size(quick: Any, paper: Any, *, _root_: DictConfig) -> Any:
+    """`${by_size:quick_value,paper_value}`: presets stay small unless `size=paper`."""
+    return paper if _root_.get("size", "quick") == "paper" else quick
+
+
+OmegaConf.register_new_resolver("by_size", _by_size, replace=True)
+
+
+def horizons(cfg: DictConfig) -> list[int]:
+    if check.value(cfg, "sweep.ks") is not None:
+        return check.integers(cfg, "sweep.ks", minimum=1)
+    k_min = check.integer(cfg, "sweep.k_min", minimum=1)
+    k_max = check.integer(cfg, "sweep.k_max", minimum=1)
+    if k_max < k_min:
+        raise ConfigError(f"sweep.k_max ({k_max}) is below sweep.k_min ({k_min})")
+    return list(range(k_min, k_max + 1))
+
+
+def _check_sweep(cfg: DictConfig) -> None:
+    ks = horizons(cfg)
+    future = check.integer(cfg, "sweep.future", minimum=1, optional=True)
+    if future is not None and future < max(ks):
+        raise ConfigError(f"sweep.future ({future}) must be at least the largest K ({max(ks)})")
+    if check.choice(cfg, "sweep.histories_from", ("test", "mixture", "model")) != "mixture":
+        check.integer(cfg, "sweep.histories", minimum=1)
+    else:
+        check.integer(cfg, "sweep.mixture.per_share", minimum=1)
+        check.integer(cfg, "sweep.mixture.length", minimum=1)
+        check.numbers(cfg, "sweep.mixture.shares", above=-1e-12, at_most=1)
+    check.numbers(cfg, "sweep.temperatures", above=0)
+    check.integer(cfg, "sweep.seed", minimum=0)
+    check.integer(cfg, "sweep.chunk_size", minimum=1)
+    check.integer(cfg, "sweep.min_history", minimum=0)
+    check.integer(cfg, "sweep.max_history", minimum=1, optional=True)
+    check.integer(cfg, "sweep.sampled_length", minimum=1, optional=True)
+    shards = check.integer(cfg, "sweep.shards", minimum=1)
+    if check.integer(cfg, "sweep.shard", minimum=0) >= shards:
+        raise ConfigError(f"sweep.shard must lie in 0..{shards - 1} (sweep.shards={shards})")
+    for key in ("sweep.ground_truth", "sweep.progress", "sweep.report"):
+        check.boolean(cfg, key)
+    check.names(cfg, "sweep.figures", list(FIGURES), optional=True)
+
+
+def _check_estimators(cfg: DictConfig) -> None:
+    methods = check.names(cfg, "estimator.methods", list(METHODS))
+    options = check.value(cfg, "estimator.options") or {}
+    if not isinstance(options, dict):
+        raise ConfigError("estimator.options must map methods to their options, e.g. "
+                          "estimator.options.hybrid.max_width=1500")
+    for method, given in options.items():
+        if method not in METHODS:
+            raise ConfigError(f"estimator.options.{method}: no method {method!r}; methods are "
+                              f"{', '.join(METHODS)}")
+        if not isinstance(given, dict):
+            raise ConfigError(f"estimator.options.{method} must be a mapping of options, e.g. "
+                              f"estimator.options.{method}.<option>=<value>")
+    for method in methods:
+        given = options.get(method) or {}
+        check_method(method, {k: v for k, v in given.items()
+                              if k not in SWEEP_FITTED_OPTIONS.get(method, ())})
+    check.integers(cfg, "budget.levels", minimum=0)
+
+
+# Options the sweep turns into objects before the method sees them: twisted's `order` names the
+# n-gram surrogate the sweep fits on the training split (sweep.with_surrogate).
+SWEEP_FITTED_OPTIONS = {"twisted": ("order",)}
+
+
+def _check_query(cfg: DictConfig) -> None:
+    kind = check.choice(cfg, "query.kind", KINDS)
+    if kind == "count" and check.value(cfg, "query.n") != "observed":
+        check.integer(cfg, "query.n", minimum=0)
+    if kind == "a_before_b" and "both_orders" in cfg.query:
+        check.boolean(cfg, "query.both_orders")
+
+
+def _check_ground_truth(cfg: DictConfig) -> None:
+    options = check.value(cfg, "ground_truth") or {}
+    known = set(inspect.signature(seqq.ground_truth_many).parameters) - {
+        "model", "histories", "queries", "seed"}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ConfigError(f"ground_truth.{unknown[0]} is not a ground-truth setting; use "
+                          f"{', '.join(sorted(known))}")
+    for key in ("s_low", "s_step", "s_high", "exact_max_calls"):
+        if key in options:
+            check.integer(cfg, f"ground_truth.{key}", minimum=1 if key != "exact_max_calls" else 0)
+
+
+def check_config(cfg: DictConfig) -> None:
+    """Every setting the sweep reads, checked before any data or model is loaded."""
+    check.choice(cfg, "size", SIZES)
+    resolve_device(check.value(cfg, "device"))
+    check.choice(cfg, "model.type", LOADERS)
+    resolve_device(cfg.model.get("device"))
+    _check_sweep(cfg)
+    _check_estimators(cfg)
+    _check_query(cfg)
+    _check_ground_truth(cfg)
