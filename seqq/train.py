@@ -21,10 +21,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from seqq.data import SequenceDataset, load_dataset
 from seqq.errors import CheckpointError, DataError, MissingRawData, ModelLoadError, QueryError
+from seqq.experiments.provenance import write_provenance
 from seqq.models.hf import HFCausalLM
 from seqq.models.loading import load_model
 from seqq.models.lstm import LSTMNet
-from seqq.training.artifacts import plot_curves, write_metrics, write_run_info
+from seqq.training.artifacts import plot_curves, write_metrics
 from seqq.training.checkpoint import load_checkpoint
 from seqq.training.trainer import Trainer, TrainerConfig, eval_pairs
 
@@ -103,10 +104,11 @@ def train(cfg: DictConfig) -> dict:
     ds = _dataset(cfg)
     summary = train_lstm(cfg, ds, run_dir) if cfg.model.type == "lstm" else check_lm(cfg, ds)
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
-    write_run_info(run_dir / "run_info.json", command="seqq train", seed=cfg.seed,
-                   dataset=dict(name=ds.name, synthetic=ds.synthetic, vocab_size=ds.vocab_size,
-                                description=ds.description, **ds.stats),
-                   **summary)
+    write_provenance(run_dir, OmegaConf.to_container(cfg, resolve=True), cfg.seed,
+                     name="run_info.json", command="seqq train",
+                     dataset=dict(name=ds.name, synthetic=ds.synthetic, vocab_size=ds.vocab_size,
+                                  description=ds.description, **ds.stats),
+                     **summary)
     return summary
 
 

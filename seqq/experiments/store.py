@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from seqq.experiments import schema
+
 PART_SUFFIX = ".parquet"
 
 
@@ -43,6 +45,17 @@ def read_parts(paths: Iterable[str | Path], key: Sequence[str] | None = None) ->
     if key:
         table = table.drop_duplicates(subset=list(key), keep="first", ignore_index=True)
     return table
+
+
+def read_results(paths: Iterable[str | Path]) -> pd.DataFrame:
+    """The results table stored under `paths` (part files or folders, e.g. one per SLURM job),
+    one row per `schema.KEY`, in the schema's columns."""
+    paths = list(paths)
+    table = read_parts(paths, schema.KEY)
+    if table.empty:
+        raise FileNotFoundError(f"no result parts (*{PART_SUFFIX}) under "
+                                f"{', '.join(map(str, paths))}")
+    return schema.conform(table)
 
 
 class PartStore:
