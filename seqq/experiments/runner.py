@@ -96,7 +96,8 @@ class SweepRunner:
 
     def _row_key(self, spec: QuerySpec, method: str, level: int) -> tuple:
         return key_of({**self.context, **self._query_fields(spec), "method": method,
-                       "options": self._options(method), "budget_level": level}, KEY)
+                       "options": self._options(method), "budget_level": level,
+                       "budget_rule": self._budget_rule(level)}, KEY)
 
     def _budget_key(self, spec: QuerySpec, level: int) -> tuple:
         return key_of({**self._query_fields(spec), "budget_level": level}, BUDGET_KEY)

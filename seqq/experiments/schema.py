@@ -12,10 +12,11 @@ from typing import Any
 
 import pandas as pd
 
-# what determines a model's answer, a query, and a row (the store keeps one row per KEY)
+# what determines a model's answer, a query, and a row (the store keeps one row per KEY): the
+# budget rule is part of it, as the same S is another budget with or without the hybrid
 CONTEXT = ("dataset", "model", "temperature")
 QUERY = ("history_id", "history_hash", "K", "label")
-KEY = (*CONTEXT, *QUERY, "method", "options", "budget_level")
+KEY = (*CONTEXT, *QUERY, "method", "options", "budget_level", "budget_rule")
 
 # how a budget level S became a per-query model-call budget (`budget_rule` column)
 BUDGET_FROM_HYBRID = "hybrid"  # the hybrid ran with S tail samples; its calls are the budget
@@ -88,12 +89,9 @@ def to_frame(rows: Iterable[ResultRow]) -> pd.DataFrame:
 
 
 def conform(table: pd.DataFrame) -> pd.DataFrame:
-    """A stored table in the schema's columns: a part without a key column is not results;
-    a column added since the part was written reads as missing (NaN, or "" for text)."""
-    missing = [c for c in KEY if c not in table.columns]
-    if missing:
-        raise ValueError(f"result parts lack the key columns {missing}: they were not written "
-                         "by `seqq query-sweep`; point `seqq report` at a sweep's results/ folder")
+    """A stored table in the schema's columns: a column added since the part was written reads
+    as missing (NaN, or "" for text)."""
     table = table.reindex(columns=list(COLUMNS))
     text = [c for c, dtype in _DTYPES.items() if dtype == "object"]
-    return table.fillna(dict.fromkeys(text, ""))
+    table[text] = table[text].astype("object").fillna("")
+    return table

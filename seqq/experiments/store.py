@@ -36,8 +36,15 @@ def part_files(root: str | Path) -> list[Path]:
 
 def read_parts(paths: Iterable[str | Path], key: Sequence[str] | None = None) -> pd.DataFrame:
     """Concatenate part files (and directories of them); drop repeated keys, keeping the first."""
+    paths = list(paths)
     files = [f for p in paths for f in part_files(p)]
     frames = [pd.read_parquet(f) for f in files]
+    for file, frame in zip(files, frames, strict=True):
+        missing = [k for k in key or () if k not in frame.columns]
+        if missing:
+            raise ValueError(f"{file} lacks the key columns {missing}: it was written by "
+                             "another version of seqq or is not its results; write new results "
+                             "to a fresh folder (e.g. another sweep.name)")
     frames = [f for f in frames if len(f)]
     if not frames:
         return pd.DataFrame()

@@ -22,11 +22,18 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import LogLocator, NullLocator
 
-from seqq.reports.plotting import STYLE, NotApplicable, empty, grid, integer_ticks, legend
+from seqq.reports.plotting import (
+    STYLE,
+    NotApplicable,
+    empty,
+    grid,
+    integer_ticks,
+    legend,
+    panel_title,
+    suptitle,
+)
 from seqq.reports.tables import PANEL, finite, panels, unaccounted_summary
 
-SCATTER_KS = (3, 5, 7, 9, 11)
-BUDGET_KS = (3, 7, 11)
 PAPER_METHODS = ("hybrid", "importance", "beam")  # the scatter plots' methods (Fig. 7-9)
 
 
@@ -34,6 +41,14 @@ def _base(results: pd.DataFrame) -> pd.DataFrame:
     """Rows at temperature 1 (the untempered model) when there are any."""
     base = results[results.temperature == 1.0]
     return base if len(base) else results
+
+
+def _spread(values: list, n: int) -> list:
+    """At most `n` of the sorted `values`, evenly spaced, first and last included: the paper's
+    K = 3, 5, 7, 9, 11 (scatter) and 3, 7, 11 (budgets) out of 3..11."""
+    if len(values) <= n:
+        return values
+    return [values[round(i)] for i in np.linspace(0, len(values) - 1, n)]
 
 
 def _by_panel(data: pd.DataFrame, columns: list[str] = PANEL):
@@ -56,19 +71,19 @@ def rae_vs_k(results: pd.DataFrame, stat: str = "median") -> dict[str, Figure]:
     if not usable:
         raise NotApplicable("needs the RAE at two or more horizons K")
     levels = sorted({level for _, b in usable for level in b.budget_level.unique()})
-    fig, axes = grid(len(levels), len(usable), sharex="col")
+    fig, axes = grid(len(levels), len(usable))
     for j, (panel, block) in enumerate(usable):
         for i, level in enumerate(levels):
             ax, rows = axes[i, j], block[block.budget_level == level]
-            ax.set_title(f"{panel.title}\nS={level}", fontsize=9)
+            panel_title(ax, panel.title, f"S={level}")
             if rows.empty:
                 empty(ax, f"no runs at S={level}")
                 continue
             _method_curves(ax, rows, "K", stat)
             ax.set(xlabel="horizon K", ylabel=f"{stat} RAE", ylim=(0, None))
             integer_ticks(ax)
-    fig.suptitle(f"{stat.capitalize()} relative absolute error |p̂ − p| / p over queries, "
-                 "vs horizon K", fontsize=10)
+    suptitle(fig, f"{stat.capitalize()} relative absolute error |p̂ − p| / p over queries, "
+                  "vs horizon K")
     legend(fig, axes)
     return {f"rae_vs_k_{stat}": fig}
 
@@ -85,49 +100,52 @@ def rae_vs_entropy(results: pd.DataFrame) -> dict[str, Figure]:
     for j, (panel, block) in enumerate(usable):
         for i, level in enumerate(levels):
             ax, rows = axes[i, j], block[block.budget_level == level]
-            ax.set_title(f"{panel.title}\nS={level}", fontsize=9)
+            panel_title(ax, panel.title, f"S={level}")
             if rows.empty:
                 empty(ax, f"no runs at S={level}")
                 continue
             for method, m in rows.groupby("method"):
                 color = STYLE.get(method)
-                ax.scatter(m.entropy, m.rae, s=4, alpha=0.3, color=color, label=method,
-                           rasterized=True)
+                ax.scatter(m.entropy, m.rae, s=4, alpha=0.3, color=color, rasterized=True)
+                ax.plot([], [], "o-", ms=4, color=color, label=method)  # legend: dots + fit
                 if m.entropy.nunique() > 1:
                     slope, intercept = np.polyfit(m.entropy, m.rae, 1)
                     xs = np.linspace(m.entropy.min(), m.entropy.max(), 20)
                     ax.plot(xs, slope * xs + intercept, color=color, lw=1.5)
             ax.set(xlabel="restricted entropy H(q) [nats]", ylabel="RAE")
-    fig.suptitle("Per-query RAE vs restricted entropy; lines: least-squares fit per method "
-                 "at each budget S", fontsize=10)
+    suptitle(fig, "Per-query RAE vs restricted entropy; lines: least-squares fit per method "
+                  "at each budget S")
     legend(fig, axes)
     return {"rae_vs_entropy": fig}
 
 
 def rae_vs_temperature(results: pd.DataFrame) -> dict[str, Figure]:
-    """Fig. 4b/13: median RAE vs model temperature with interquartile bands; rows = budget
-    levels S, columns = panels (all temperatures of a dataset, model and query kind)."""
+    """Fig. 4b/13: median RAE vs model temperature with interquartile bands; columns = panels
+    (all temperatures of a dataset, model, query kind and budget rule), rows = the (budget
+    level S, horizon K) pairs run at two or more temperatures."""
     columns = [c for c in PANEL if c != "temperature"]
     data = finite(results)
-    usable = [(p, b) for p, b in _by_panel(data, columns) if b.temperature.nunique() > 1]
-    if not usable:
-        raise NotApplicable("needs the RAE at two or more model temperatures")
-    levels = sorted({level for _, b in usable for level in b.budget_level.unique()})
-    fig, axes = grid(len(levels), len(usable))
+    spread = data.groupby([*columns, "budget_level", "K"]).temperature.transform("nunique")
+    data = data[spread > 1]
+    if data.empty:
+        raise NotApplicable("needs the RAE of one horizon K and budget S at two or more "
+                            "model temperatures")
+    usable = list(_by_panel(data, columns))
+    cells = sorted({cell for _, b in usable for cell in zip(b.budget_level, b["K"], strict=True)})
+    fig, axes = grid(len(cells), len(usable))
     for j, (panel, block) in enumerate(usable):
-        for i, level in enumerate(levels):
-            ax, rows = axes[i, j], block[block.budget_level == level]
-            ax.set_title(f"{panel.title}\nS={level}", fontsize=9)
+        for i, (level, k) in enumerate(cells):
+            ax, rows = axes[i, j], block[(block.budget_level == level) & (block["K"] == k)]
+            panel_title(ax, panel.title, f"S={level} · K={k}")
             if rows.empty:
-                empty(ax, f"no runs at S={level}")
+                empty(ax, f"no runs at S={level}, K={k}")
                 continue
             for method, m in rows.groupby("method"):
                 q = m.groupby("temperature").rae.quantile([0.25, 0.5, 0.75]).unstack()
                 ax.plot(q.index, q[0.5], "o-", ms=3, color=STYLE.get(method), label=method)
                 ax.fill_between(q.index, q[0.25], q[0.75], color=STYLE.get(method), alpha=0.2)
             ax.set(xlabel="temperature T", ylabel="median RAE", ylim=(0, None))
-    fig.suptitle("Median RAE vs model temperature; bands: interquartile range over queries",
-                 fontsize=10)
+    suptitle(fig, "Median RAE vs model temperature; bands: interquartile range over queries")
     legend(fig, axes)
     return {"rae_vs_temperature": fig}
 
@@ -156,8 +174,7 @@ def scatter(results: pd.DataFrame) -> dict[str, Figure]:
 
 
 def _scatter_panel(block: pd.DataFrame, title: str, level: int) -> Figure:
-    present = sorted(block.K.unique())
-    ks = [k for k in SCATTER_KS if k in present] or present[:5]
+    ks = _spread(sorted(block.K.unique()), 5)
     methods = sorted(set(block.method) & set(PAPER_METHODS)) or sorted(block.method.unique())
     fig, axes = grid(len(methods) + 1, len(ks), size=(3.0, 2.7))
     for j, k in enumerate(ks):
@@ -188,32 +205,30 @@ def _scatter_panel(block: pd.DataFrame, title: str, level: int) -> Figure:
         ax.set_xlabel("log10 ground truth p", fontsize=8)
         if j == 0:
             ax.set_ylabel("queries", fontsize=8)
-    fig.suptitle(f"{title}: estimate vs ground truth at S={level} (dashed: p̂ = p)",
-                 fontsize=10)
+    suptitle(fig, f"{title}: estimate vs ground truth at S={level} (dashed: p̂ = p)")
     return fig
 
 
 def rae_vs_budget(results: pd.DataFrame, stat: str = "median") -> dict[str, Figure]:
-    """Fig. 10/11: RAE vs budget level S; rows = K in (3, 7, 11) where present, columns =
-    panels."""
+    """Fig. 10/11: RAE vs budget level S; rows = three horizons K (3, 7, 11 of 3..11), columns
+    = panels."""
     data = finite(_base(results))
     data = data[data.budget_level > 0]
     usable = [(p, b) for p, b in _by_panel(data) if b.budget_level.nunique() > 2]
     if not usable:
         raise NotApplicable("needs the RAE at three or more budget levels S")
-    present = sorted({k for _, b in usable for k in b.K.unique()})
-    ks = [k for k in BUDGET_KS if k in present] or present[:3]
+    ks = _spread(sorted({k for _, b in usable for k in b.K.unique()}), 3)
     fig, axes = grid(len(ks), len(usable))
     for j, (panel, block) in enumerate(usable):
         for i, k in enumerate(ks):
             ax, rows = axes[i, j], block[block["K"] == k]
-            ax.set_title(f"{panel.title}\nK={k}", fontsize=9)
+            panel_title(ax, panel.title, f"K={k}")
             if rows.empty:
                 empty(ax, f"no runs at K={k}")
                 continue
             _method_curves(ax, rows, "budget_level", stat)
             ax.set(xscale="log", yscale="log", xlabel="budget level S", ylabel=f"{stat} RAE")
-    fig.suptitle(f"{stat.capitalize()} RAE vs budget level S", fontsize=10)
+    suptitle(fig, f"{stat.capitalize()} RAE vs budget level S")
     legend(fig, axes)
     return {f"rae_vs_budget_{stat}": fig}
 
@@ -236,14 +251,17 @@ def beam_sizes(results: pd.DataFrame) -> dict[str, Figure]:
     for i, (panel, block) in enumerate(usable):
         for j, k in enumerate(ks):
             ax, at_k = axes[i, j], block[block["K"] == k]
-            ax.set_title(f"{panel.title}\nK={k}", fontsize=9)
+            panel_title(ax, panel.title, f"K={k}")
             if at_k.empty:
                 empty(ax, f"no runs at K={k}")
                 continue
-            for options, rows in at_k.groupby("options"):
+            for options in option_sets:
+                rows = at_k[at_k.options == options]
                 sizes = [np.atleast_2d(json.loads(e).get("beam_sizes") or [[]]).sum(0)
                          for e in rows.extras]  # beams per step, over the query's products
                 sizes = [s for s in sizes if len(s)]
+                if not sizes:
+                    continue
                 for s in sizes:
                     ax.plot(range(1, len(s) + 1), s, color=colors[options], alpha=0.3, lw=0.7)
                 depth = min(len(s) for s in sizes)
@@ -252,8 +270,8 @@ def beam_sizes(results: pd.DataFrame) -> dict[str, Figure]:
                         label=_alpha(options))
             ax.set(yscale="log", xlabel="step k", ylabel="beams kept |B_k|")
             integer_ticks(ax)
-    fig.suptitle("Coverage beam search: beams kept per step "
-                 "(thin: one history; thick: median over histories)", fontsize=10)
+    suptitle(fig, "Coverage beam search: beams kept per step "
+                  "(thin: one history; thick: median over histories)")
     legend(fig, axes, title="coverage α")
     return {"beam_sizes": fig}
 
@@ -268,7 +286,7 @@ def unaccounted_vs_k(results: pd.DataFrame) -> dict[str, Figure]:
     named = panels(base[base["query"] == "a_before_b"])
     several = stats.groupby(PANEL).budget_level.nunique().max() > 1
     keys = list(stats.groupby(PANEL, sort=True).groups)
-    fig, axes = grid(1, len(keys), size=(4.6, 3.4))
+    fig, axes = grid(1, len(keys), size=(5.0, 3.4))
     for j, (key, block) in enumerate(stats.groupby(PANEL, sort=True)):
         ax = axes[0, j]
         for n, ((method, level), rows) in enumerate(block.groupby(["method", "budget_level"])):
@@ -276,13 +294,12 @@ def unaccounted_vs_k(results: pd.DataFrame) -> dict[str, Figure]:
             ax.plot(rows.K, rows["mean"], "o-", ms=3, color=f"C{n}", label=label)
             ax.fill_between(rows.K, rows.ci99_low, rows.ci99_high, color=f"C{n}", alpha=0.2)
         ax.set(xlabel="horizon K", ylabel="unaccounted probability")
-        ax.set_title(named[key].title, fontsize=9)
+        panel_title(ax, named[key].title)
         integer_ticks(ax)
-    band = Patch(color="grey", alpha=0.3, label="99% CI of the mean over histories")
-    axes[0, -1].add_artist(axes[0, -1].legend(handles=[band], fontsize=7, loc="upper right"))
-    fig.suptitle("Unaccounted probability 1 − p̂(τ(A) < τ(B) ≤ K) − p̂(τ(B) < τ(A) ≤ K), "
-                 "mean over histories", fontsize=10)
-    legend(fig, axes)
+    suptitle(fig, "Unaccounted probability, mean over histories:\n"
+                  "1 − p̂(τ(A) < τ(B) ≤ K) − p̂(τ(B) < τ(A) ≤ K)")
+    band = Patch(color="grey", alpha=0.3, label="band: 99% CI of the mean (±2.576 s.e.)")
+    legend(fig, axes, extra=[band])
     return {"unaccounted_vs_k": fig}
 
 
@@ -303,9 +320,9 @@ def case_study(results: pd.DataFrame) -> dict[str, Figure]:
             ax.errorbar(stats.index, stats["mean"], yerr=1.645 * stats["sem"], fmt="o-", ms=3,
                         capsize=3, color=f"C{n}", label=f"{label} ({method}, S={level})")
         ax.set(xlabel="share of focus symbols A in the history", ylabel="mean estimate p̂")
-        ax.set_title(panel.title, fontsize=9)
-    fig.suptitle("Case study: mean estimate vs history composition "
-                 "(error bars: 90% CI of the mean)", fontsize=10)
+        panel_title(ax, panel.title)
+    suptitle(fig, "Case study: mean estimate vs history composition "
+                  "(error bars: 90% CI of the mean)")
     legend(fig, axes)
     return {"case_study": fig}
 

@@ -3,6 +3,7 @@ a figure-wide title and legend, integer horizon ticks, and saving as PNG + PDF."
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.artist import Artist  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
@@ -31,15 +33,44 @@ def grid(rows: int, cols: int, size: tuple[float, float] = (3.6, 2.9),
                         layout="constrained", **kw)
 
 
-def legend(fig: Figure, axes: Iterable[Axes] | np.ndarray, title: str | None = None) -> None:
-    """One legend for the whole figure, outside the panels at the top, each label once."""
+def legend(fig: Figure, axes: Iterable[Axes] | np.ndarray, title: str | None = None,
+           extra: Iterable[Artist] = ()) -> None:
+    """One legend for the whole figure, below the panels (the top holds the figure's title),
+    each label once; `extra` adds entries no panel has (e.g. what a shaded band means)."""
     handles: dict[str, object] = {}
     for ax in np.asarray(axes).flat:
         for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
             handles.setdefault(label, handle)
+    for artist in extra:
+        handles[artist.get_label()] = artist
     if handles:
-        fig.legend(list(handles.values()), list(handles), loc="outside upper center",
-                   ncol=min(len(handles), 4), fontsize=8, title=title, title_fontsize=8)
+        entry_inches = 0.6 + 0.065 * max(map(len, handles))  # marker + 8 pt text, roughly
+        ncol = max(1, min(len(handles), 4, int(fig.get_figwidth() // entry_inches)))
+        fig.legend(list(handles.values()), list(handles), loc="outside lower center",
+                   ncol=ncol, fontsize=8, title=title, title_fontsize=8)
+
+
+def suptitle(fig: Figure, text: str) -> None:
+    """The figure's title, wrapped to the figure's width (a one-panel figure is narrow)."""
+    width = max(30, int(fig.get_figwidth() * 11))  # characters of 10 pt text per line
+    lines = [textwrap.fill(line, width) for line in text.split("\n")]
+    fig.suptitle("\n".join(lines), fontsize=10)
+
+
+def panel_title(ax: Axes, *lines: str, width: int = 42) -> None:
+    """A panel's title, wrapped at its " · " separators so that long names (dataset, model,
+    temperature, query kind, budget rule) never run into the neighbouring panel."""
+    wrapped = []
+    for line in lines:
+        current = ""
+        for part in line.split(" · "):
+            if current and len(current) + 3 + len(part) > width:
+                wrapped.append(current)
+                current = part
+            else:
+                current = f"{current} · {part}" if current else part
+        wrapped.append(current)
+    ax.set_title("\n".join(wrapped), fontsize=8)
 
 
 def integer_ticks(ax: Axes) -> None:
