@@ -2,7 +2,7 @@
 
 from seqq import queries
 from seqq.api import estimate, estimate_many, exact
-from seqq.errors import BudgetError, QueryError
+from seqq.errors import BudgetError, ModelError, QueryError
 from seqq.estimators import Estimate
 from seqq.estimators.reuse import hitting_time_distribution
 from seqq.ground_truth import GroundTruth, ground_truth, ground_truth_many
@@ -11,6 +11,7 @@ __all__ = [
     "BudgetError",
     "Estimate",
     "GroundTruth",
+    "ModelError",
     "QueryError",
     "estimate",
     "estimate_many",

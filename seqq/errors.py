@@ -23,3 +23,7 @@ class CheckpointError(ValueError):
 
 class ModelLoadError(ValueError):
     """A model whose weights cannot be loaded here (no hub access, missing package or file)."""
+
+
+class ModelError(ValueError):
+    """A model that breaks the `SequenceModel` protocol (wrong shape, not log-probabilities...)."""

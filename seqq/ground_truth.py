@@ -1,4 +1,4 @@
-"""Ground truth for benchmarks (decisions.md §6): exact enumeration when it is affordable,
+"""Ground truth for benchmarks (docs/decisions.md §6): exact enumeration when it is affordable,
 otherwise a surrogate from adaptive importance sampling with a recorded relative error."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Model calls are counted exactly as decisions.md §1 says; reuse across horizons (§4.3)."""
+"""Model calls are counted exactly as docs/decisions.md §1 says; reuse across horizons (§4.3)."""
 
 import pytest
 import torch

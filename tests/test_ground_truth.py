@@ -1,4 +1,4 @@
-"""Ground truth (decisions.md §6): exact when affordable, adaptive IS otherwise."""
+"""Ground truth (docs/decisions.md §6): exact when affordable, adaptive IS otherwise."""
 
 import pytest
 from oracles import random_markov, tiny_lstm

@@ -2,7 +2,7 @@
 
 Splits are made over whole users (event data) or whole contiguous text blocks, never over
 overlapping windows, so no held-out window shares an event with a training window
-(decisions.md §8).
+(docs/decisions.md §8).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Fixed-length training windows cut from whole sequences, `<BOS>` prepended (decisions.md §8).
+"""Fixed-length training windows cut from whole sequences, `<BOS>` prepended (docs/decisions.md §8).
 
 A window of length W is `<BOS>` followed by W consecutive symbols of one sequence; the model
 reads window[:-1] and predicts window[1:]. Windows never cross sequences, so they inherit the

@@ -38,7 +38,7 @@ class Level:
 
 @dataclass(frozen=True)
 class TopB:
-    """Keep the B candidates with highest joint q (decisions.md §3); B per branch."""
+    """Keep the B candidates with highest joint q (docs/decisions.md §3); B per branch."""
 
     width: Tensor  # [N]
     by_q: bool = True
@@ -54,7 +54,7 @@ class TopB:
 
 @dataclass(frozen=True)
 class Coverage:
-    """Keep the fewest candidates whose joint q reaches α_k = α^{k/K} (decisions.md §4)."""
+    """Keep the fewest candidates whose joint q reaches α_k = α^{k/K} (docs/decisions.md §4)."""
 
     alpha: float
     by_q: bool = True
@@ -70,7 +70,7 @@ class Coverage:
 @dataclass(frozen=True)
 class TailSplit:
     """Keep the first b of the joint-p-sorted candidates, b = argmin var(w_1:b) + var(w_b+1:n)
-    (population variances, b < n, b ≤ max_width; decisions.md §3)."""
+    (population variances, b < n, b ≤ max_width; docs/decisions.md §3)."""
 
     max_width: Tensor  # [N]
     by_q: bool = False

@@ -12,7 +12,7 @@ class Estimate:
 
     `log_value` carries the answer when `value` underflows; `stderr` is None for deterministic
     methods; `entropy` is the restricted-proposal entropy H(q) in nats where the method can
-    estimate it; `model_calls` follows decisions.md §1.
+    estimate it; `model_calls` follows docs/decisions.md §1.
     """
 
     method: str

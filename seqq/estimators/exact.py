@@ -12,17 +12,26 @@ import math
 import torch
 from torch import Tensor
 
-from seqq.estimators.batch import Batch
+from seqq.errors import BudgetError
+from seqq.estimators.batch import Batch, tree_calls
 from seqq.estimators.estimate import Estimate
 from seqq.estimators.rollout import conditional, restrict
 from seqq.estimators.summary import BranchResult, to_estimates
 from seqq.models.protocol import State
 
 CHUNK_ELEMENTS = 2**24  # rows × V per expansion step
+DEFAULT_MAX_CALLS = 10_000_000
 
 
-def exact(batch: Batch, budgets=None) -> list[Estimate]:
-    """Exact p(Q) and H(q) for every task by enumeration (no budget: it costs what it costs)."""
+def exact(batch: Batch, budgets=None, max_calls: int = DEFAULT_MAX_CALLS) -> list[Estimate]:
+    """Exact p(Q) and H(q) for every task by enumeration. Its cost is known in advance, so a
+    query that would need more than `max_calls` model calls is refused instead of hanging."""
+    cost = tree_calls(batch)
+    if (cost > max_calls).any():
+        worst = cost.max().item()
+        raise BudgetError(f"exact enumeration of this query costs {worst:.3g} model calls, more "
+                          f"than max_calls={max_calls:,}; use an estimator (e.g. 'importance' or "
+                          f"'hybrid') or pass a larger max_calls=")
     N = len(batch.branch_task)
     log_value = torch.full((N,), -math.inf, dtype=torch.float64)
     entropy = torch.zeros(N, dtype=torch.float64)

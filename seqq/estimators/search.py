@@ -4,7 +4,7 @@ The hybrid keeps the tail-splitting beam set B exactly and importance-samples Q�
 q_B = q(· | ∉ B): the beam tree is pruned by giving each tree node its residual mass
 m(node) = q(paths below it that are not in B | node), and samples walk the pruned tree until they
 leave it, then continue under q. The weight of a tail sample is p(x)·(1 − q(B)) / q(x)
-(decisions.md §5).
+(docs/decisions.md §5).
 """
 
 from __future__ import annotations

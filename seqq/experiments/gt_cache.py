@@ -1,7 +1,7 @@
 """Ground truth computed once per query and reused by every method, budget and re-run.
 
 Entries are keyed by what determines the answer: dataset, model, temperature, the history's
-tokens (hashed), the query label and the ground-truth options (decisions.md §6). The cache is a
+tokens (hashed), the query label and the ground-truth options (docs/decisions.md §6). The cache is a
 `PartStore`, so a killed sweep keeps every chunk of ground truth it finished.
 """
 

@@ -1,7 +1,7 @@
 """Query histories: seeded random positions in the test split (paper §5, App. G).
 
 A history is the prefix of a test sequence before a random position t; the symbols after t are
-the observed future the benchmark queries are built from (decisions.md §7: the target of the
+the observed future the benchmark queries are built from (docs/decisions.md §7: the target of the
 horizon-K query is the observed K-th next symbol).
 """
 

@@ -1,7 +1,7 @@
 """Benchmark queries built from a history's observed future (config group `query/`).
 
 Symbols given as `observed` are read off the held-out continuation: the target of the horizon-K
-hitting-time query is the observed K-th next symbol (decisions.md §7). Explicit symbol lists
+hitting-time query is the observed K-th next symbol (docs/decisions.md §7). Explicit symbol lists
 (ids or tokens) are used as given, e.g. the app categories of the Fig. 15 case study.
 """
 

@@ -1,5 +1,5 @@
 """The sweep loop: ground truth once, the hybrid fixes each query's budget, then every other
-method runs at that budget (decisions.md §2), one stored part per (chunk, budget level, method).
+method runs at that budget (docs/decisions.md §2), one stored part per (chunk, budget level, method).
 
 A part is the unit of both batching (one `estimate_many` call) and crash loss: a killed sweep
 loses at most the part in flight, and a re-run skips every row whose key is already stored.
@@ -70,7 +70,7 @@ def rae(log_estimate: float, log_truth: float) -> float:
 
 
 def samples_budget(level: int, K: int) -> int:
-    """Model calls of `level` i.i.d. IS samples at horizon K (decisions.md §1): 1 + S·(K−1)."""
+    """Model calls of `level` i.i.d. IS samples at horizon K (docs/decisions.md §1): 1 + S·(K−1)."""
     return 1 + level * (K - 1)
 
 

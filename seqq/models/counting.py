@@ -1,4 +1,4 @@
-"""The model-call counter every estimator reports through (decisions.md §1).
+"""The model-call counter every estimator reports through (docs/decisions.md §1).
 
 One call is one evaluation of p(· | prefix) for one prefix. The counter wraps any model and
 charges each evaluated row to the task (history, query) that owns it, so estimates computed
@@ -13,7 +13,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from seqq.errors import ModelError
 from seqq.models.protocol import SequenceModel, State
+
+NORMALISATION_TOLERANCE = 1e-3  # |log Σ_v p(v)| allowed per row (float32 models drift ~1e-6)
 
 
 @dataclass
@@ -27,6 +30,15 @@ class CallCounter:
         self.model = model
         self.vocab_size = model.vocab_size
         self.calls = torch.zeros(num_tasks, dtype=torch.long)
+        self._checked: set[str] = set()  # methods whose first output was validated
+
+    def _validate(self, method: str, log_probs: Tensor, rows: int) -> None:
+        """Check the first output of each protocol method once: a model returning probabilities,
+        logits or the wrong shape would otherwise give silently wrong answers."""
+        if method in self._checked:
+            return
+        self._checked.add(method)
+        check_log_probs(log_probs, rows, self.vocab_size, f"{type(self.model).__name__}.{method}")
 
     def _charge(self, owners: Tensor) -> None:
         self.calls += torch.bincount(owners, minlength=len(self.calls))
@@ -38,6 +50,7 @@ class CallCounter:
         keys = [tuple(int(s) for s in h) for h in histories]
         distinct = list(dict.fromkeys(keys))
         log_probs, state = self.model.initial_state([list(k) for k in distinct])
+        self._validate("initial_state", log_probs, len(distinct))
         if len(distinct) < len(keys):
             position = {k: i for i, k in enumerate(distinct)}
             index = torch.tensor([position[k] for k in keys], device=log_probs.device)
@@ -49,7 +62,32 @@ class CallCounter:
     def step(self, state: OwnedState, tokens: Tensor) -> tuple[Tensor, OwnedState]:
         self._charge(state.owners)
         log_probs, inner = self.model.step(state.inner, tokens)
+        self._validate("step", log_probs, len(tokens))
         return log_probs, OwnedState(inner, state.owners)
 
     def select(self, state: OwnedState, index: Tensor) -> OwnedState:
         return OwnedState(self.model.select(state.inner, index), state.owners[index.cpu()])
+
+
+def check_log_probs(log_probs: object, rows: int, vocab_size: int, where: str) -> None:
+    """Raise `ModelError` unless `log_probs` is a [rows, vocab_size] tensor of log-probabilities."""
+    if not isinstance(log_probs, Tensor):
+        raise ModelError(f"{where} returned {type(log_probs).__name__}; it must return a tensor "
+                         f"of log-probabilities [B, V] and the new state")
+    if tuple(log_probs.shape) != (rows, vocab_size):
+        raise ModelError(f"{where} returned shape {list(log_probs.shape)}; expected [B, V] = "
+                         f"[{rows}, {vocab_size}] (one row of log-probabilities per input row)")
+    values = log_probs.detach().double()
+    if torch.isnan(values).any() or torch.isposinf(values).any():
+        raise ModelError(f"{where} returned NaN or +inf; return finite log-probabilities "
+                         f"(-inf only for impossible symbols)")
+    row_log_sums = torch.logsumexp(values, -1)
+    worst = row_log_sums.abs().max().item()
+    if worst <= NORMALISATION_TOLERANCE:
+        return
+    if (values >= 0).all() and ((values.sum(-1) - 1).abs() <= NORMALISATION_TOLERANCE).all():
+        raise ModelError(f"{where} returned probabilities; return log-probabilities "
+                         f"(e.g. torch.log_softmax(logits, -1))")
+    raise ModelError(f"{where} returned rows that are not log-normalised (log Σ exp = "
+                     f"{row_log_sums[row_log_sums.abs().argmax()].item():.3g}); return "
+                     f"torch.log_softmax(logits, -1), not raw logits")

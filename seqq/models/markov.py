@@ -44,7 +44,7 @@ class MarkovModel:
         return cls(torch.as_tensor(probs, dtype=torch.float64)[None], order=0)
 
     def tempered(self, temperature: float) -> MarkovModel:
-        """The same chain with every conditional ∝ p^{1/T} (decisions.md §10)."""
+        """The same chain with every conditional ∝ p^{1/T} (docs/decisions.md §10)."""
         return MarkovModel(torch.softmax(self.log_table / temperature, -1), self.order)
 
     # --- SequenceModel protocol -------------------------------------------------------------

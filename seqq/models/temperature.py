@@ -1,4 +1,4 @@
-"""Model temperature (decisions.md §10): p_T(x_k | x_<k) ∝ p(x_k | x_<k)^{1/T} at every step.
+"""Model temperature (docs/decisions.md §10): p_T(x_k | x_<k) ∝ p(x_k | x_<k)^{1/T} at every step.
 
 This changes the *target* distribution, so ground truth must be computed under the same wrapper.
 """

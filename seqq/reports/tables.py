@@ -152,7 +152,7 @@ def large_lm_table(results: pd.DataFrame) -> pd.DataFrame:
 
 def bernoulli_kl(p: np.ndarray, q: np.ndarray, eps: float = 1e-12) -> np.ndarray:
     """KL(Bern(p) ‖ Bern(q)) in nats; the paper leaves the KL's arguments unspecified
-    (seed notes §1.6), so seqq compares the event probability and its estimate."""
+    (docs/decisions.md §13), so seqq compares the event probability and its estimate."""
     p = np.clip(p, eps, 1 - eps)
     q = np.clip(q, eps, 1 - eps)
     return p * np.log(p / q) + (1 - p) * np.log((1 - p) / (1 - q))

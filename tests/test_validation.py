@@ -1,0 +1,91 @@
+"""Bad input to the library gets one clear error up front, never a silently wrong answer."""
+
+import pytest
+import torch
+from oracles import random_markov
+
+import seqq
+from seqq import queries as Q
+from seqq.errors import BudgetError, ModelError, QueryError
+
+
+class Broken:
+    """Wraps a correct model and damages its outputs in one way."""
+
+    def __init__(self, model, damage):
+        self.model, self.damage, self.vocab_size = model, damage, model.vocab_size
+
+    def initial_state(self, histories):
+        log_probs, state = self.model.initial_state(histories)
+        return self.damage(log_probs), state
+
+    def step(self, state, tokens):
+        log_probs, state = self.model.step(state, tokens)
+        return self.damage(log_probs), state
+
+    def select(self, state, index):
+        return self.model.select(state, index)
+
+
+@pytest.mark.parametrize("damage, message", [
+    (torch.exp, "returned probabilities; return log-probabilities"),
+    (lambda lp: lp * 0.5 + 3.0, "not log-normalised"),
+    (lambda lp: lp[0], r"expected \[B, V\]"),
+    (lambda lp: torch.full_like(lp, float("nan")), "NaN"),
+    (lambda lp: lp.tolist(), "returned list"),
+])
+@pytest.mark.parametrize("method", ["importance", "beam", "exact"])
+def test_protocol_violations_raise_model_error(damage, message, method):
+    model = Broken(random_markov(6, 1), damage)
+    with pytest.raises(ModelError, match=message):
+        seqq.estimate(model, [0], Q.hitting_time(2, 3), method, seed=0)
+
+
+def test_a_correct_model_passes_the_check():
+    model = Broken(random_markov(6, 1), lambda lp: lp.float())
+    assert seqq.estimate(model, [0], Q.hitting_time(2, 3), "exact").value > 0
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"samples": 0}, "samples must be a positive integer"),
+    ({"samples": -5}, "samples must be a positive integer"),
+    ({"samples": 2.5}, "samples must be a positive integer"),
+    ({"budget": 0}, "budget must be a positive integer"),
+])
+def test_bad_options_are_refused(options, message):
+    with pytest.raises(QueryError, match=message):
+        seqq.estimate(random_markov(6, 1), [0], Q.hitting_time(2, 3), "importance", **options)
+
+
+def test_coverage_alpha_outside_unit_interval():
+    with pytest.raises(QueryError, match=r"alpha must lie in \(0, 1\]"):
+        seqq.estimate(random_markov(6, 1), [0], Q.hitting_time(2, 3), "coverage_beam", alpha=1.5)
+
+
+def test_exact_refuses_an_unaffordable_query_naming_its_cost():
+    with pytest.raises(BudgetError, match=r"costs 2\.33e\+20 model calls.*max_calls"):
+        seqq.estimate(random_markov(6, 1), [0], Q.hitting_time(2, 30), "exact")
+
+
+def test_non_query_is_refused():
+    with pytest.raises(QueryError, match="expected a seqq Query"):
+        seqq.estimate(random_markov(6, 1), [0], "tau(2) = 3", "importance")
+
+
+@pytest.mark.parametrize("history, message", [
+    ([0, 99], "symbol 99, outside the model's vocabulary of size 6"),
+    ("abc", "sequence of integer symbol ids"),
+    ([0, 1.5], "sequence of integer symbol ids"),
+])
+def test_bad_histories_are_refused(history, message):
+    with pytest.raises(QueryError, match=message):
+        seqq.estimate(random_markov(6, 1), history, Q.hitting_time(2, 3), "importance")
+
+
+def test_numpy_and_tensor_histories_are_accepted():
+    import numpy as np
+
+    model, query = random_markov(6, 1), Q.hitting_time(2, 3)
+    expected = seqq.estimate(model, [0, 3], query, "exact").value
+    assert seqq.estimate(model, np.array([0, 3]), query, "exact").value == pytest.approx(expected)
+    assert seqq.estimate(model, torch.tensor([0, 3]), query, "exact").value == pytest.approx(expected)
