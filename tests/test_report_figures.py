@@ -155,3 +155,16 @@ def test_rae_vs_temperature_compares_one_horizon_and_budget() -> None:
 def test_figures_say_what_they_need(name: str) -> None:
     with pytest.raises(NotApplicable):
         FIGURES[name](results(panel_rows(ks=(3,), levels=(10,))))
+
+
+def test_every_method_keeps_one_colour_across_panels() -> None:
+    methods = ("hybrid", "smc", "twisted")
+    table = results(panel_rows(model="a", methods=methods),
+                    panel_rows(model="b", methods=methods[1:]))
+    fig = _only(FIGURES["rae_vs_k_median"](table))
+    seen: dict[str, set] = {}
+    for ax in _panels(fig):
+        for line in _curves(ax):
+            seen.setdefault(line.get_label(), set()).add(line.get_color())
+    assert set(seen) == set(methods) and all(len(c) == 1 for c in seen.values())
+    assert len({c for colours in seen.values() for c in colours}) == len(methods)

@@ -13,26 +13,27 @@ budgets; a dataset whose data was the synthetic stand-in says so in its panel ti
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 
 import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import LogLocator, NullLocator
 
 from seqq.reports.plotting import (
-    STYLE,
     NotApplicable,
     empty,
     grid,
     integer_ticks,
     legend,
+    method_colors,
     panel_title,
     suptitle,
 )
-from seqq.reports.tables import PANEL, finite, panels, unaccounted_summary
+from seqq.reports.tables import PANEL, Panel, finite, panels, unaccounted_summary
 
 PAPER_METHODS = ("hybrid", "importance", "beam")  # the scatter plots' methods (Fig. 7-9)
 
@@ -51,17 +52,19 @@ def _spread(values: list, n: int) -> list:
     return [values[round(i)] for i in np.linspace(0, len(values) - 1, n)]
 
 
-def _by_panel(data: pd.DataFrame, columns: list[str] = PANEL):
+def _by_panel(data: pd.DataFrame,
+              columns: list[str] = PANEL) -> Iterator[tuple[Panel, pd.DataFrame]]:
     """(panel name, rows) per panel, in a stable order."""
     named = panels(data, columns)
     for key, block in data.groupby(columns, sort=True):
         yield named[key], block
 
 
-def _method_curves(ax, rows: pd.DataFrame, x: str, stat: str) -> None:
+def _method_curves(ax: Axes, rows: pd.DataFrame, x: str, stat: str,
+                   colors: dict[str, str]) -> None:
     for method, m in rows.groupby("method"):
         curve = m.groupby(x).rae.agg(stat)
-        ax.plot(curve.index, curve.values, "o-", ms=3, label=method, color=STYLE.get(method))
+        ax.plot(curve.index, curve.values, "o-", ms=3, label=method, color=colors[method])
 
 
 def rae_vs_k(results: pd.DataFrame, stat: str = "median") -> dict[str, Figure]:
@@ -71,6 +74,7 @@ def rae_vs_k(results: pd.DataFrame, stat: str = "median") -> dict[str, Figure]:
     if not usable:
         raise NotApplicable("needs the RAE at two or more horizons K")
     levels = sorted({level for _, b in usable for level in b.budget_level.unique()})
+    colors = method_colors(data.method)
     fig, axes = grid(len(levels), len(usable))
     for j, (panel, block) in enumerate(usable):
         for i, level in enumerate(levels):
@@ -79,7 +83,7 @@ def rae_vs_k(results: pd.DataFrame, stat: str = "median") -> dict[str, Figure]:
             if rows.empty:
                 empty(ax, f"no runs at S={level}")
                 continue
-            _method_curves(ax, rows, "K", stat)
+            _method_curves(ax, rows, "K", stat, colors)
             ax.set(xlabel="horizon K", ylabel=f"{stat} RAE", ylim=(0, None))
             integer_ticks(ax)
     suptitle(fig, f"{stat.capitalize()} relative absolute error |p̂ − p| / p over queries, "
@@ -96,6 +100,7 @@ def rae_vs_entropy(results: pd.DataFrame) -> dict[str, Figure]:
         raise NotApplicable("needs the restricted entropy H(q) of queries with an RAE")
     usable = list(_by_panel(data))
     levels = sorted(data.budget_level.unique())
+    colors = method_colors(data.method)
     fig, axes = grid(len(levels), len(usable))
     for j, (panel, block) in enumerate(usable):
         for i, level in enumerate(levels):
@@ -105,7 +110,7 @@ def rae_vs_entropy(results: pd.DataFrame) -> dict[str, Figure]:
                 empty(ax, f"no runs at S={level}")
                 continue
             for method, m in rows.groupby("method"):
-                color = STYLE.get(method)
+                color = colors[method]
                 ax.scatter(m.entropy, m.rae, s=4, alpha=0.3, color=color, rasterized=True)
                 ax.plot([], [], "o-", ms=4, color=color, label=method)  # legend: dots + fit
                 if m.entropy.nunique() > 1:
@@ -132,6 +137,7 @@ def rae_vs_temperature(results: pd.DataFrame) -> dict[str, Figure]:
                             "model temperatures")
     usable = list(_by_panel(data, columns))
     cells = sorted({cell for _, b in usable for cell in zip(b.budget_level, b["K"], strict=True)})
+    colors = method_colors(data.method)
     fig, axes = grid(len(cells), len(usable))
     for j, (panel, block) in enumerate(usable):
         for i, (level, k) in enumerate(cells):
@@ -142,8 +148,8 @@ def rae_vs_temperature(results: pd.DataFrame) -> dict[str, Figure]:
                 continue
             for method, m in rows.groupby("method"):
                 q = m.groupby("temperature").rae.quantile([0.25, 0.5, 0.75]).unstack()
-                ax.plot(q.index, q[0.5], "o-", ms=3, color=STYLE.get(method), label=method)
-                ax.fill_between(q.index, q[0.25], q[0.75], color=STYLE.get(method), alpha=0.2)
+                ax.plot(q.index, q[0.5], "o-", ms=3, color=colors[method], label=method)
+                ax.fill_between(q.index, q[0.25], q[0.75], color=colors[method], alpha=0.2)
             ax.set(xlabel="temperature T", ylabel="median RAE", ylim=(0, None))
     suptitle(fig, "Median RAE vs model temperature; bands: interquartile range over queries")
     legend(fig, axes)
@@ -166,14 +172,16 @@ def scatter(results: pd.DataFrame) -> dict[str, Figure]:
     data = data[data.truth > 0]
     if data.empty:
         raise NotApplicable("needs estimates of queries with a positive ground truth")
-    figures = {}
+    figures, colors = {}, method_colors(data.method)
     for panel, block in _by_panel(data):
         for level, rows in block.groupby("budget_level"):
-            figures[f"scatter_{panel.slug}_S{level}"] = _scatter_panel(rows, panel.title, level)
+            figures[f"scatter_{panel.slug}_S{level}"] = _scatter_panel(rows, panel.title, level,
+                                                                       colors)
     return figures
 
 
-def _scatter_panel(block: pd.DataFrame, title: str, level: int) -> Figure:
+def _scatter_panel(block: pd.DataFrame, title: str, level: int,
+                   colors: dict[str, str]) -> Figure:
     ks = _spread(sorted(block.K.unique()), 5)
     methods = sorted(set(block.method) & set(PAPER_METHODS)) or sorted(block.method.unique())
     fig, axes = grid(len(methods) + 1, len(ks), size=(3.0, 2.7))
@@ -186,11 +194,11 @@ def _scatter_panel(block: pd.DataFrame, title: str, level: int) -> Figure:
             ax, rows = axes[i, j], at_k[at_k.method == method]
             zero = rows.estimate <= 0
             ax.scatter(rows.truth[~zero], rows.estimate[~zero], s=4, alpha=0.4,
-                       color=STYLE.get(method), rasterized=True)
+                       color=colors[method], rasterized=True)
             ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
             if zero.any():
                 ax.scatter(rows.truth[zero], np.full(zero.sum(), floor), s=8, marker="v",
-                           color=STYLE.get(method), alpha=0.6)
+                           color=colors[method], alpha=0.6)
                 ax.axhline(floor, color="grey", ls=":", lw=0.8)
                 ax.text(0.02, 0.04, f"p̂ = 0: {zero.sum()} of {len(rows)}", fontsize=7,
                         transform=ax.transAxes, color="grey")
@@ -218,6 +226,7 @@ def rae_vs_budget(results: pd.DataFrame, stat: str = "median") -> dict[str, Figu
     if not usable:
         raise NotApplicable("needs the RAE at three or more budget levels S")
     ks = _spread(sorted({k for _, b in usable for k in b.K.unique()}), 3)
+    colors = method_colors(data.method)
     fig, axes = grid(len(ks), len(usable))
     for j, (panel, block) in enumerate(usable):
         for i, k in enumerate(ks):
@@ -226,7 +235,7 @@ def rae_vs_budget(results: pd.DataFrame, stat: str = "median") -> dict[str, Figu
             if rows.empty:
                 empty(ax, f"no runs at K={k}")
                 continue
-            _method_curves(ax, rows, "budget_level", stat)
+            _method_curves(ax, rows, "budget_level", stat, colors)
             ax.set(xscale="log", yscale="log", xlabel="budget level S", ylabel=f"{stat} RAE")
     suptitle(fig, f"{stat.capitalize()} RAE vs budget level S")
     legend(fig, axes)

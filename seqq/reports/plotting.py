@@ -21,6 +21,18 @@ STYLE = {"hybrid": "C0", "importance": "C1", "beam": "C2", "uniform": "C3", "nai
          "coverage_beam": "C5", "tail_beam": "C6", "exact": "k"}
 
 
+SPARE = ("C7", "C8", "C9", "tab:olive", "tab:cyan", "indigo", "goldenrod", "teal", "crimson",
+         "slategray", "darkorange", "lime")
+
+
+def method_colors(methods: Iterable[str]) -> dict[str, str]:
+    """One colour per method, the same in every panel of a figure: the paper's methods keep
+    theirs; any other method (or option variant) takes a spare colour in name order."""
+    others = sorted(set(methods) - set(STYLE))
+    spare = [SPARE[i % len(SPARE)] for i in range(len(others))]
+    return {**STYLE, **dict(zip(others, spare, strict=True))}
+
+
 class NotApplicable(Exception):
     """The results lack what a figure needs; the message says what that is."""
 
