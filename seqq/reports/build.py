@@ -65,10 +65,11 @@ def _what_was_computed(results: pd.DataFrame) -> list[str]:
     kinds = [QUERY_KINDS[k] for k in sorted(results["query"].unique()) if k in QUERY_KINDS]
     lines = [
         "## What was computed\n",
-        "Each row is a *panel*: one dataset, model, temperature T, query kind and budget rule. "
-        "No table, curve or fit mixes two panels. N histories are random positions in the "
-        "dataset's test split (or synthetic mixtures, for the case study); each history gives "
-        "one query per horizon K.\n",
+        "Each row is a *panel*: one dataset, model, temperature T, query kind and budget rule "
+        "(below and in figures, a panel is named by its dataset and whatever else differs "
+        "between panels). No table, curve or fit mixes two panels. N histories are random "
+        "positions in the dataset's test split (or synthetic mixtures, for the case study); "
+        "each history gives one query per horizon K.\n",
         tables.to_markdown(tables.overview(results)), "",
         "**Queries.** " + "; ".join(kinds) + ".\n",
         "**Budget levels S.** One model call is one evaluation of p(· | prefix) for one "

@@ -82,20 +82,24 @@ def rae_summary(results: pd.DataFrame) -> pd.DataFrame:
 
 
 def overview(results: pd.DataFrame) -> pd.DataFrame:
-    """One row per panel: histories N, horizons K, budget levels S, methods, ground truth."""
-    titles, rows = panels(results), []
+    """One row per panel, every part of its key spelled out, with the histories N, horizons K,
+    budget levels S, methods and ground truth it holds."""
+    rows = []
     for key, block in results.groupby(PANEL, sort=True):
+        values = dict(zip(PANEL, key, strict=True))
+        queries = block.drop_duplicates([*QUERY])
         ks = sorted(block.K.unique())
-        kinds = block.drop_duplicates([*QUERY]).truth_kind.value_counts()
         rows.append({
-            "panel": titles[key].title,
-            "N histories": block.history_id.nunique(),
-            "queries": block.drop_duplicates([*QUERY]).shape[0],
+            "dataset": dataset_title(results, values["dataset"]), "model": values["model"],
+            "T": values["temperature"], "query": values["query"],
+            "budget": values["budget_rule"],
+            "N histories": block.history_id.nunique(), "queries": len(queries),
             "K": f"{ks[0]}–{ks[-1]}" if len(ks) > 2 and ks == list(range(ks[0], ks[-1] + 1))
             else ", ".join(map(str, ks)),
             "S": ", ".join(map(str, sorted(block.budget_level.unique()))),
             "methods": ", ".join(sorted(block.method.unique())),
-            "ground truth": ", ".join(f"{n} {kind}" for kind, n in kinds.items()),
+            "ground truth": ", ".join(f"{n} {kind}" for kind, n in
+                                      queries.truth_kind.value_counts().items()),
         })
     return pd.DataFrame(rows)
 
