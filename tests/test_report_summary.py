@@ -95,3 +95,13 @@ def test_summary_names_figures_it_could_not_draw(tmp_path: Path) -> None:
 def test_unknown_figure_names_are_rejected(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown figures"):
         write_report(results(panel_rows()), tmp_path, figures=["nope"])
+
+
+def test_panel_names_spell_out_what_differs_within_a_dataset() -> None:
+    own_models = results(panel_rows(dataset="x", model="lstm@1"),
+                         panel_rows(dataset="y", model="lstm@2"))
+    assert sorted(p.title for p in tables.panels(own_models).values()) == ["x", "y"]
+    two_models = results(panel_rows(dataset="x", model="lstm@1"),
+                         panel_rows(dataset="x", model="gpt2"), panel_rows(dataset="y"))
+    names = sorted((p.title, p.slug) for p in tables.panels(two_models).values())
+    assert names == [("x · gpt2", "x_gpt2"), ("x · lstm@1", "x_lstm_1"), ("y · m", "y_m")]

@@ -25,8 +25,9 @@ Z99 = 2.5758  # two-sided 99% normal quantile: Fig. 14's confidence band
 
 @dataclass(frozen=True)
 class Panel:
-    """How a panel is named: `title` in figures and the summary, `slug` in file names. Only the
-    parts that vary across the report are spelled out (the dataset always is)."""
+    """How a panel is named: `title` in figures and the summary, `slug` in file names. The
+    dataset is always spelled out; the other parts only where one dataset has several (each
+    dataset's own LSTM is implied; two models of one dataset are named)."""
 
     title: str
     slug: str
@@ -54,7 +55,7 @@ def dataset_title(results: pd.DataFrame, dataset: str) -> str:
 
 def panels(results: pd.DataFrame, columns: list[str] = PANEL) -> dict[tuple, Panel]:
     """Every panel (a group of `columns`) with its name."""
-    varying = [c for c in columns[1:] if results[c].nunique() > 1]
+    varying = [c for c in columns[1:] if (results.groupby("dataset")[c].nunique() > 1).any()]
     named = {}
     for key in results.groupby(columns, sort=True).groups:
         values = dict(zip(columns, key, strict=True))
