@@ -172,7 +172,7 @@ class SweepRunner:
             budget: Any = None
             options["samples"] = level
         else:
-            budget = budgets
+            budget = budgets if level > 0 else None  # level 0: the method's own options
         histories = [list(s.history.tokens) for s in specs]
         start = time.perf_counter()
         try:
