@@ -105,3 +105,9 @@ def test_panel_names_spell_out_what_differs_within_a_dataset() -> None:
                          panel_rows(dataset="x", model="gpt2"), panel_rows(dataset="y"))
     names = sorted((p.title, p.slug) for p in tables.panels(two_models).values())
     assert names == [("x · gpt2", "x_gpt2"), ("x · lstm@1", "x_lstm_1"), ("y · m", "y_m")]
+
+
+def test_markdown_cells() -> None:
+    table = pd.DataFrame({"calls": [19001.0, np.nan], "rae": [0.123456, 2.0], "m": ["a", "b"]})
+    assert tables.to_markdown(table).splitlines()[2:] == ["| 19001 | 0.1235 | a |",
+                                                          "| – | 2 | b |"]

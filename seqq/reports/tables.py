@@ -203,12 +203,19 @@ def unaccounted_summary(results: pd.DataFrame) -> pd.DataFrame:
 
 
 def to_markdown(table: pd.DataFrame) -> str:
-    """A GitHub-flavoured Markdown table (without the optional `tabulate` dependency); missing
-    numbers show as "–"."""
+    """A GitHub-flavoured Markdown table (without the optional `tabulate` dependency)."""
     cols = [str(c) for c in table.columns]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for row in table.itertuples(index=False):
-        cells = [("–" if np.isnan(v) else f"{v:.4g}") if isinstance(v, float) else str(v)
-                 for v in row]
+        cells = [_cell(v) for v in row]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _cell(value: object) -> str:
+    """Numbers to 4 significant digits, whole numbers (call counts) in full, missing as "–"."""
+    if not isinstance(value, float):
+        return str(value)
+    if np.isnan(value):
+        return "–"
+    return f"{value:.0f}" if value.is_integer() and abs(value) < 1e15 else f"{value:.4g}"
