@@ -19,6 +19,9 @@ comma := ,
 resolve = $(foreach d,$(1),$(if $(wildcard data/$(d)/*),$(d),synthetic_$(d)))
 csv = $(subst $() ,$(comma),$(strip $(1)))
 checkpoints = $(foreach d,$(call resolve,$(1)),$(CKPT)/$(d)_lstm.pt)
+hpyp_checkpoints = $(foreach d,$(call resolve,$(1)),$(CKPT)/$(d)_hpyp.pt)
+# HPYP models for the exact-truth figures: order 4 keeps the DP at K = 30 to seconds per query
+HPYP_ORDER ?= 4
 ALL := $(call resolve,$(DATASETS))
 APPS := $(call resolve,apps)
 MOOCS := $(call resolve,moocs)
@@ -27,9 +30,12 @@ SHAKESPEARE := $(call resolve,shakespeare)
 sweep = $(SEQQ) query-sweep -m experiment=$(1) size=$(SIZE) dataset=$(call csv,$(2)) \
 	checkpoint_dir=$(CKPT) sweep.report=false $(3)
 report = $(SEQQ) report outputs/sweeps/$(1)$(SUFFIX)/results --out $(FIGS)/$(2) $(3)
+# authors <preset> [overrides]: the same sweep on the paper authors' Shakespeare LSTM
+# (data/models/authors/), one more panel "shakespeare (authors_lstm)" in the Shakespeare figures
+authors = $(if $(filter shakespeare,$(ALL)),$(call sweep,$(1),shakespeare,model=authors $(2)))
 
-FIGURES := fig3 fig4 fig5 fig6 fig7-9 fig10 fig11 fig12 fig13 fig14 fig15 table2 tables3-6
-.PHONY: help venv test lint bench-estimators demo paper slurm-local $(FIGURES)
+FIGURES := fig3 fig3-exact fig4 fig5 fig6 fig7-9 fig10 fig11 fig12 fig13 fig14 fig14-exact fig15 table2 tables3-6
+.PHONY: help venv test lint bench-estimators demo paper slurm-local fig-frontier $(FIGURES)
 
 help:  ## list targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -55,6 +61,9 @@ bench-estimators: venv  ## IS / hybrid throughput vs raw LSTM throughput
 $(CKPT)/%_lstm.pt: | venv
 	$(SEQQ) train dataset=$* checkpoint_dir=$(CKPT) $(TRAIN_$(SIZE))
 
+$(CKPT)/%_hpyp.pt: | venv
+	$(SEQQ) train model=hpyp dataset=$* checkpoint_dir=$(CKPT) model.order=$(HPYP_ORDER)
+
 demo: SIZE = quick
 demo: venv $(CKPT)/shakespeare_lstm.pt  ## train the Shakespeare LSTM, quick sweep, summary + figures
 	$(SEQQ) query-sweep experiment=demo checkpoint_dir=$(CKPT)
@@ -62,7 +71,12 @@ demo: venv $(CKPT)/shakespeare_lstm.pt  ## train the Shakespeare LSTM, quick swe
 
 fig3: venv $(call checkpoints,$(DATASETS))  ## median RAE vs K, hybrid/IS/beam, S=100
 	$(call sweep,fig3,$(ALL))
+	$(call authors,fig3)
 	$(call report,fig3,fig3,--figures rae_vs_k_median)
+
+fig3-exact: venv $(call hpyp_checkpoints,$(DATASETS))  ## Fig. 3 on HPYP models: exact ground truth at every K
+	$(call sweep,fig3_exact,$(ALL))
+	$(call report,fig3_exact,fig3-exact,--figures rae_vs_k_median)
 
 fig4: fig3 $(call checkpoints,apps)  ## RAE vs restricted entropy (fits); RAE vs temperature
 	$(call sweep,temperature,$(APPS))
@@ -71,6 +85,7 @@ fig4: fig3 $(call checkpoints,apps)  ## RAE vs restricted entropy (fits); RAE vs
 
 fig5 fig6: venv $(call checkpoints,$(DATASETS))
 	$(call sweep,horizons,$(ALL))
+	$(call authors,horizons)
 	$(call report,horizons,$@,--figures $(if $(filter fig5,$@),rae_vs_k_median,rae_vs_k_mean))
 fig5:  ## median RAE vs K at S=10/100/1000
 fig6:  ## mean RAE vs K at S=10/100/1000
@@ -81,6 +96,7 @@ fig7-9: venv $(call checkpoints,moocs)  ## MOOCs estimate vs ground truth at S=1
 
 fig10 fig11: venv $(call checkpoints,$(DATASETS))
 	$(call sweep,budgets,$(ALL))
+	$(call authors,budgets)
 	$(call report,budgets,$@,--figures $(if $(filter fig10,$@),rae_vs_budget_median,rae_vs_budget_mean))
 fig10:  ## median RAE vs budget incl. uniform and naive MC
 fig11:  ## mean RAE vs budget incl. uniform and naive MC
@@ -91,11 +107,17 @@ fig12: venv $(call checkpoints,shakespeare)  ## coverage beam search: beams vs s
 
 fig13: venv $(call checkpoints,$(DATASETS))  ## median RAE vs temperature, all datasets
 	$(call sweep,temperature,$(ALL))
+	$(call authors,temperature)
 	$(call report,temperature,fig13,--figures rae_vs_temperature)
 
 fig14: venv $(call checkpoints,$(DATASETS))  ## unaccounted probability of τ(A)<τ(B) vs K
 	$(call sweep,unaccounted,$(ALL))
+	$(call authors,unaccounted)
 	$(call report,unaccounted,fig14,--figures unaccounted_vs_k)
+
+fig14-exact: venv $(call hpyp_checkpoints,$(DATASETS))  ## Fig. 14 to K=30 on HPYP models, exact truth
+	$(call sweep,unaccounted_exact,$(ALL))
+	$(call report,unaccounted_exact,fig14-exact,--figures unaccounted_vs_k)
 
 fig15: venv $(call checkpoints,apps)  ## Apps-style A-before-B case study vs share of A
 	$(call sweep,case_study,$(APPS))
@@ -108,7 +130,16 @@ table2: venv  ## large LM on WikiText: IS vs beam vs uniform, restricted entropy
 
 tables3-6: venv $(call checkpoints,$(DATASETS))  ## KL of IS vs ground truth over samples × horizons
 	$(call sweep,kl,$(ALL))
+	$(call authors,kl)
 	$(call report,kl,tables3-6,--figures rae_vs_budget_median)
+
+# Estimator frontier (issue 10): every budgeted method at the hybrid's calls for S = 10/100/1000,
+# K = 3, 4, 7, 11, on the authors' Shakespeare LSTM and seqq's Shakespeare and synthetic LSTMs
+FRONTIER_SYNTHETIC ?= synthetic_shakespeare
+fig-frontier: venv $(CKPT)/shakespeare_lstm.pt $(CKPT)/$(FRONTIER_SYNTHETIC)_lstm.pt  ## median RAE vs model calls per method; winners table
+	$(call sweep,frontier,shakespeare $(FRONTIER_SYNTHETIC))
+	$(call sweep,frontier,shakespeare,model=authors)
+	$(call report,frontier,fig-frontier,--figures frontier)
 
 paper: $(FIGURES)  ## every figure and table above
 

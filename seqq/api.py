@@ -30,7 +30,7 @@ def estimate_many(
     `budget` (model calls, one for all or one per pair) makes each method do the most it can
     within it (docs/decisions.md §2). Options: `samples` (importance/naive/uniform samples per
     product; hybrid tail samples), `beam_width` (beam), `alpha` (coverage_beam), `max_width`
-    (tail_beam/hybrid).
+    (tail_beam/hybrid), `surrogate` (twisted: a `MarkovModel`, e.g. from `fit_ngram`).
     """
     if method not in METHODS:
         raise QueryError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
@@ -50,8 +50,11 @@ def estimate_many(
         budgets = [budget] * len(histories) if _is_int(budget) else list(budget)
         if len(budgets) != len(histories):
             raise QueryError(f"got {len(budgets)} budgets for {len(histories)} queries")
-        for b in budgets:
-            _check_positive_int("budget", b, "model calls")
+        if all(b is None for b in budgets):
+            budgets = None  # "no budget" for every pair, as a sweep's budget level 0 says
+        else:
+            for b in budgets:
+                _check_positive_int("budget", b, "model calls")
     with torch.inference_mode():
         batch = prepare(model, histories, queries, seed)
         return function(batch, budgets, **options)

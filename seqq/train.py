@@ -1,9 +1,11 @@
-"""`seqq train dataset=<name> model=<lstm|gpt2|smollm2>`: train the paper's LSTM, or load and
-score a pretrained LM, and record everything in the run folder.
+"""`seqq train dataset=<name> model=<lstm|hpyp|gpt2|smollm2>`: train the paper's LSTM, fit an
+HPYP n-gram baseline, or load and score a pretrained LM, and record everything in the run folder.
 
 LSTM runs write the best-validation checkpoint to `${checkpoint_dir}/${dataset.name}_lstm.pt`
 (and `..._lstm.last.pt` to resume after a crash); the run folder gets metrics.csv,
 loss_curve.png, config.yaml and run_info.json (seed, versions, git commit, the numbers).
+HPYP runs write `${checkpoint_dir}/${dataset.name}_hpyp.pt` and report the test log-likelihood
+beside the dataset's LSTM's, on the same windows: the baseline an LSTM must beat.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import sys
+import time
 from pathlib import Path
 
 import hydra
@@ -27,6 +30,7 @@ from seqq.models.loading import load_model
 from seqq.models.lstm import LSTMNet
 from seqq.training.artifacts import plot_curves, write_metrics
 from seqq.training.checkpoint import load_checkpoint
+from seqq.training.scoring import held_out_windows, nats_per_symbol
 from seqq.training.trainer import Trainer, TrainerConfig, eval_pairs
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
@@ -68,6 +72,38 @@ def train_lstm(cfg: DictConfig, ds: SequenceDataset, run_dir: Path) -> dict:
     return summary
 
 
+def fit_hpyp(cfg: DictConfig, ds: SequenceDataset) -> dict:
+    from seqq.models.hpyp import HPYPModel
+
+    m = cfg.model
+    checkpoints = Path(to_absolute_path(cfg.checkpoint_dir))
+    path = Path(to_absolute_path(m.checkpoint)) if m.checkpoint else (
+        checkpoints / f"{ds.name}_hpyp.pt")
+    start = time.perf_counter()
+    model = HPYPModel.fit(ds.train, ds.vocab, order=m.order, skip_first=ds.bos_id is not None,
+                          discounts=list(m.discounts), sweeps=m.sweeps, seed=cfg.seed)
+    seconds = time.perf_counter() - start
+    model.info.update(dataset=ds.name, fit_seconds=round(seconds, 2))
+    model.save(path)
+    windows = held_out_windows(ds.test, cfg.dataset.window, ds.bos_id)
+    nats, symbols = nats_per_symbol(model, windows)
+    summary = dict(checkpoint=str(path), order=model.order, contexts=model.num_contexts,
+                   discounts=[round(d, 4) for d in model.discounts.tolist()], sweeps=m.sweeps,
+                   fit_seconds=round(seconds, 2), test_symbols=symbols,
+                   test_nats_per_symbol=nats)
+    lstm_path = checkpoints / f"{ds.name}_lstm.pt"
+    versus = ""
+    if lstm_path.is_file():
+        lstm, _ = load_checkpoint(lstm_path, "cpu", ds.vocab)
+        summary["lstm_checkpoint"] = str(lstm_path)
+        summary["lstm_test_nats_per_symbol"] = nats_per_symbol(lstm, windows)[0]
+        versus = f" vs LSTM {summary['lstm_test_nats_per_symbol']:.4f} ({lstm_path})"
+    log.info(f"HPYP order {model.order} on {ds.title}: {model.num_contexts} contexts, fitted in "
+             f"{seconds:.1f} s; test log-likelihood {-nats:.4f} nats/symbol over {symbols} "
+             f"symbols{versus}; checkpoint {path}")
+    return summary
+
+
 @torch.inference_mode()
 def score_lm(lm: HFCausalLM, ds: SequenceDataset, window: int, limit: int) -> dict:
     """Next-token accuracy and perplexity of a pretrained LM on `limit` test blocks of `window`
@@ -102,7 +138,12 @@ def train(cfg: DictConfig) -> dict:
     """Run one `seqq train` job; returns the summary also written to run_info.json."""
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     ds = _dataset(cfg)
-    summary = train_lstm(cfg, ds, run_dir) if cfg.model.type == "lstm" else check_lm(cfg, ds)
+    if cfg.model.type == "lstm":
+        summary = train_lstm(cfg, ds, run_dir)
+    elif cfg.model.type == "hpyp":
+        summary = fit_hpyp(cfg, ds)
+    else:
+        summary = check_lm(cfg, ds)
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
     write_provenance(run_dir, OmegaConf.to_container(cfg, resolve=True), cfg.seed,
                      name="run_info.json", command="seqq train",

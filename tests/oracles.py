@@ -68,3 +68,28 @@ def tiny_gpt2(V: int = 5, seed: int = 0):
     with torch.no_grad():
         model.lm_head.weight.mul_(8.0)  # tied to the embeddings: peakier conditionals
     return HFCausalLM(model, device="cpu")
+
+
+class PrefixRecording:
+    """Wraps a model and records every prefix it evaluates (history + symbols stepped), apart
+    from seqq's own counter: a method that never pays twice for a prefix records no duplicate."""
+
+    def __init__(self, model: SequenceModel):
+        self.model, self.vocab_size, self.evaluated = model, model.vocab_size, []
+
+    def initial_state(self, histories):
+        prefixes = [tuple(h) for h in histories]
+        self.evaluated += prefixes
+        log_probs, inner = self.model.initial_state(histories)
+        return log_probs, (inner, prefixes)
+
+    def step(self, state, tokens):
+        inner, prefixes = state
+        prefixes = [p + (t,) for p, t in zip(prefixes, tokens.tolist(), strict=True)]
+        self.evaluated += prefixes
+        log_probs, inner = self.model.step(inner, tokens)
+        return log_probs, (inner, prefixes)
+
+    def select(self, state, index):
+        inner, prefixes = state
+        return self.model.select(inner, index), [prefixes[i] for i in index.tolist()]

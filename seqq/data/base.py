@@ -7,8 +7,10 @@ overlapping windows, so no held-out window shares an event with a training windo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -38,13 +40,35 @@ class SequenceDataset:
 
     @property
     def bos_id(self) -> int | None:
-        """Id of `<BOS>` (always 0 when present); None for vocabularies without one (GPT-2)."""
-        return 0 if self.vocab and self.vocab[0] == BOS else None
+        """Id of `<BOS>` (0 in seqq's own vocabularies, wherever a model's vocabulary puts it
+        when the dataset follows one); None for vocabularies without one (GPT-2)."""
+        return self.vocab.index(BOS) if BOS in self.vocab else None
 
     @property
     def title(self) -> str:
         """Name for plots and tables; synthetic stand-ins always say so."""
         return f"{self.name} (synthetic)" if self.synthetic else self.name
+
+
+def model_vocab(path: str | Path, symbols: Iterable[str], name: str) -> list[str]:
+    """The vocabulary a model was trained with (a JSON list of symbols, id = position), checked
+    to hold `<BOS>` and every symbol of the data: a dataset built on it means the model's ids."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{name}: vocabulary file {path} not found")
+    vocab = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(vocab, list) or BOS not in vocab or len(set(vocab)) != len(vocab):
+        raise DataError(f"{name}: {path} must be a JSON list of distinct symbols including {BOS}")
+    unknown = sorted(set(symbols) - set(vocab))
+    if unknown:
+        raise DataError(f"{name}: {len(unknown)} symbols of the data (e.g. {unknown[0]!r}) are "
+                        f"not in the vocabulary {path}; use the model trained on this data")
+    return vocab
+
+
+def vocab_files(vocab: str | Path | None) -> list[Path]:
+    """The model vocabulary file among a loader's raw files, so editing it rebuilds the cache."""
+    return [Path(vocab)] if vocab is not None and Path(vocab).is_file() else []
 
 
 def natural_sorted(tokens: set[str]) -> list[str]:
@@ -73,11 +97,13 @@ def split_indices(n: int, fractions: Sequence[float], seed: int) -> tuple[list[i
 
 
 def events_to_dataset(events: pd.DataFrame, name: str, *, min_events: int,
-                      fractions: Sequence[float], seed: int, description: str) -> SequenceDataset:
+                      fractions: Sequence[float], seed: int, description: str,
+                      vocab: str | Path | None = None) -> SequenceDataset:
     """Per-user event sequences from a frame with columns user, time, token.
 
     Events are ordered by time within each user (ties keep file order); users with fewer than
     `min_events` events are dropped before the vocabulary is built, so it holds only kept symbols.
+    `vocab`: a model's vocabulary file to take the ids from instead (see `model_vocab`).
     """
     if events.empty:
         raise DataError(f"{name}: the raw file holds no events")
@@ -87,12 +113,14 @@ def events_to_dataset(events: pd.DataFrame, name: str, *, min_events: int,
     if events.empty:
         raise DataError(f"{name}: no user has at least {min_events} events")
     tokens = events["token"].astype(str)
-    vocab = [BOS, *natural_sorted(set(tokens.unique()))]
+    symbols = set(tokens.unique())
+    vocab = (model_vocab(vocab, symbols, name) if vocab is not None
+             else [BOS, *natural_sorted(symbols)])
     index = {t: i for i, t in enumerate(vocab)}
     codes = tokens.map(index).to_numpy(dtype=np.int64)
     users = events["user"].to_numpy()
     bounds = np.flatnonzero(users[1:] != users[:-1]) + 1
-    sequences = [[0, *part.tolist()] for part in np.split(codes, bounds)]
+    sequences = [[index[BOS], *part.tolist()] for part in np.split(codes, bounds)]
     train, valid, test = split_indices(len(sequences), fractions, seed)
     stats = dict(users=len(sequences), events=int(len(codes)), min_events=min_events)
     return SequenceDataset(

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from seqq.data.base import DEFAULT_FRACTIONS, SequenceDataset, events_to_dataset
+from seqq.data.base import DEFAULT_FRACTIONS, SequenceDataset, events_to_dataset, vocab_files
 from seqq.data.cache import cached
 from seqq.errors import DataError, MissingRawData
 
@@ -56,16 +56,19 @@ def _read_mooc(path: Path) -> pd.DataFrame:
 
 
 def load_moocs(root: Path, *, file: str | None = None, min_events: int = 15,
-               fractions: Sequence[float] = DEFAULT_FRACTIONS, seed: int = 0) -> SequenceDataset:
-    """MOOC interaction sequences per user; 97 target types in the full data."""
+               fractions: Sequence[float] = DEFAULT_FRACTIONS, seed: int = 0,
+               vocab: str | None = None) -> SequenceDataset:
+    """MOOC interaction sequences per user; 97 target types in the full data. `vocab`: a
+    model's vocabulary file to take the ids from (the authors' LSTM: moocs_vocab.json)."""
     folder = root / "moocs"
     path = _first_existing(folder, [file] if file else ["mooc_actions.tsv", "mooc.csv"])
     if path is None:
         raise _missing("moocs", folder, file or "mooc_actions.tsv or mooc.csv", MOOC_SOURCES)
-    options = dict(min_events=min_events, fractions=list(fractions), seed=seed)
-    return cached(root, "moocs", [path], options, lambda: events_to_dataset(
+    options = dict(min_events=min_events, fractions=list(fractions), seed=seed, vocab=vocab)
+    return cached(root, "moocs", [path, *vocab_files(vocab)], options, lambda: events_to_dataset(
         _read_mooc(path), "moocs", min_events=min_events, fractions=fractions, seed=seed,
-        description=f"MOOC actions ({path.name}), users with >= {min_events} events"))
+        description=f"MOOC actions ({path.name}), users with >= {min_events} events",
+        vocab=vocab))
 
 
 # --- Apps --------------------------------------------------------------------------------------

@@ -6,7 +6,14 @@ import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from seqq.data.base import BOS, DEFAULT_FRACTIONS, SequenceDataset, split_indices
+from seqq.data.base import (
+    BOS,
+    DEFAULT_FRACTIONS,
+    SequenceDataset,
+    model_vocab,
+    split_indices,
+    vocab_files,
+)
 from seqq.data.cache import cached
 from seqq.errors import DataError, MissingRawData
 
@@ -23,34 +30,38 @@ def require(path: Path, what: str, source: str) -> Path:
 
 def load_shakespeare(root: Path, *, file: str = "tinyshakespeare_input.txt",
                      block_chars: int = 5000, fractions: Sequence[float] = DEFAULT_FRACTIONS,
-                     seed: int = 0) -> SequenceDataset:
+                     seed: int = 0, vocab: str | None = None) -> SequenceDataset:
     """Characters of a Shakespeare text cut into contiguous blocks, whole blocks per split.
 
     The default is the shipped tiny Shakespeare (65 characters); `file=shakespeare_input.txt`
     uses karpathy's full text (67 characters, the paper's) once it is put in data/shakespeare/.
+    The vocabulary is `<BOS>` then the sorted characters, unless `vocab` names a model's
+    vocabulary file (the authors' LSTM: `data/models/authors/shakespeare_vocab.json`).
     """
     path = require(root / "shakespeare" / file, f"Shakespeare text {file!r}", SHAKESPEARE_URL)
     if block_chars < 2:
         raise DataError(f"shakespeare: block_chars must be at least 2, got {block_chars}")
-    options = dict(block_chars=block_chars, fractions=list(fractions), seed=seed)
+    options = dict(block_chars=block_chars, fractions=list(fractions), seed=seed, vocab=vocab)
 
     def build() -> SequenceDataset:
         text = path.read_text(encoding="utf-8")
         if not text:
             raise DataError(f"shakespeare: {path} is empty")
-        vocab = [BOS, *sorted(set(text))]
-        index = {c: i for i, c in enumerate(vocab)}
-        blocks = [[0, *(index[c] for c in text[i:i + block_chars])]
+        symbols = (model_vocab(vocab, set(text), "shakespeare") if vocab is not None
+                   else [BOS, *sorted(set(text))])
+        index = {c: i for i, c in enumerate(symbols)}
+        blocks = [[index[BOS], *(index[c] for c in text[i:i + block_chars])]
                   for i in range(0, len(text), block_chars)]
         train, valid, test = split_indices(len(blocks), fractions, seed)
         return SequenceDataset(
-            name="shakespeare", vocab=vocab, train=[blocks[i] for i in train],
+            name="shakespeare", vocab=symbols, train=[blocks[i] for i in train],
             valid=[blocks[i] for i in valid], test=[blocks[i] for i in test],
-            description=f"Shakespeare characters from {file}, {block_chars}-character blocks",
+            description=f"Shakespeare characters from {file}, {block_chars}-character blocks"
+                        + (f", ids of {vocab}" if vocab is not None else ""),
             stats=dict(characters=len(text), blocks=len(blocks)),
         )
 
-    return cached(root, "shakespeare", [path], options, build)
+    return cached(root, "shakespeare", [path, *vocab_files(vocab)], options, build)
 
 
 _ARTICLE_HEADING = re.compile(r"^ = [^=].* = $")

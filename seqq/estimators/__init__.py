@@ -3,7 +3,10 @@
 from seqq.estimators.estimate import Estimate
 from seqq.estimators.exact import exact
 from seqq.estimators.montecarlo import importance, naive, uniform
+from seqq.estimators.randomized_beam import randomized_beam
 from seqq.estimators.search import coverage, hybrid, tail, top_b
+from seqq.estimators.smc import smc
+from seqq.estimators.twisted import twisted
 
 METHODS = {
     "exact": exact,
@@ -14,6 +17,9 @@ METHODS = {
     "coverage_beam": coverage,
     "tail_beam": tail,
     "hybrid": hybrid,
+    "smc": smc,
+    "randomized_beam": randomized_beam,
+    "twisted": twisted,
 }
 
 __all__ = ["METHODS", "Estimate"]

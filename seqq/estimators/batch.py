@@ -30,6 +30,7 @@ class Batch:
     masks: Tensor  # [N, K, V] bool, on the model's device
     lengths: Tensor  # [N] positions 1..length matter (CPU)
     generator: torch.Generator
+    histories: Sequence[Sequence[int]]  # one per task, for estimators that read its tail
 
     @property
     def num_tasks(self) -> int:
@@ -94,6 +95,7 @@ def prepare(
         masks=masks.to(device),
         lengths=effective_lengths(masks),
         generator=generator,
+        histories=histories,
     )
 
 
@@ -125,4 +127,5 @@ def subset(batch: Batch, tasks: Tensor) -> Batch:
         masks=batch.masks[keep.to(batch.device)],
         lengths=batch.lengths[keep],
         generator=batch.generator,
+        histories=[batch.histories[t] for t in tasks.tolist()],
     )

@@ -126,17 +126,8 @@ def _expand(batch: Batch, level: Level, depth: int, rule: Rule) -> Level:
         scores = level.log_q[open_nodes].to(batch.device)[:, None] + cond_log_q
     else:
         scores = level.log_p[open_nodes].to(batch.device)[:, None] + masked.double()
-    k = min(rule.cap or batch.vocab_size, batch.vocab_size)
-    top_scores, top_tokens = scores.topk(k, dim=-1)  # a branch's best are among its nodes' best
     totals = _branch_totals(scores, domain, branch) if isinstance(rule, TailSplit) else None
-    local, token = [], []
-    for rows in _chunks(branch, k):
-        on_device = rows.to(top_scores.device)
-        node, symbol = _choose(top_scores[on_device], top_tokens[on_device], branch[rows], depth, rule,
-                               batch.lengths, totals)
-        local.append(rows[0] + node)
-        token.append(symbol)
-    local, token = torch.cat(local), torch.cat(token)
+    local, token = best_candidates(scores, branch, depth, rule, batch.lengths, totals)
     parent = open_nodes[local]
     child_branch = level.branch[parent]
     dev_local, dev_token = local.to(batch.device), token.to(batch.device)
@@ -152,6 +143,23 @@ def _expand(batch: Batch, level: Level, depth: int, rule: Rule) -> Level:
         next_state = batch.counter.select(level.state, parent_rows)
         next_probs, next_state = batch.counter.step(next_state, token[grow].to(batch.device))
     return Level(child_branch, parent, token, log_p, log_q, final, row, next_probs, next_state)
+
+
+def best_candidates(scores: Tensor, branch: Tensor, depth: int, rule: Rule, lengths: Tensor,
+                    totals: tuple | None = None) -> tuple[Tensor, Tensor]:
+    """(node, symbol) of the candidates `rule` keeps in every branch, grouped by branch.
+    `scores` [n, V] rank the children of n nodes; nodes are grouped by `branch` (CPU)."""
+    V = scores.shape[-1]
+    k = min(rule.cap or V, V)
+    top_scores, top_tokens = scores.topk(k, dim=-1)  # a branch's best are among its nodes' best
+    local, token = [], []
+    for rows in _chunks(branch, k):
+        on_device = rows.to(top_scores.device)
+        node, symbol = _choose(top_scores[on_device], top_tokens[on_device], branch[rows], depth,
+                               rule, lengths, totals)
+        local.append(rows[0] + node)
+        token.append(symbol)
+    return torch.cat(local), torch.cat(token)
 
 
 PADDED_ELEMENTS = 2**25  # branches × candidates laid out at once when choosing beams

@@ -3,7 +3,7 @@ Carlo from p, and uniform Monte Carlo over Q (Eq. 7). All tasks' samples run in 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -11,7 +11,7 @@ from torch import Tensor
 from seqq.errors import BudgetError
 from seqq.estimators.batch import Batch
 from seqq.estimators.estimate import Estimate
-from seqq.estimators.rollout import Paths, Policy, rollout
+from seqq.estimators.rollout import Paths, Policy, Twist, rollout
 from seqq.estimators.summary import BranchResult, segment_average, segment_mean, to_estimates
 
 DEFAULT_SAMPLES = 1000
@@ -37,8 +37,10 @@ def samples_for_budget(budgets: Sequence[int] | None, calls_per_sample: Tensor,
 
 
 def sample_rows(batch: Batch, row_branch: Tensor, policy: Policy, masks: Tensor | None = None,
-                lengths: Tensor | None = None) -> Paths:
-    """Roll out every row from the root of its task, in chunks that bound memory."""
+                lengths: Tensor | None = None, twist: Callable[[Tensor], Twist] | None = None
+                ) -> Paths:
+    """Roll out every row from the root of its task, in chunks that bound memory; `twist`
+    makes the twist of a chunk's rows from their branches."""
     branch_task = batch.branch_task if masks is None else torch.arange(batch.num_tasks)
     chunk = max(1, ROW_ELEMENTS // batch.vocab_size)
     parts = []
@@ -46,7 +48,7 @@ def sample_rows(batch: Batch, row_branch: Tensor, policy: Policy, masks: Tensor 
         tasks = branch_task[rows].to(batch.device)
         state = batch.counter.select(batch.root_state, tasks)
         parts.append(rollout(batch, rows, batch.root_log_probs[tasks], state, 0, policy,
-                             masks, lengths))
+                             masks, lengths, None if twist is None else twist(rows)))
     return Paths(*(torch.cat([getattr(p, f) for p in parts])
                    for f in ("tokens", "log_p", "log_q", "log_weight")))
 
@@ -65,13 +67,22 @@ def _calls_per_sample(batch: Batch) -> Tensor:
 def importance(batch: Batch, budgets: Sequence[int] | None, samples: int | None = None
                ) -> list[Estimate]:
     """p̂ = mean p(x)/q(x), x ~ q; the weight is Π_k p(V_k | x_<k). S samples per product."""
-    per_task = samples_for_budget(budgets, _calls_per_sample(batch), samples, "importance")
+    return weighted_samples(batch, budgets, samples, "importance")
+
+
+def weighted_samples(batch: Batch, budgets: Sequence[int] | None, samples: int | None,
+                     method: str, twist: Callable[[Tensor], Twist] | None = None
+                     ) -> list[Estimate]:
+    """Importance sampling under the restricted proposal, or under its twist (`rollout`).
+    H(q) is reported only for the untwisted proposal: a twisted one's entropy is another
+    quantity."""
+    per_task = samples_for_budget(budgets, _calls_per_sample(batch), samples, method)
     row_branch = _per_branch_samples(batch, per_task)
-    paths = sample_rows(batch, row_branch, "proposal")
+    paths = sample_rows(batch, row_branch, "proposal", twist=twist)
     N = len(batch.branch_task)
     log_value, variance, count = segment_mean(paths.log_weight, row_branch, N)
-    entropy = segment_average(-paths.log_q, row_branch, N)
-    return to_estimates(batch, "importance",
+    entropy = segment_average(-paths.log_q, row_branch, N) if twist is None else None
+    return to_estimates(batch, method,
                         BranchResult(log_value, variance, count.long(), entropy), False)
 
 

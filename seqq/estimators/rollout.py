@@ -8,7 +8,7 @@ rows that still have restricted positions ahead pay for another model call.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 import torch
 from torch import Tensor
@@ -23,8 +23,26 @@ Policy = Literal["proposal", "uniform"]
 class Paths:
     tokens: Tensor  # [R, K] sampled symbols, -1 where a row had stopped
     log_p: Tensor  # [R] float64, log p of the sampled symbols
-    log_q: Tensor  # [R] float64, log q of the sampled symbols under the restricted proposal
-    log_weight: Tensor  # [R] float64, Σ_k log p(V_k | x_<k) = log p - log q
+    log_q: Tensor  # [R] float64, log q of the sampled symbols under the proposal that drew them
+    log_weight: Tensor  # [R] float64, log p - log q (Σ_k log p(V_k | x_<k) without a twist)
+
+
+class Twist(Protocol):
+    """Per-row log-factors log ψ(x) on the next symbol: the proposal becomes ∝ p·1[V_k]·ψ.
+
+    Stepped alongside the model like a model state (twisted proposals, `twisted.py`)."""
+
+    def log_values(self, depth: int) -> Tensor:
+        """[R, V] float64 log ψ of every symbol at `depth` for the current rows; finite."""
+        ...
+
+    def select(self, index: Tensor) -> Twist:
+        """The rows picked by `index` (a device tensor), as `SequenceModel.select`."""
+        ...
+
+    def advance(self, drawn: Tensor) -> Twist:
+        """The rows after appending one drawn symbol each."""
+        ...
 
 
 def sample_from_cdf(cdf: Tensor, generator: torch.Generator) -> Tensor:
@@ -77,10 +95,13 @@ def rollout(
     policy: Policy = "proposal",
     masks: Tensor | None = None,
     lengths: Tensor | None = None,
+    twist: Twist | None = None,
 ) -> Paths:
     """Sample positions start+1..length of every row; `log_probs`/`state` sit at depth `start`.
 
     `branch` indexes `masks` [N, K, V] and `lengths` [N] (the batch's products by default).
+    A `twist` ψ (rows as `branch`) draws from q̃ ∝ p·1[V_k]·ψ instead of the restricted proposal;
+    each step's weight p/q̃ is then Z/ψ(x) with Z = Σ_{V_k} p·ψ, exact whatever ψ is.
     """
     masks = batch.masks if masks is None else masks
     lengths = (batch.lengths if lengths is None else lengths)[branch]  # CPU: steers the loop
@@ -94,16 +115,19 @@ def rollout(
     for depth in range(start, K):
         domain = (masks[branch[0], depth].expand(len(rows), -1) if one_branch
                   else masks[branch[rows], depth])
-        log_mass, cdf = restricted_cdf(log_probs, domain)
+        guide = None if twist is None else twist.log_values(depth)
+        log_mass, cdf = restricted_cdf(log_probs if guide is None else log_probs + guide, domain)
         if policy == "uniform":
             cdf = domain.cumsum(-1, dtype=torch.float64)
         drawn = sample_from_cdf(cdf, batch.generator)
         picked = log_probs.gather(1, drawn[:, None])[:, 0].double()
-        log_mass = log_mass.double()
+        step_weight = log_mass.double()  # log p(x)/q(x) of this step
+        if guide is not None:
+            step_weight = step_weight - guide.gather(1, drawn[:, None])[:, 0]
         tokens[rows, depth] = drawn
         log_p[rows] += picked
-        log_q[rows] += torch.where(torch.isneginf(log_mass), 0.0, picked - log_mass)
-        log_weight[rows] += log_mass
+        log_q[rows] += torch.where(torch.isneginf(step_weight), 0.0, picked - step_weight)
+        log_weight[rows] += step_weight
         going_on = lengths[running] > depth + 1
         if not going_on.any():
             break
@@ -112,5 +136,7 @@ def rollout(
             running, keep = running[keep], keep.to(device)
             rows, drawn = rows[keep], drawn[keep]
             state = batch.counter.select(state, keep)
+            twist = None if twist is None else twist.select(keep)
         log_probs, state = batch.counter.step(state, drawn)
+        twist = None if twist is None else twist.advance(drawn)
     return Paths(tokens.cpu(), log_p.cpu(), log_q.cpu(), log_weight.cpu())

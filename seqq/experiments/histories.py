@@ -1,4 +1,5 @@
-"""Query histories: seeded random positions in the test split (paper §5, App. G).
+"""Query histories: seeded random positions in the test split (paper §5, App. G), or in
+sequences sampled from the model itself where the dataset's files are absent.
 
 A history is the prefix of a test sequence before a random position t; the symbols after t are
 the observed future the benchmark queries are built from (docs/decisions.md §7: the target of the
@@ -12,6 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import torch
+
+from seqq.data.base import SequenceDataset
+from seqq.errors import DataError
+from seqq.models.protocol import SequenceModel
 
 
 @dataclass(frozen=True)
@@ -62,13 +68,65 @@ def sample_histories(
     for hid, index in enumerate(flat.tolist()):
         seq = int(np.searchsorted(ends, index, side="right"))
         t = min_history + index - (int(ends[seq - 1]) if seq else 0)
-        tokens = list(sequences[seq][:t])
-        if max_history is not None and len(tokens) > max_history:
-            tail = tokens[len(tokens) - max_history + int(keep_first):]
-            tokens = (tokens[:1] if keep_first else []) + tail
-        future = tuple(int(x) for x in sequences[seq][t:t + horizon])
-        histories.append(History(hid, seq, t, tuple(int(x) for x in tokens), future))
+        histories.append(_cut(hid, seq, sequences[seq], t, horizon, max_history, keep_first))
     return histories
+
+
+def _cut(hid: int, seq: int, sequence: Sequence[int], t: int, horizon: int,
+         max_history: int | None, keep_first: bool) -> History:
+    """The history before position t (its most recent `max_history` symbols, and the first one
+    when `keep_first`) and the `horizon` symbols after it."""
+    tokens = [int(x) for x in sequence[:t]]
+    if max_history is not None and len(tokens) > max_history:
+        tail = tokens[len(tokens) - max_history + int(keep_first):]
+        tokens = (tokens[:1] if keep_first else []) + tail
+    return History(hid, seq, t, tuple(tokens), tuple(int(x) for x in sequence[t:t + horizon]))
+
+
+@torch.inference_mode()
+def model_histories(
+    model: SequenceModel,
+    n: int,
+    horizon: int,
+    seed: int,
+    bos: int | None,
+    min_history: int = 1,
+    max_length: int = 100,
+    max_history: int | None = None,
+) -> list[History]:
+    """`n` histories drawn from the model by ancestral sampling from `<BOS>` (from the empty
+    history when the vocabulary has none), all rows in one batch, seeded: each is cut at a
+    uniform length in [min_history, max_length] and followed by `horizon` sampled symbols."""
+    first = int(bos is not None)
+    if max_length < max(min_history, first):
+        raise DataError(f"sampled histories need max_length >= min_history, got {max_length}")
+    lengths = np.random.default_rng(seed).integers(max(min_history, first), max_length + 1, n)
+    steps = int(lengths.max()) + horizon - first
+    generator = torch.Generator().manual_seed(seed)
+    start = [[bos] if first else [] for _ in range(n)]
+    log_probs, state = model.initial_state(start)
+    drawn = []
+    for k in range(steps):
+        symbols = torch.multinomial(log_probs.double().exp().cpu(), 1, generator=generator)[:, 0]
+        drawn.append(symbols)
+        if k + 1 < steps:
+            log_probs, state = model.step(state, symbols.to(log_probs.device))
+    sequences = torch.cat([torch.tensor(start, dtype=torch.long).reshape(n, first),
+                           torch.stack(drawn, 1)], 1).tolist()
+    return [_cut(i, i, sequences[i], int(t), horizon, max_history, first == 1)
+            for i, t in enumerate(lengths)]
+
+
+def sampled_dataset(name: str, model: SequenceModel) -> SequenceDataset:
+    """A dataset record without data files, for histories sampled from a model of it: the
+    model's own vocabulary names the symbols."""
+    vocab = getattr(model, "vocab", None)
+    if vocab is None:
+        raise DataError(f"{name}: its data files are absent and the model exposes no `vocab`; "
+                        f"put the raw files under data/{name}/ or use a model that names its "
+                        "symbols (sweep.histories_from=model)")
+    return SequenceDataset(name=name, vocab=list(vocab), train=[], valid=[], test=[],
+                           description="no data files: histories sampled from the model")
 
 
 def shard(histories: Sequence[History], index: int, count: int) -> list[History]:

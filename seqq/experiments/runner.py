@@ -51,6 +51,7 @@ class SweepPlan:
     model: str
     synthetic: bool
     vocab_size: int
+    histories: str  # where the histories come from: test, mixture, "sampled from <model>"
     temperature: float
     methods: list[str]
     levels: list[int]
@@ -87,7 +88,7 @@ class SweepRunner:
                         "temperature": float(plan.temperature)}
 
     def _options(self, method: str) -> str:
-        return json.dumps(dict(self.plan.options.get(method, {})), sort_keys=True)
+        return json.dumps(dict(self.plan.options.get(method, {})), sort_keys=True, default=repr)
 
     @staticmethod
     def _query_fields(spec: QuerySpec) -> dict[str, Any]:
@@ -211,6 +212,7 @@ class SweepRunner:
             budget_rule=self._budget_rule(level),
             budget_calls=calls if budget is None else budget,
             synthetic=self.plan.synthetic,
+            histories=self.plan.histories,
             vocab_size=self.plan.vocab_size,
             group=history.group,
             sequence=history.sequence,

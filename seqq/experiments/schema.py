@@ -42,6 +42,7 @@ class ResultRow:
     budget_rule: str  # BUDGET_FROM_HYBRID | BUDGET_FROM_SAMPLES | NO_BUDGET
     budget_calls: float  # the model-call budget the method got (its own calls when none)
     synthetic: bool  # the dataset was the synthetic stand-in
+    histories: str  # where histories come from: test, mixture, "sampled from <model>"
     vocab_size: int
     group: str  # history group (e.g. the case study's `share=0.5`)
     sequence: int  # test sequence and position the history was cut from

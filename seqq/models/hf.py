@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 from torch import Tensor
@@ -47,6 +48,14 @@ class HFCausalLM:
                                   or getattr(config, "max_position_embeddings", None) or 1 << 30)
         bos = tokenizer.bos_token_id if tokenizer is not None else None
         self.bos_id = bos if bos is not None else getattr(config, "bos_token_id", None)
+
+    @cached_property
+    def vocab(self) -> list[str]:
+        """The tokenizer's token for every id (ids it lacks, e.g. padded embedding rows, are
+        named by their number), so text can be turned into ids and back."""
+        known = min(len(self.tokenizer), self.vocab_size) if self.tokenizer is not None else 0
+        tokens = self.tokenizer.convert_ids_to_tokens(list(range(known))) if known else []
+        return [*tokens, *(str(i) for i in range(known, self.vocab_size))]
 
     def check_fits(self, history_length: int, horizon: int) -> None:
         """Raise if a history of this length plus `horizon` new tokens exceeds the context."""

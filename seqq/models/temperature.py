@@ -19,6 +19,7 @@ class TemperatureModel:
             raise ValueError(f"temperature must be > 0, got {temperature}")
         self.model, self.temperature = model, temperature
         self.vocab_size = model.vocab_size
+        self.vocab = getattr(model, "vocab", None)
 
     def _temper(self, log_probs: Tensor) -> Tensor:
         return torch.log_softmax(log_probs / self.temperature, dim=-1)

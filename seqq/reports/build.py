@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from seqq.experiments.schema import BUDGET_FROM_HYBRID, BUDGET_FROM_SAMPLES, NO_BUDGET
-from seqq.reports import tables
+from seqq.reports import frontier, tables
 from seqq.reports.figures import FIGURES
 from seqq.reports.plotting import NotApplicable, save
 
@@ -112,6 +112,8 @@ EXTRA_TABLES = {  # name: (heading in summary.md, table)
     "unaccounted": ("Fig. 14: unaccounted probability, mean over histories with its standard "
                     "error and 99% confidence interval (the plotted points and bands)",
                     tables.unaccounted_summary),
+    "frontier": ("Estimator frontier: best method vs the hybrid at equal calls",
+                 frontier.winners),
 }
 
 
@@ -164,9 +166,5 @@ def build_report(paths: Sequence[str | Path], out: str | Path,
                  datasets: Sequence[str] | None = None) -> Path:
     """Merge the results under `paths` (only `datasets`, if given) and write their report."""
     check_figures(figures)
-    results = tables.load_results(paths)
-    if datasets:
-        results = results[results.dataset.isin(datasets)]
-        if results.empty:
-            raise ValueError(f"no results for datasets {list(datasets)}")
+    results = tables.load_results(paths, datasets or ())
     return write_report(results, out, figures, sources=paths)

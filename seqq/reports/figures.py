@@ -23,6 +23,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import LogLocator, NullLocator
 
+from seqq.reports import frontier
 from seqq.reports.plotting import (
     NotApplicable,
     empty,
@@ -347,4 +348,5 @@ FIGURES: dict[str, Callable[[pd.DataFrame], dict[str, Figure]]] = {
     "beam_sizes": beam_sizes,
     "unaccounted_vs_k": unaccounted_vs_k,
     "case_study": case_study,
+    "frontier": frontier.draw,
 }

@@ -33,9 +33,16 @@ class Panel:
     slug: str
 
 
-def load_results(paths: Iterable[str | Path]) -> pd.DataFrame:
-    """Merge result parts (files or folders, e.g. one per SLURM job), one row per key."""
-    return name_variants(read_results(paths))
+def load_results(paths: Iterable[str | Path], datasets: Iterable[str] = ()) -> pd.DataFrame:
+    """Merge result parts (files or folders, e.g. one per SLURM job), one row per key; only
+    `datasets`, if given."""
+    table = read_results(paths)
+    datasets = list(datasets)
+    if datasets:
+        table = table[table.dataset.isin(datasets)]
+        if table.empty:
+            raise ValueError(f"no results for datasets {datasets}")
+    return name_variants(table.copy())
 
 
 def name_variants(table: pd.DataFrame) -> pd.DataFrame:
@@ -48,9 +55,12 @@ def name_variants(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def dataset_title(results: pd.DataFrame, dataset: str) -> str:
-    """The dataset's name, flagged when its data was the synthetic stand-in."""
-    synthetic = results.loc[results.dataset == dataset, "synthetic"].fillna(False).any()
-    return f"{dataset} (synthetic stand-in)" if synthetic else dataset
+    """The dataset's name, flagged when its data was the synthetic stand-in or its histories
+    were sampled from a model."""
+    rows = results.loc[results.dataset == dataset]
+    title = f"{dataset} (synthetic stand-in)" if rows.synthetic.fillna(False).any() else dataset
+    sampled = sorted({h for h in rows.histories if str(h).startswith("sampled")})
+    return f"{title} ({'; '.join(sampled)})" if sampled else title
 
 
 def panels(results: pd.DataFrame, columns: list[str] = PANEL) -> dict[tuple, Panel]:

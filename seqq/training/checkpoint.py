@@ -71,4 +71,4 @@ def load_checkpoint(path: str | Path, device: str | torch.device | None = None,
     if vocab is not None and list(vocab) != payload["vocab"]:
         raise CheckpointError(f"{path} was trained on a different vocabulary "
                               f"({len(payload['vocab'])} symbols vs the dataset's {len(vocab)})")
-    return LSTMModel(net_from_payload(payload, path), device), payload["vocab"]
+    return LSTMModel(net_from_payload(payload, path), device, payload["vocab"]), payload["vocab"]

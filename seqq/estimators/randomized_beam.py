@@ -1,0 +1,140 @@
+"""Randomized beam search: 001's sum-and-sample estimator (Eq. 4) applied at every depth.
+
+Every node carries ŵ, an unbiased estimate of its prefix's probability (1 at the root). At each
+depth the children c = b·v (v ∈ V_k) of all kept nodes b are candidates with ŵ(c) = ŵ(b)·p(v|b);
+the `top` best by ŵ are kept exactly, and `sampled` more are drawn from the rest with probability
+r(c) = ŵ(c)/S_tail (the tail renormalised, seed-notes §2 (d)), systematically, equal draws merged:
+a drawn candidate gets ŵ(c)·m_c/(sampled·r(c)) = m_c·S_tail/sampled. E[ŵ'(c)] = ŵ(c), so by the
+tower property the last depth's exact sum Σ_b ŵ(b)·p(V_K | b) is unbiased for p(Q). With
+`sampled` = 0 this is top-K beam search (a lower bound, no longer unbiased); with `top` = 0 it
+is sequential importance resampling at every step. Branches (products) run level by level
+together, one batched model call per depth, like beam.py; products of one task share the calls
+for their common prefixes (frontier.py).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+from seqq.errors import BudgetError, QueryError
+from seqq.estimators.batch import Batch, tree_calls
+from seqq.estimators.beam import TopB, best_candidates
+from seqq.estimators.estimate import Estimate
+from seqq.estimators.frontier import extend
+from seqq.estimators.resample import resample_groups, systematic_counts
+from seqq.estimators.rollout import restrict, restricted_cdf
+from seqq.estimators.search import widths_for_budget
+from seqq.estimators.summary import BranchResult, group_logsumexp, to_estimates
+
+DEFAULT_TOP = 5
+DEFAULT_SAMPLED = 5
+
+
+def randomized_beam(batch: Batch, budgets: Sequence[int] | None, top: int | None = None,
+                    sampled: int | None = None) -> list[Estimate]:
+    """Unbiased p̂ from a beam of `top` exact + `sampled` drawn nodes per depth and product.
+    With a budget, the widest beam top + sampled that fits (at most one call per node), split
+    as asked (`top` or `sampled` fixes that part) or evenly, drawn part rounded up. stderr is
+    None: the kept nodes are dependent draws with no simple variance estimate; use replicas."""
+    if (top is not None and top < 0) or (sampled is not None and sampled < 0):
+        raise QueryError(f"randomized_beam options top and sampled must be ≥ 0, got "
+                         f"top={top!r}, sampled={sampled!r}")
+    head, drawn = _split(batch, budgets, top, sampled)
+    log_value, sizes = _search(batch, head, drawn)
+    extras = [{"top": head[b].tolist(), "sampled": drawn[b].tolist(),
+               "beam_sizes": sizes[b].tolist()} for b in batch.task_branches()]
+    return to_estimates(batch, "randomized_beam", BranchResult(log_value, None, None, None),
+                        bool((drawn == 0).all()), extras)
+
+
+def _split(batch: Batch, budgets: Sequence[int] | None, top: int | None, sampled: int | None
+           ) -> tuple[Tensor, Tensor]:
+    """(top, sampled) per branch."""
+    N = len(batch.branch_task)
+    if budgets is None:
+        return (torch.full((N,), DEFAULT_TOP if top is None else top),
+                torch.full((N,), DEFAULT_SAMPLED if sampled is None else sampled))
+    cap = int(tree_calls(batch).max().item()) if top is None or sampled is None else top + sampled
+    if cap < 1:
+        raise BudgetError("randomized_beam: top + sampled must be at least 1 with a budget")
+    width = widths_for_budget(batch, budgets, cap, "randomized_beam")
+    if top is not None:
+        head = torch.clamp(width, max=top)
+        return head, width - head
+    drawn = width - width // 2 if sampled is None else torch.clamp(width, max=sampled)
+    return width - drawn, drawn
+
+
+def _search(batch: Batch, top: Tensor, sampled: Tensor) -> tuple[Tensor, Tensor]:
+    """log p̂ per branch and the nodes kept at depths 1..K−1 [N, K−1]: each costs one call,
+    unless another product of its task holds the same prefix (then they share it)."""
+    N, K, device = len(batch.branch_task), batch.masks.shape[1], batch.device
+    log_value = torch.full((N,), -math.inf, dtype=torch.float64)
+    sizes = torch.zeros(N, K - 1, dtype=torch.long)
+    branch, log_w = torch.arange(N), torch.zeros(N, dtype=torch.float64)  # the frontier
+    prefix = batch.branch_task.clone()  # the evaluated prefix of each node (shared by products)
+    log_probs, state = batch.root_log_probs, batch.root_state
+    for depth in range(K):
+        node_log_probs = log_probs[prefix.to(device)]
+        domain = batch.masks[branch.to(device), depth]
+        masked, log_mass = restrict(node_log_probs, domain)
+        ending = batch.lengths[branch] == depth + 1
+        log_value = torch.logaddexp(log_value, group_logsumexp(
+            (log_w + log_mass.double().cpu())[ending], branch[ending], N))
+        open_nodes = (~ending).nonzero().flatten()
+        if not len(open_nodes):
+            break
+        on_device = open_nodes.to(device)
+        node, token, log_w = _next_beam(batch, depth, branch[open_nodes], log_w[open_nodes],
+                                        node_log_probs[on_device], masked[on_device],
+                                        domain[on_device], top, sampled)
+        parent = open_nodes[node]
+        branch = branch[parent]
+        sizes[:, depth] = torch.bincount(branch, minlength=N)
+        prefix, log_probs, state = extend(batch, state, prefix[parent], token)
+    return log_value, sizes
+
+
+def _next_beam(batch: Batch, depth: int, branch: Tensor, log_w: Tensor, log_probs: Tensor,
+               masked: Tensor, domain: Tensor, top: Tensor, sampled: Tensor
+               ) -> tuple[Tensor, Tensor, Tensor]:
+    """(node, symbol, log ŵ) of the next beam, grouped by branch: the head kept exactly and
+    the tail sample. A branch with no more candidates than top + sampled keeps them all."""
+    N, device = len(top), log_probs.device
+    scores = log_w.to(device)[:, None] + masked.double()
+    candidates = torch.zeros(N, dtype=torch.long).index_add_(
+        0, branch, torch.isfinite(masked).sum(-1).cpu())
+    keep_all = candidates <= top + sampled
+    head_width = torch.where(keep_all, candidates, top)
+    draws = torch.where(keep_all, 0, sampled)
+    node = torch.zeros(0, dtype=torch.long)
+    token = torch.zeros(0, dtype=torch.long)
+    if int(head_width.max()) > 0:
+        node, token = best_candidates(scores, branch, depth, TopB(head_width, by_q=False),
+                                      batch.lengths)
+    head_log_w = scores[node.to(device), token.to(device)].cpu()
+    if int(draws[branch].max()) == 0:
+        return node, token, head_log_w
+    tail_domain = domain.clone()
+    tail_domain[node.to(device), token.to(device)] = False
+    node_tail = log_w + restrict(log_probs, tail_domain)[1].double().cpu()  # log ŵ(b)·p(tail|b)
+    log_tail = group_logsumexp(node_tail, branch, N)  # log S_tail per branch
+    draws = torch.where(torch.isfinite(log_tail), draws, 0)
+    ids, per_branch = torch.unique_consecutive(branch, return_counts=True)
+    hits = resample_groups(node_tail, per_branch, draws[ids], batch.generator)
+    chosen = hits.nonzero().flatten()
+    _, cdf = restricted_cdf(log_probs[chosen.to(device)], tail_domain[chosen.to(device)])
+    counts = systematic_counts(cdf, hits[chosen], batch.generator)
+    row, drawn_token = counts.nonzero(as_tuple=True)
+    multiplicity = counts[row, drawn_token].double().cpu()
+    drawn_node = chosen[row.cpu()]
+    b = branch[drawn_node]
+    drawn_log_w = multiplicity.log() + log_tail[b] - draws[b].double().log()
+    node = torch.cat([node, drawn_node])
+    order = torch.argsort(node * batch.vocab_size + torch.cat([token, drawn_token.cpu()]))
+    return (node[order], torch.cat([token, drawn_token.cpu()])[order],
+            torch.cat([head_log_w, drawn_log_w])[order])

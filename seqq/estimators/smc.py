@@ -1,0 +1,199 @@
+"""Sequential Monte Carlo on the restricted proposal, with ESS-triggered resampling.
+
+Each product (branch) runs P particles. At depth k a particle at prefix x_<k gains the incremental
+weight p(V_k | x_<k) (known before x_k is drawn, so resampling on it is fully adapted), the branch
+resamples when the effective sample size falls below `ess_threshold`·P, and x_k is drawn from
+q(· | x_<k) ∝ p(· | x_<k)·1[· ∈ V_k]. The estimate of p(Q_i) is the standard SMC normalising
+constant: the product, over the stretches between resamplings, of the mean accumulated weight.
+It is unbiased: Σ_particles weight × p(rest of Q | prefix) is a martingale through weighting,
+resampling and extension, and equals the estimate at the end.
+
+Particles on one prefix are identical (same state, same weight), so they are stored once, as a
+row with a count, and the model is called once per distinct prefix of a task (frontier.py).
+Resampling and extension use systematic sampling (resample.py), which keeps each expected count
+exact.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+from seqq.errors import QueryError
+from seqq.estimators.batch import Batch
+from seqq.estimators.estimate import Estimate
+from seqq.estimators.frontier import extend
+from seqq.estimators.resample import resample_groups, systematic_counts
+from seqq.estimators.rollout import restricted_cdf
+from seqq.estimators.search import widths_for_budget
+from seqq.estimators.summary import BranchResult, group_logsumexp, to_estimates
+
+DEFAULT_PARTICLES = 1000
+DEFAULT_ESS_THRESHOLD = 0.5
+ROW_ELEMENTS = 2**26  # particles × V per group of branches run together: bounds memory
+
+
+def smc(batch: Batch, budgets: Sequence[int] | None, particles: int | None = None,
+        ess_threshold: float = DEFAULT_ESS_THRESHOLD) -> list[Estimate]:
+    """SMC estimate of p(Q) with `particles` per product. With a budget, it starts with the most
+    particles whose worst case (one call per particle per step, at most |prefixes| per step) fits
+    it, and whenever shared prefixes left calls unspent, splits its particles into more (before
+    extending them; `particles` then caps the count, reported as extras["particles"]).
+    `ess_threshold` in [0, 1]: 0 never resamples (stratified importance sampling), 1 resamples
+    whenever the weights are uneven. stderr is None: SMC has no simple unbiased variance
+    estimate (its particles are dependent); compare replicas instead."""
+    if not 0 <= ess_threshold <= 1:
+        raise QueryError(f"smc option ess_threshold must lie in [0, 1], got {ess_threshold!r}")
+    if particles is not None and particles < 1:
+        raise QueryError(f"smc option particles must be a positive integer, got {particles!r}")
+    if budgets is None:
+        counts = torch.full((len(batch.branch_task),), particles or DEFAULT_PARTICLES)
+    else:
+        cap = particles or max(budgets)
+        counts = widths_for_budget(batch, budgets, cap, "smc")
+    N = len(batch.branch_task)
+    log_value = torch.zeros(N, dtype=torch.float64)
+    resamplings = torch.zeros(N, dtype=torch.long)
+    budget = None if budgets is None else (torch.as_tensor(list(budgets)), cap)
+    for branches in _groups(batch, counts):
+        if not len(branches):
+            continue  # only empty queries here: p = 0
+        part = _branches(batch, branches)
+        log_value[branches], resamplings[branches], counts[branches] = _run(
+            part, counts[branches], ess_threshold, budget)
+    extras = [{"particles": counts[b].tolist(), "resamplings": resamplings[b].tolist()}
+              for b in batch.task_branches()]
+    return to_estimates(batch, "smc", BranchResult(log_value, None, counts, None), False, extras)
+
+
+def _groups(batch: Batch, counts: Tensor) -> list[Tensor]:
+    """Branches of consecutive whole tasks (so products still share prefixes) whose particles
+    × V stay under ROW_ELEMENTS, at least one task per group."""
+    groups, current, load = [], [], 0
+    limit = max(1, ROW_ELEMENTS // batch.vocab_size)
+    for branches in batch.task_branches():
+        task_load = int(counts[branches].sum())
+        if current and load + task_load > limit:
+            groups.append(torch.cat(current))
+            current, load = [], 0
+        current.append(branches)
+        load += task_load
+    return [*groups, torch.cat(current)] if current else groups
+
+
+def _branches(batch: Batch, branches: Tensor) -> Batch:
+    """The batch limited to some branches; tasks keep their ids (and their call counts)."""
+    device_branches = branches.to(batch.device)
+    return dataclasses.replace(batch, branch_task=batch.branch_task[branches],
+                               masks=batch.masks[device_branches],
+                               lengths=batch.lengths[branches])
+
+
+def _run(batch: Batch, particles: Tensor, ess_threshold: float,
+         budget: tuple[Tensor, int] | None) -> tuple[Tensor, Tensor, Tensor]:
+    """log p̂, the number of resamplings and the final particles per branch of `batch`."""
+    N, device = len(batch.branch_task), batch.device
+    sizes = batch.masks.sum(-1).double().cpu()  # [N, K] |V_k| per branch
+    log_z = torch.zeros(N, dtype=torch.float64)
+    resamplings = torch.zeros(N, dtype=torch.long)
+    # one row per distinct prefix of a branch: its branch, particle count, log weight since the
+    # last resampling, and the evaluated prefix it sits on (shared with the task's other products)
+    branch = torch.arange(N)
+    count = particles.clone()
+    log_w = torch.zeros(N, dtype=torch.float64)
+    prefix = batch.branch_task.clone()
+    log_probs, state = batch.root_log_probs, batch.root_state
+    for depth in range(int(batch.lengths.max())):
+        domain = batch.masks[branch.to(device), depth]
+        log_mass, cdf = restricted_cdf(log_probs[prefix.to(device)], domain)
+        log_w = log_w + log_mass.double().cpu()
+        log_mean = group_logsumexp(log_w + count.double().log(), branch, N) - particles.double().log()
+        ending = batch.lengths == depth + 1
+        log_z += torch.where(ending, log_mean, 0.0)
+        going_on = batch.lengths > depth + 1
+        log_z = torch.where(going_on & torch.isneginf(log_mean), -torch.inf, log_z)
+        live = (going_on[branch] & torch.isfinite(log_w)).nonzero().flatten()
+        if not len(live):
+            break
+        branch, count, log_w, prefix = branch[live], count[live], log_w[live], prefix[live]
+        cdf = cdf[live.to(device)]
+        if budget is not None:
+            more = _affordable(batch, sizes, budget, depth, branch, particles)
+            if (more > particles).any():
+                count = _split(branch, count, particles, more, batch.generator)
+                particles = more
+        uneven = _ess(log_w, count, branch, N) < ess_threshold * particles
+        resample = going_on & torch.isfinite(log_mean) & uneven
+        if resample.any():
+            log_z += torch.where(resample, log_mean, 0.0)
+            resamplings += resample.long()
+            count, log_w = _resample(branch, count, log_w, resample, particles,
+                                     batch.generator)
+            kept = (count > 0).nonzero().flatten()
+            branch, count, log_w, prefix = branch[kept], count[kept], log_w[kept], prefix[kept]
+            cdf = cdf[kept.to(device)]
+        children = systematic_counts(cdf, count, batch.generator)  # extend by q, merged
+        parent, token = children.nonzero(as_tuple=True)
+        count = children[parent, token].cpu()
+        parent = parent.cpu()
+        branch, log_w = branch[parent], log_w[parent]
+        prefix, log_probs, state = extend(batch, state, prefix[parent], token)
+    return log_z, resamplings, particles
+
+
+def _affordable(batch: Batch, sizes: Tensor, budget: tuple[Tensor, int], depth: int,
+                branch: Tensor, particles: Tensor) -> Tensor:
+    """The most particles per branch (≤ cap, ≥ now; one number per task) whose worst-case calls
+    from here on fit what is left of each task's budget: a branch with r prefixes now evaluates
+    at most min(P, r·|V_{k+1}|···|V_j|) prefixes of length j, for j < its length."""
+    budgets, cap = budget
+    N = len(particles)
+    rows = torch.bincount(branch, minlength=N).double()
+    reach = rows[:, None] * torch.cumprod(sizes[:, depth:], 1)  # prefixes of length depth+1..
+    length = torch.arange(depth + 1, sizes.shape[1] + 1)
+    evaluated = length < batch.lengths[:, None]
+    tasks, task_of = torch.unique(batch.branch_task, return_inverse=True)
+    left = (budgets[tasks] - batch.counter.calls[tasks]).double()
+    low = torch.zeros(len(tasks), dtype=particles.dtype).scatter_reduce(
+        0, task_of, particles, reduce="amax")
+    high = torch.full_like(low, cap).maximum(low)
+    while (low < high).any():  # largest count whose worst case fits, per task
+        mid = (low + high + 1) // 2
+        calls = (torch.minimum(reach, mid[task_of, None].double()) * evaluated).sum(-1)
+        fits = torch.zeros(len(tasks), dtype=torch.float64).index_add_(0, task_of, calls) <= left
+        low = torch.where(fits & (low < high), mid, low)
+        high = torch.where(~fits & (low < high), mid - 1, high)
+    return low[task_of]
+
+
+def _split(branch: Tensor, count: Tensor, particles: Tensor, more: Tensor,
+           generator: torch.Generator) -> Tensor:
+    """Spread `more` particles over each branch's rows ∝ their counts (systematically), keeping
+    weights: E[new count] = count·more/particles, so the estimate stays unbiased."""
+    ids, sizes = torch.unique_consecutive(branch, return_counts=True)
+    return resample_groups(count.double().log(), sizes, more[ids], generator)
+
+
+def _ess(log_w: Tensor, count: Tensor, branch: Tensor, N: int) -> Tensor:
+    """(Σ c·w)² / Σ c·w² per branch, with c particles of weight w per row (0 if no mass)."""
+    log_c = count.double().log()
+    first = group_logsumexp(log_w + log_c, branch, N)
+    second = group_logsumexp(2 * log_w + log_c, branch, N)
+    return torch.where(torch.isfinite(first), (2 * first - second).exp(), 0.0)
+
+
+def _resample(branch: Tensor, count: Tensor, log_w: Tensor, resample: Tensor, particles: Tensor,
+              generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """Systematic resampling of the rows of the branches flagged in `resample` (rows grouped by
+    branch): each such branch draws its P particles ∝ c·w; weights reset to one."""
+    rows = resample[branch].nonzero().flatten()
+    ids, sizes = torch.unique_consecutive(branch[rows], return_counts=True)
+    new_count = resample_groups(log_w[rows] + count[rows].double().log(), sizes, particles[ids],
+                                generator)
+    count, log_w = count.clone(), log_w.clone()
+    count[rows], log_w[rows] = new_count, 0.0
+    return count, log_w
+

@@ -1,0 +1,92 @@
+"""The estimator frontier (`make fig-frontier`): which method is most accurate per model call.
+
+In a sweep every method runs at each query's budget, the hybrid's calls at S tail samples
+(README "Query sweeps", step 3). Here each (model, K) gets the median RAE of every method against
+the median model calls it actually spent, one point per budget level, and a table names the
+method that wins each (model, K, S) with its RAE ratio to the hybrid (issue target: ≤ 0.5).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from seqq.reports.plotting import NotApplicable, grid, legend, method_colors, panel_title
+from seqq.reports.tables import PANEL, panels
+
+BASELINE = "hybrid"
+FAILED_RAE = 1.0  # a method that cannot answer within the budget scores as an estimate of 0
+RAE_FLOOR = 1e-4  # plotted instead of 0 (an exact answer) on the log axis
+CELL = [*PANEL, "K", "budget_level"]  # one model (panel), horizon and budget
+
+
+def applies(results: pd.DataFrame) -> bool:
+    """Budgeted rows of the hybrid and at least one other method, at two or more budgets."""
+    budgeted = results[results.budget_level > 0]
+    return (BASELINE in set(budgeted.method) and budgeted.method.nunique() > 1
+            and budgeted.budget_level.nunique() > 1)
+
+
+def points(results: pd.DataFrame) -> pd.DataFrame:
+    """Median RAE and model calls per (panel, K, budget level, method), over the queries with
+    ground truth at temperature 1; `failed` counts the queries a method could not answer."""
+    rows = results[(results.temperature == 1.0) & (results.budget_level > 0)
+                   & np.isfinite(results.truth_log)].copy()
+    rows["failed"] = rows.estimate.isna()
+    rows["rae"] = rows.rae.fillna(FAILED_RAE)
+    return (rows.groupby([*CELL, "method"], observed=True)
+            .agg(median_rae=("rae", "median"), calls=("model_calls", "median"),
+                 queries=("rae", "size"), failed=("failed", "sum"))
+            .reset_index())
+
+
+def winners(results: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, K, S): the hybrid's median RAE and calls, the best other method and the ratio
+    of its median RAE to the hybrid's, and the winner of the cell (empty where the results hold
+    no frontier)."""
+    if not applies(results):
+        return pd.DataFrame()
+    table, titles = points(results), panels(results)
+    rows = []
+    for cell_key, cell in table.groupby(CELL, observed=True):
+        base = cell[cell.method == BASELINE]
+        others = cell[cell.method != BASELINE].sort_values("median_rae")
+        if base.empty or others.empty:
+            continue
+        *panel, K, level = cell_key
+        hybrid, best = base.iloc[0], others.iloc[0]
+        ratio = best.median_rae / hybrid.median_rae if hybrid.median_rae > 0 else np.inf
+        rows.append({"model": titles[tuple(panel)].title, "K": int(K), "S": int(level),
+                     "calls": round(float(hybrid.calls)), "hybrid_rae": float(hybrid.median_rae),
+                     "best_other": best.method, "best_other_rae": float(best.median_rae),
+                     "ratio_to_hybrid": float(ratio),
+                     "winner": best.method if ratio < 1 else BASELINE,
+                     "queries": int(hybrid.queries)})
+    return pd.DataFrame(rows)
+
+
+def draw(results: pd.DataFrame) -> dict[str, Figure]:
+    """Median RAE vs model calls, log–log; rows = models (panels), columns = K, one line per
+    method."""
+    if not applies(results):
+        raise NotApplicable("needs budgeted rows of the hybrid and another method at two or "
+                            "more budget levels S")
+    table, titles = points(results), panels(results)
+    keys, ks = sorted(table.groupby(PANEL).groups), sorted(table["K"].unique())
+    colors = method_colors(table.method)
+    fig, axes = grid(len(keys), len(ks), size=(3.2, 2.8))
+    for i, key in enumerate(keys):
+        block = table[(table[PANEL] == pd.Series(dict(zip(PANEL, key, strict=True)))).all(axis=1)]
+        for j, K in enumerate(ks):
+            ax = axes[i, j]
+            for method, line in block[block["K"] == K].groupby("method"):
+                line = line.sort_values("calls")
+                ax.plot(line.calls.clip(lower=1), line.median_rae.clip(lower=RAE_FLOOR), "o-",
+                        ms=3, lw=1.8 if method == BASELINE else 1.0, color=colors[method],
+                        label=method, zorder=3 if method == BASELINE else 2)
+            ax.set(xscale="log", yscale="log", xlabel="model calls per query (median)",
+                   ylabel="median RAE")
+            panel_title(ax, titles[key].title, f"K={K}")
+    legend(fig, axes)
+    return {"frontier": fig}

@@ -1,0 +1,66 @@
+"""The estimator frontier (`make fig-frontier`): preset, winners table and figure."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+from conftest import compose_sweep, tiny_overrides
+
+from seqq.estimators import METHODS
+from seqq.experiments import sweep
+from seqq.reports import frontier
+from seqq.reports.build import build_report
+
+
+def _row(method: str, K: int, level: int, rae: float, calls: int, history: int) -> dict:
+    failed = math.isnan(rae)
+    return dict(dataset="d", model="m", query="hitting_time", budget_rule="hybrid",
+                synthetic=False, histories="test", temperature=1.0, method=method, K=K,
+                budget_level=level, rae=rae, model_calls=calls, truth_log=-2.0,
+                estimate=math.nan if failed else 0.1, history_id=history)
+
+
+def test_winners_name_the_best_method_and_its_ratio_to_the_hybrid():
+    rows = []
+    for h, (hyb, imp, beam) in enumerate([(0.2, 0.05, 0.5), (0.4, 0.1, math.nan),
+                                          (0.3, 0.2, 0.6)]):
+        rows += [_row("hybrid", 3, 10, hyb, 30, h), _row("importance", 3, 10, imp, 29, h),
+                 _row("beam", 3, 10, beam, 20, h)]
+        rows += [_row("hybrid", 3, 100, hyb / 10, 300, h),
+                 _row("importance", 3, 100, imp * 2, 299, h)]
+    results = pd.DataFrame(rows)
+    points = frontier.points(results).set_index(["budget_level", "method"])
+    assert points.loc[(10, "beam"), "failed"] == 1  # a failed query scores RAE 1
+    assert points.loc[(10, "beam"), "median_rae"] == pytest.approx(0.6)
+    assert points.loc[(10, "hybrid"), "calls"] == 30
+    table = frontier.winners(results).set_index("S")
+    assert table.loc[10, "best_other"] == "importance" and table.loc[10, "winner"] == "importance"
+    assert table.loc[10, "ratio_to_hybrid"] == pytest.approx(0.1 / 0.3)
+    assert table.loc[100, "winner"] == "hybrid"
+    assert table.loc[100, "ratio_to_hybrid"] == pytest.approx(0.2 / 0.03)
+
+
+def test_preset_runs_every_budgeted_method_at_the_hybrids_budgets():
+    cfg = compose_sweep(["experiment=frontier", "dataset=shakespeare", "model=authors"])
+    methods = list(cfg.estimator.methods)
+    assert methods[0] == "hybrid" and set(methods) <= set(METHODS) - {"exact", "coverage_beam"}
+    assert list(cfg.sweep.ks) == [3, 4, 7, 11] and list(cfg.budget.levels) == [10, 100, 1000]
+    assert cfg.ground_truth.exact_max_calls >= 1 + 67 + 67**2 + 67**3  # exact at K ≤ 4, V = 68
+    paper = compose_sweep(["experiment=frontier", "size=paper"])
+    assert paper.sweep.histories == 1000 and paper.ground_truth.rule == "absolute"
+    assert paper.ground_truth.exact_max_calls >= 1 + 97 + 97**2 + 97**3  # and V = 98
+
+
+def test_report_draws_the_frontier_and_writes_the_table(tmp_path):
+    """A tiny frontier sweep (Markov model, two budgets) through `seqq report`."""
+    cfg = compose_sweep(tiny_overrides(tmp_path, "frontier", "experiment=frontier",
+                                       "estimator.methods=[hybrid,importance,beam]"))
+    folder = sweep.run(cfg)
+    report = build_report([folder / "results"], tmp_path / "report", figures=["frontier"])
+    assert (report / "figures" / "frontier.png").stat().st_size > 0
+    table = pd.read_csv(report / "tables" / "frontier.csv")
+    assert len(table) == 2 * 2  # (K = 3, 5) × (S = 10, 30)
+    assert set(table.best_other) <= {"importance", "beam"} and (table.ratio_to_hybrid > 0).all()
+    assert "Estimator frontier" in (report / "summary.md").read_text()

@@ -1,0 +1,116 @@
+"""Randomized beam search against exact answers: unbiased, exact when the beam holds the whole
+tree, a lower bound without samples, one call per kept node, in budget."""
+
+import pytest
+import torch
+from oracles import PrefixRecording, brute_force, random_markov, tiny_gpt2
+from test_estimators import CASES, assert_unbiased, replicas
+from test_smc import _importance_variance
+
+import seqq
+from seqq import queries as Q
+from seqq.errors import BudgetError, QueryError
+from seqq.models import MarkovModel
+
+
+@pytest.fixture(params=CASES, ids=[c[0] for c in CASES])
+def case(request):
+    _, make, history, query = request.param
+    model = make()
+    return model, history, query, brute_force(model, history, query)
+
+
+@pytest.mark.parametrize("top, sampled", [(2, 2), (0, 3), (3, 1)])
+def test_randomized_beam_is_unbiased(case, top, sampled):
+    model, history, query, truth = case
+    estimates = replicas(model, history, query, "randomized_beam", top=top, sampled=sampled)
+    assert_unbiased(estimates, truth)
+    assert all(e.stderr is None and not e.is_lower_bound for e in estimates)
+
+
+@pytest.mark.parametrize("V, K", [(5, 12), (12, 9)])
+def test_randomized_beam_is_unbiased_at_long_horizons(V, K):
+    model = random_markov(V, 1, seed=V + K)
+    query = Q.hitting_time(1, K)
+    assert_unbiased(replicas(model, [0], query, "randomized_beam", top=3, sampled=4),
+                    seqq.exact(model, [0], query))
+
+
+def test_an_iid_model_is_answered_exactly():
+    """The kept nodes' ŵ always sum to the exact mass of all candidates."""
+    model = MarkovModel.iid([0.5, 0.3, 0.2])
+    for est in replicas(model, [1], Q.hitting_time(0, 6), "randomized_beam", top=1, sampled=2)[:10]:
+        assert est.value == pytest.approx(0.5**6, rel=1e-12)
+
+
+def test_a_beam_that_holds_the_whole_tree_is_exact(case):
+    model, history, query, truth = case
+    widest = query.size(model.vocab_size)
+    est = seqq.estimate(model, history, query, "randomized_beam", top=0, sampled=widest, seed=0)
+    assert est.value == pytest.approx(truth, rel=1e-6)  # float32 models
+
+
+def test_without_samples_it_is_a_lower_bound(case):
+    model, history, query, truth = case
+    est = seqq.estimate(model, history, query, "randomized_beam", top=3, sampled=0)
+    assert est.is_lower_bound and est.value <= truth * (1 + 1e-9)
+
+
+def test_one_call_per_distinct_prefix():
+    """Kept nodes cost one call each, and the products of a union share their common prefixes."""
+    model = PrefixRecording(tiny_gpt2())
+    query = Q.a_before_b(0, 1, 5)
+    for seed in range(4):
+        est = seqq.estimate(model, [2, 3], query, "randomized_beam", top=2, sampled=3, seed=seed)
+        sizes = est.extras["beam_sizes"]  # per product, nodes kept at depths 1..K-1
+        assert all(s <= 5 for product in sizes for s in product)
+        assert len(set(model.evaluated)) == len(model.evaluated) == est.model_calls
+        assert est.model_calls < 1 + sum(map(sum, sizes))  # shared prefixes paid once
+        model.evaluated.clear()
+
+
+def test_a_budget_buys_the_widest_beam_that_fits():
+    model = random_markov(6, 1, seed=3)
+    query = Q.hitting_time(2, 5)  # width W costs at most 1 + Σ_{k<5} min(W, 5**k) calls
+
+    def worst(W):
+        return 1 + sum(min(W, 5**k) for k in range(1, 5))
+
+    for budget, options in [(30, {}), (200, {}), (200, {"top": 4}), (200, {"sampled": 30})]:
+        est = seqq.estimate(model, [0], query, "randomized_beam", budget=budget, seed=0,
+                            **options)
+        (top,), (sampled,) = est.extras["top"], est.extras["sampled"]
+        W = top + sampled
+        assert est.model_calls <= worst(W) <= budget < worst(W + 1)
+        if not options:
+            assert sampled == W - W // 2  # an even split, never without samples
+        assert top == options.get("top", top) and sampled == options.get("sampled", sampled)
+    with pytest.raises(BudgetError, match="randomized_beam"):
+        seqq.estimate(model, [0], query, "randomized_beam", budget=4)
+
+
+def test_randomized_beam_beats_importance_sampling_on_a_long_horizon():
+    """The sticky two-regime chain of test_smc: IS weights vary wildly, the beam's do not."""
+    model = MarkovModel(torch.tensor([[0.1, 0.45, 0.45], [0.5, 0.45, 0.05],
+                                      [0.01, 0.09, 0.9]]), 1)
+    query = Q.hitting_time(0, 20)
+    importance = _importance_variance(model, 1, query.masks(3)[0]) / 16
+    values = torch.tensor([e.value for e in seqq.estimate_many(
+        model, [[1]] * 400, query, "randomized_beam", top=8, sampled=8, seed=5)],
+        dtype=torch.float64)
+    assert values.var().item() < importance / 10
+    se = (values.var().item() / len(values)) ** 0.5
+    assert abs(values.mean().item() - seqq.exact(model, [1], query)) <= 4 * se
+
+
+def test_negative_sizes_get_a_clear_error():
+    with pytest.raises(QueryError, match="top and sampled"):
+        seqq.estimate(random_markov(4, 1), [0], Q.hitting_time(1, 3), "randomized_beam", top=-1)
+
+
+def test_an_empty_query_gives_zero_beside_others():
+    model = random_markov(3, 1)
+    empty, other = seqq.estimate_many(model, [[0], [1]], [Q.hitting_time([0, 1, 2], 3),
+                                                          Q.hitting_time(1, 3)],
+                                      "randomized_beam", budget=50, seed=0)
+    assert empty.value == 0.0 and "empty" in empty.note and other.value > 0

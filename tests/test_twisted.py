@@ -1,0 +1,177 @@
+"""Twisted importance sampling against exact answers: unbiased with any surrogate, exact with
+the model itself as surrogate, IS's call counts, and lower variance with a fitted surrogate."""
+
+import importlib
+import math
+
+import pytest
+import torch
+from oracles import brute_force, random_markov, tiny_gpt2, tiny_lstm
+from test_calls_and_reuse import Recording
+
+import seqq
+from seqq import queries as Q
+from seqq.errors import QueryError
+from seqq.estimators.batch import effective_lengths
+from seqq.estimators.rollout import sample_categorical
+from seqq.models import MarkovModel
+from seqq.models.ngram import fit_ngram
+
+SEEDS = 240
+
+
+def draw(model, history, n, length, seed=0):
+    """n sequences history + `length` symbols sampled from the model: a surrogate's corpus."""
+    g = torch.Generator().manual_seed(seed)
+    log_probs, state = model.initial_state([history] * n)
+    drawn = []
+    for _ in range(length):
+        x = sample_categorical(log_probs.double(), g)
+        drawn.append(x)
+        log_probs, state = model.step(state, x)
+    return [list(history) + row for row in torch.stack(drawn, 1).tolist()]
+
+
+def fitted_surrogate(model, history, order, n=60, length=12):
+    return fit_ngram(draw(model, history, n, length), model.vocab_size, order=order)
+
+
+def truth_of(model, history, query):
+    """Forward DP for Markov models, brute-force enumeration through the protocol otherwise."""
+    if isinstance(model, MarkovModel):
+        return seqq.exact(model, history, query)
+    return brute_force(model, history, query)
+
+
+def values(estimates):
+    return torch.tensor([e.value for e in estimates], dtype=torch.float64)
+
+
+# model, history, query, order of the surrogate fitted on samples of the model
+CASES = [
+    ("markov", lambda: random_markov(8, 1, seed=5), [2], Q.hitting_time(3, 5), 1),
+    ("markov-order2", lambda: random_markov(6, 2, seed=6), [1, 4], Q.hitting_time([0, 5], 4), 1),
+    ("markov-count", lambda: random_markov(5, 1, seed=7), [0], Q.count(1, 2, 4), 2),
+    ("markov-before", lambda: random_markov(6, 2, seed=8), [0, 1], Q.a_before_b(2, [3, 4], 4), 2),
+    ("lstm", tiny_lstm, [0, 3, 1], Q.hitting_time(2, 5), 2),
+    ("lstm-count", tiny_lstm, [4], Q.count(0, 1, 4), 2),
+    ("gpt2", tiny_gpt2, [1, 0, 3], Q.hitting_time(4, 4), 2),
+    ("gpt2-before", tiny_gpt2, [2], Q.a_before_b(0, 1, 4), 3),  # history shorter than the context
+]
+
+
+@pytest.mark.parametrize("make, history, query, order", [c[1:] for c in CASES],
+                         ids=[c[0] for c in CASES])
+def test_twisted_is_unbiased_with_a_fitted_surrogate(make, history, query, order):
+    model = make()
+    surrogate = fitted_surrogate(model, history, order)
+    truth = truth_of(model, history, query)
+    estimates = seqq.estimate_many(model, [history] * SEEDS, query, "twisted", samples=10,
+                                   seed=3, surrogate=surrogate)
+    v = values(estimates)
+    se = v.std().item() / math.sqrt(SEEDS)
+    assert abs(v.mean().item() - truth) <= 4 * se + 1e-12, (v.mean(), truth, se)
+
+
+@pytest.mark.parametrize("order, grouped", [(1, False), (2, False), (2, True)])
+def test_the_model_as_its_own_surrogate_gives_zero_variance(order, grouped, monkeypatch):
+    """Then q̃ is p(· | X ∈ product), so every weight equals the product's probability.
+    `grouped`: messages too big for one batch make every task a group of its own."""
+    if grouped:
+        monkeypatch.setattr(importlib.import_module("seqq.estimators.twisted"), "MESSAGE_ELEMENTS", 1)
+    model = random_markov(6, order, seed=order)
+    histories = [[0, 1], [3, 3], [5, 2], [1, 0]]
+    queries = [Q.hitting_time(2, 6), Q.a_before_b(1, [0, 4], 5), Q.count(3, 2, 5),
+               Q.union(Q.product([[0, 1], None, [2]]), Q.product([[3], [4, 5], None]))]
+    estimates = seqq.estimate_many(model, histories, queries, "twisted", samples=5, seed=0,
+                                   surrogate=model)
+    for est, history, query in zip(estimates, histories, queries, strict=True):
+        truth = seqq.exact(model, history, query)
+        assert est.value == pytest.approx(truth, rel=1e-9)
+        assert est.stderr <= 1e-6 * truth  # the sample variance formula's rounding floor
+        assert est.model_calls == 1 + 5 * int((effective_lengths(query.masks(6)) - 1).sum())
+
+
+def test_a_fitted_surrogate_beats_importance_at_equal_calls():
+    """A hitting time far ahead: q ignores the target, the twist steers towards it. The
+    surrogate is a trigram fitted on 4,000 sampled symbols, so it is close but not equal to
+    the model (≈ 70× lower variance here; an order-1 surrogate of this order-2 chain gains
+    nothing, see the module's docstring)."""
+    model = random_markov(6, 2, seed=11)
+    history, query = [0, 1], Q.hitting_time(5, 7)
+    surrogate = fitted_surrogate(model, history, order=2, n=200, length=20)
+    spread = {}
+    for method, options in (("importance", {}), ("twisted", {"surrogate": surrogate})):
+        estimates = seqq.estimate_many(model, [history] * SEEDS, query, method, samples=10,
+                                       seed=5, **options)
+        spread[method] = values(estimates).var().item()
+        assert {e.model_calls for e in estimates} == {1 + 10 * 6}
+    assert spread["twisted"] < spread["importance"] / 10, spread
+
+
+@pytest.mark.parametrize("K, S", [(1, 7), (4, 10), (6, 3)])
+def test_twisted_costs_what_importance_costs(K, S):
+    model = Recording(tiny_lstm())
+    surrogate = MarkovModel.random(5, 2, seed=0)
+    est = seqq.estimate(model, [0], Q.hitting_time(1, K), "twisted", samples=S, seed=0,
+                        surrogate=surrogate)
+    assert est.model_calls == 1 + S * (K - 1) == model.rows
+
+
+def test_a_budget_buys_as_many_samples_as_for_importance():
+    surrogate = MarkovModel.random(5, 2, seed=0)
+    query = Q.a_before_b(1, 2, 4)  # products of lengths 1..4: 6 calls per round of samples
+    for budget in (7, 60, 64):
+        twisted, plain = (seqq.estimate(tiny_lstm(), [0], query, method, budget=budget, seed=0,
+                                        **options)
+                          for method, options in (("twisted", {"surrogate": surrogate}),
+                                                  ("importance", {})))
+        assert twisted.num_samples == plain.num_samples == 4 * ((budget - 1) // 6)
+        assert twisted.model_calls == plain.model_calls <= budget
+
+
+def test_an_order_zero_surrogate_is_plain_importance_sampling():
+    model = random_markov(5, 1, seed=2)
+    query = Q.a_before_b(1, 2, 4)
+    iid = fit_ngram([[0, 1, 2, 3, 4, 4]], 5, order=0)
+    twisted = seqq.estimate(model, [0], query, "twisted", samples=20, seed=4, surrogate=iid)
+    plain = seqq.estimate(model, [0], query, "importance", samples=20, seed=4)
+    assert twisted.value == plain.value and twisted.method == "twisted"
+
+
+def test_an_empty_query_is_zero_alone_or_in_a_batch():
+    model = random_markov(4, 1, seed=2)
+    empty = Q.hitting_time([0, 1, 2, 3], 2)  # no symbol is left for position 1
+    alone = seqq.estimate(model, [0], empty, "twisted", samples=4, seed=0, surrogate=model)
+    mixed = seqq.estimate_many(model, [[0], [1]], [empty, Q.hitting_time(1, 3)], "twisted",
+                               samples=4, seed=0, surrogate=model)
+    for est in (alone, mixed[0]):
+        assert est.value == 0.0 and "empty" in est.note and est.model_calls == 1
+    assert mixed[1].value == pytest.approx(seqq.exact(model, [1], Q.hitting_time(1, 3)))
+
+
+def test_bad_surrogates_are_refused():
+    model = random_markov(5, 1, seed=2)
+    with pytest.raises(QueryError, match="fit_ngram"):
+        seqq.estimate(model, [0], Q.hitting_time(1, 3), "twisted")
+    with pytest.raises(QueryError, match="4 symbols"):
+        seqq.estimate(model, [0], Q.hitting_time(1, 3), "twisted",
+                      surrogate=MarkovModel.random(4, 1))
+
+
+def test_the_sweep_fits_the_surrogate_on_the_training_split(tmp_path):
+    from conftest import compose_sweep, tiny_overrides
+
+    from seqq.experiments import sweep
+    from seqq.reports.tables import load_results
+
+    cfg = compose_sweep(tiny_overrides(tmp_path, "twisted", "estimator=twisted",
+                                       "estimator.options.twisted.order=2", "sweep.report=false"))
+    table = load_results([str(sweep.run(cfg) / "results")])
+    twisted = table[table.method == "twisted"].set_index(["history_id", "K", "budget_level"])
+    hybrid = table[table.method == "hybrid"].set_index(["history_id", "K", "budget_level"])
+    assert len(twisted) == len(hybrid) > 0
+    assert set(twisted.options) == {'{"surrogate": "MarkovModel(order=2, vocab_size=9)"}'}
+    assert (twisted.budget_calls == hybrid.model_calls.reindex(twisted.index)).all()
+    assert (twisted.model_calls <= twisted.budget_calls).all()
+    assert twisted.rae.notna().all()
