@@ -21,7 +21,6 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
-from matplotlib.ticker import LogLocator, NullLocator
 
 from seqq.reports import frontier
 from seqq.reports.plotting import (
@@ -30,6 +29,7 @@ from seqq.reports.plotting import (
     grid,
     integer_ticks,
     legend,
+    log_axes,
     method_colors,
     panel_title,
     suptitle,
@@ -157,13 +157,6 @@ def rae_vs_temperature(results: pd.DataFrame) -> dict[str, Figure]:
     return {"rae_vs_temperature": fig}
 
 
-def _log_axes(ax) -> None:
-    ax.set(xscale="log", yscale="log")
-    for axis in (ax.xaxis, ax.yaxis):  # few ticks: log axes over many decades are slow to lay out
-        axis.set_major_locator(LogLocator(numticks=4))
-        axis.set_minor_locator(NullLocator())
-
-
 def scatter(results: pd.DataFrame) -> dict[str, Figure]:
     """Fig. 7-9: estimate vs ground truth; rows = methods, columns = K, one figure per panel
     and budget level, with the ground-truth histogram underneath. Zero estimates (beam search
@@ -203,7 +196,7 @@ def _scatter_panel(block: pd.DataFrame, title: str, level: int,
                 ax.axhline(floor, color="grey", ls=":", lw=0.8)
                 ax.text(0.02, 0.04, f"p̂ = 0: {zero.sum()} of {len(rows)}", fontsize=7,
                         transform=ax.transAxes, color="grey")
-            _log_axes(ax)
+            log_axes(ax)
             ax.set_title(f"{method}, K={k}", fontsize=8)
             ax.set_xlabel("ground truth p", fontsize=8)
             if j == 0:
@@ -237,7 +230,8 @@ def rae_vs_budget(results: pd.DataFrame, stat: str = "median") -> dict[str, Figu
                 empty(ax, f"no runs at K={k}")
                 continue
             _method_curves(ax, rows, "budget_level", stat, colors)
-            ax.set(xscale="log", yscale="log", xlabel="budget level S", ylabel=f"{stat} RAE")
+            log_axes(ax)
+            ax.set(xlabel="budget level S", ylabel=f"{stat} RAE")
     suptitle(fig, f"{stat.capitalize()} RAE vs budget level S")
     legend(fig, axes)
     return {f"rae_vs_budget_{stat}": fig}

@@ -12,7 +12,16 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from seqq.reports.plotting import NotApplicable, grid, legend, method_colors, panel_title
+from seqq.reports.plotting import (
+    NotApplicable,
+    empty,
+    grid,
+    legend,
+    log_axes,
+    method_colors,
+    panel_title,
+    suptitle,
+)
 from seqq.reports.tables import PANEL, panels
 
 BASELINE = "hybrid"
@@ -67,26 +76,34 @@ def winners(results: pd.DataFrame) -> pd.DataFrame:
 
 
 def draw(results: pd.DataFrame) -> dict[str, Figure]:
-    """Median RAE vs model calls, log–log; rows = models (panels), columns = K, one line per
-    method."""
-    if not applies(results):
+    """Median RAE vs model calls, log–log; rows = models (panels with the hybrid and another
+    method), columns = K, one line per method."""
+    table = points(results) if applies(results) else pd.DataFrame()
+    if not table.empty:
+        rivals = table.groupby(PANEL).method.transform(lambda m: BASELINE in set(m)
+                                                        and m.nunique() > 1)
+        table = table[rivals.astype(bool)]
+    if table.empty:
         raise NotApplicable("needs budgeted rows of the hybrid and another method at two or "
                             "more budget levels S")
-    table, titles = points(results), panels(results)
-    keys, ks = sorted(table.groupby(PANEL).groups), sorted(table["K"].unique())
-    colors = method_colors(table.method)
-    fig, axes = grid(len(keys), len(ks), size=(3.2, 2.8))
-    for i, key in enumerate(keys):
-        block = table[(table[PANEL] == pd.Series(dict(zip(PANEL, key, strict=True)))).all(axis=1)]
+    titles, colors = panels(results), method_colors(table.method)
+    blocks = list(table.groupby(PANEL, sort=True))
+    ks = sorted(table["K"].unique())
+    fig, axes = grid(len(blocks), len(ks), size=(3.2, 2.8))
+    for i, (key, block) in enumerate(blocks):
         for j, K in enumerate(ks):
-            ax = axes[i, j]
-            for method, line in block[block["K"] == K].groupby("method"):
+            ax, cell = axes[i, j], block[block["K"] == K]
+            panel_title(ax, titles[key].title, f"K={K}")
+            if cell.empty:
+                empty(ax, f"no runs at K={K}")
+                continue
+            for method, line in cell.groupby("method"):
                 line = line.sort_values("calls")
                 ax.plot(line.calls.clip(lower=1), line.median_rae.clip(lower=RAE_FLOOR), "o-",
                         ms=3, lw=1.8 if method == BASELINE else 1.0, color=colors[method],
                         label=method, zorder=3 if method == BASELINE else 2)
-            ax.set(xscale="log", yscale="log", xlabel="model calls per query (median)",
-                   ylabel="median RAE")
-            panel_title(ax, titles[key].title, f"K={K}")
+            log_axes(ax)
+            ax.set(xlabel="model calls per query (median)", ylabel="median RAE")
+    suptitle(fig, "Estimator frontier: median RAE vs model calls, one point per budget level S")
     legend(fig, axes)
     return {"frontier": fig}

@@ -15,7 +15,7 @@ import numpy as np  # noqa: E402
 from matplotlib.artist import Artist  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
+from matplotlib.ticker import LogLocator, MaxNLocator, NullLocator  # noqa: E402
 
 STYLE = {"hybrid": "C0", "importance": "C1", "beam": "C2", "uniform": "C3", "naive": "C4",
          "coverage_beam": "C5", "tail_beam": "C6", "exact": "k"}
@@ -88,6 +88,15 @@ def panel_title(ax: Axes, *lines: str, width: int = 42) -> None:
 def integer_ticks(ax: Axes) -> None:
     """Horizons and steps are integers: no ticks at 1.5, 2.5, ..."""
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def log_axes(ax: Axes) -> None:
+    """Log–log axes with a few labelled decades and no minor labels: labels of minor ticks
+    (2×10¹, 3×10¹, ...) collide on short ranges, and many decades are slow to lay out."""
+    ax.set(xscale="log", yscale="log")
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_locator(LogLocator(numticks=4))
+        axis.set_minor_locator(NullLocator())
 
 
 def empty(ax: Axes, text: str) -> None:
