@@ -26,7 +26,7 @@ def test_summary_says_what_was_computed(tmp_path: Path) -> None:
     text = _summary(results(panel_rows(histories=7, ks=(3, 4, 5, 6), levels=(10, 100))),
                     tmp_path)
     overview = text[text.index("## What was computed"):text.index("## RAE per panel")]
-    assert ("| toy | m | 1 | hitting_time | hybrid | 7 | 28 | 3–6 | 10, 100 | "
+    assert ("| toy | m | 1 | hitting_time | hybrid | test | 7 | 28 | 3–6 | 10, 100 | "
             "beam, hybrid, importance | 28 exact |") in overview
     assert "N = 7 histories · K = 3, 4, 5, 6 · S = 10, 100" in text
     assert "budget: hybrid" in overview and "model calls" in overview

@@ -67,9 +67,10 @@ def _what_was_computed(results: pd.DataFrame) -> list[str]:
         "## What was computed\n",
         "Each row is a *panel*: one dataset, model, temperature T, query kind and budget rule "
         "(below and in figures, a panel is named by its dataset and whatever else differs "
-        "between panels). No table, curve or fit mixes two panels. N histories are random "
-        "positions in the dataset's test split (or synthetic mixtures, for the case study); "
-        "each history gives one query per horizon K.\n",
+        "between panels). No table, curve or fit mixes two panels. The N histories are random "
+        "positions in the dataset's test split (`test`), synthetic mixtures for the case study "
+        "(`mixture`) or sequences sampled from the model; each gives one query per horizon K "
+        "(a_before_b: one per order).\n",
         tables.to_markdown(tables.overview(results)), "",
         "**Queries.** " + "; ".join(kinds) + ".\n",
         "**Budget levels S.** One model call is one evaluation of p(· | prefix) for one "

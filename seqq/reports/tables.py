@@ -104,6 +104,7 @@ def overview(results: pd.DataFrame) -> pd.DataFrame:
             "dataset": dataset_title(results, values["dataset"]), "model": values["model"],
             "T": values["temperature"], "query": values["query"],
             "budget": values["budget_rule"],
+            "histories": ", ".join(sorted(set(block.histories) - {""})) or "–",
             "N histories": block.history_id.nunique(), "queries": len(queries),
             "K": f"{ks[0]}–{ks[-1]}" if len(ks) > 2 and ks == list(range(ks[0], ks[-1] + 1))
             else ", ".join(map(str, ks)),
