@@ -26,13 +26,14 @@ from seqq import config_checks as check
 from seqq.commands import CONF, Help, hydra_job, run_hydra, wants_help
 from seqq.data import SequenceDataset, load_dataset
 from seqq.errors import ConfigError, DataError
+from seqq.experiments.provenance import write_provenance
 from seqq.models.checkpoint import load_checkpoint
 from seqq.models.device import resolve_device
 from seqq.models.hf import HFCausalLM
 from seqq.models.hpyp import HPYPModel
 from seqq.models.loading import load_model
 from seqq.models.lstm import LSTMNet
-from seqq.training.artifacts import plot_curves, write_metrics, write_run_info
+from seqq.training.artifacts import plot_curves, write_metrics
 from seqq.training.scoring import held_out_windows, nats_per_symbol
 from seqq.training.trainer import Trainer, TrainerConfig, eval_pairs
 
@@ -203,10 +204,11 @@ def train(cfg: DictConfig) -> dict:
     else:
         summary = check_lm(cfg, ds)
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
-    write_run_info(run_dir / "run_info.json", command="seqq train", seed=cfg.seed,
-                   dataset=dict(name=ds.name, synthetic=ds.synthetic, vocab_size=ds.vocab_size,
-                                description=ds.description, **ds.stats),
-                   **summary)
+    write_provenance(run_dir, OmegaConf.to_container(cfg, resolve=True), cfg.seed,
+                     name="run_info.json", command="seqq train",
+                     dataset=dict(name=ds.name, synthetic=ds.synthetic, vocab_size=ds.vocab_size,
+                                  description=ds.description, **ds.stats),
+                     **summary)
     return summary
 
 

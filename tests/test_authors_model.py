@@ -17,7 +17,7 @@ from seqq.models import LSTMModel, MarkovModel, TemperatureModel
 from seqq.models.authors import vocab_file
 from seqq.models.loading import load_model
 from seqq.queries import a_before_b, hitting_time
-from seqq.reports.tables import load_results
+from seqq.reports.tables import load_results, panels
 
 DATA = REPO / "data"
 AUTHORS = DATA / "models" / "authors"
@@ -134,4 +134,5 @@ def test_sweep_on_the_authors_model_is_its_own_panel(tmp_path):
         "shakespeare"}
     sweep.run(compose_sweep([*common, "model.type=markov", "+model.name=markov"]))
     both = load_results([str(folder / "results")], ["shakespeare"])
-    assert set(both.dataset) == {"shakespeare (authors_lstm)", "shakespeare (markov)"}
+    assert {p.title for p in panels(both).values()} == {"shakespeare · authors_lstm",
+                                                         "shakespeare · markov"}

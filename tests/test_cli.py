@@ -19,7 +19,7 @@ from conftest import REPO, TINY, tiny_overrides
 
 from seqq import cli
 from seqq.data import load_dataset
-from seqq.experiments.runner import KEY
+from seqq.experiments.schema import KEY
 from seqq.experiments.store import read_parts
 from seqq.models import LSTMNet
 from seqq.models.checkpoint import save_checkpoint

@@ -16,7 +16,8 @@ from seqq.reports.build import build_report
 
 def _row(method: str, K: int, level: int, rae: float, calls: int, history: int) -> dict:
     failed = math.isnan(rae)
-    return dict(dataset="d", synthetic=False, temperature=1.0, method=method, K=K,
+    return dict(dataset="d", model="m", query="hitting_time", budget_rule="hybrid",
+                synthetic=False, histories="test", temperature=1.0, method=method, K=K,
                 budget_level=level, rae=rae, model_calls=calls, truth_log=-2.0,
                 estimate=math.nan if failed else 0.1, history_id=history)
 

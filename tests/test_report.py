@@ -3,15 +3,17 @@ figure its input supports (PNG + PDF)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import compose_sweep, tiny_overrides
+from conftest import REPO, compose_sweep, tiny_overrides
 
 from seqq.errors import ResultsError
 from seqq.experiments import sweep
-from seqq.experiments.runner import KEY
+from seqq.experiments.schema import KEY
 from seqq.reports import cli
 from seqq.reports.figures import FIGURES
 from seqq.reports.tables import bernoulli_kl, load_results
@@ -49,6 +51,7 @@ def test_report_draws_every_figure(tmp_path: Path, tiny_sweep: Path) -> None:
         _run(tmp_path, "mixture", "experiment=case_study", "sweep.ks=[4]", "budget.levels=[10]",
              "sweep.mixture.per_share=3", "sweep.mixture.shares=[0.0,0.5,1.0]",
              "query.a=[1,2]", "query.b=[3,4]"),
+        _run(tmp_path, "large_lm", "estimator=large_lm", "budget.levels=[10,20]", "sweep.ks=[3]"),
     ]
     out = tmp_path / "report"
     assert cli.main([*map(str, runs), "--out", str(out)]) == 0
@@ -58,7 +61,11 @@ def test_report_draws_every_figure(tmp_path: Path, tiny_sweep: Path) -> None:
         assert all((out / "figures" / f"{f}.pdf").exists() for f in figures)
     for table in ("rae_summary", "kl_importance", "large_lm", "unaccounted"):
         assert (out / "tables" / f"{table}.csv").exists() and (out / "tables" / f"{table}.md")
-    assert "synthetic stand-in" in (out / "summary.md").read_text()
+    summary = (out / "summary.md").read_text()
+    assert "synthetic stand-in" in summary and "## Tables 3-6" in summary
+    assert "## Table 2" in summary and "## Fig. 14" in summary
+    for png in (out / "figures").glob("*.png"):
+        assert f"](figures/{png.name})" in summary
 
 
 def test_report_rejects_unknown_figures_and_empty_input(tmp_path: Path, tiny_sweep: Path) -> None:
@@ -71,3 +78,10 @@ def test_report_rejects_unknown_figures_and_empty_input(tmp_path: Path, tiny_swe
 def test_bernoulli_kl_is_zero_at_truth_and_positive_elsewhere() -> None:
     kl = bernoulli_kl(pd.Series([0.2, 0.2]).to_numpy(), pd.Series([0.2, 0.4]).to_numpy())
     assert kl[0] == pytest.approx(0) and kl[1] > 0
+
+
+def test_reports_do_not_import_the_sweep_runner() -> None:
+    """Reports read results through the schema and the store, never through the runner."""
+    code = ("import sys, seqq.reports.build; "
+            "assert 'seqq.experiments.runner' not in sys.modules, 'reports import the runner'")
+    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, tiny_overrides
 
-from seqq.experiments.runner import KEY
+from seqq.experiments.schema import KEY
 from seqq.reports import cli
 from seqq.reports.tables import load_results
 

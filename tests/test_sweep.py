@@ -23,7 +23,7 @@ from seqq.errors import CheckpointError, QueryError, SeqqError
 from seqq.experiments import sweep
 from seqq.experiments.histories import sample_histories, shard
 from seqq.experiments.query_specs import resolve_symbols
-from seqq.experiments.runner import KEY
+from seqq.experiments.schema import KEY
 from seqq.experiments.store import PartStore, read_parts
 from seqq.models import LSTMNet
 from seqq.models.checkpoint import save_checkpoint
@@ -48,7 +48,7 @@ def test_sweep_table_is_complete(tiny_sweep: Path) -> None:
 def test_sweep_writes_summary_and_figures(tiny_sweep: Path) -> None:
     report = tiny_sweep / "report"
     summary = (report / "summary.md").read_text()
-    assert "median rae" in summary and "mean rae" in summary and "hybrid" in summary
+    assert "median RAE" in summary and "mean RAE" in summary and "hybrid" in summary
     for name in ("rae_vs_k_median", "rae_vs_k_mean", "rae_vs_entropy"):
         assert (report / "figures" / f"{name}.png").stat().st_size > 0
         assert (report / "figures" / f"{name}.pdf").stat().st_size > 0

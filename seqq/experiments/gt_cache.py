@@ -8,10 +8,10 @@ tokens (hashed), the query label and the ground-truth options (docs/decisions.md
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
-import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict
 from typing import Any
 
 import pandas as pd
@@ -19,9 +19,11 @@ import pandas as pd
 import seqq
 from seqq.experiments.query_specs import QuerySpec
 from seqq.experiments.store import PartStore
+from seqq.ground_truth import GroundTruth
 from seqq.models import SequenceModel
 
 KEY = ["dataset", "model", "temperature", "history_hash", "label", "gt_options"]
+NO_TRUTH_RULE = "none: estimates only, no RAE"
 
 
 def digest(obj: Any, length: int = 12) -> str:
@@ -30,15 +32,18 @@ def digest(obj: Any, length: int = 12) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:length]
 
 
-@dataclass(frozen=True)
-class Truth:
-    value: float
-    log_value: float
-    kind: str
-    samples: int
-    rel_stderr: float | None
-    model_calls: int
-    entropy: float | None
+def describe_rule(options: Mapping[str, Any]) -> str:
+    """The ground-truth rule in words (the `truth_rule` column and the report's summary);
+    options not given take `ground_truth_many`'s defaults."""
+    params = inspect.signature(seqq.ground_truth_many).parameters.values()
+    o = {p.name: p.default for p in params if p.default is not p.empty} | dict(options)
+    stop = (f"the per-sample weight variance is below δ = {o['delta']:g}"
+            if o["rule"] == "absolute" else
+            f"the relative standard error is below {o['rel_tol']:g}")
+    return (f"exact enumeration when it costs at most {o['exact_max_calls']:,.0f} model calls; "
+            f"otherwise an importance-sampling surrogate with the restricted proposal: "
+            f"{o['s_low']:,} samples, then {o['s_step']:,} more at a time until {stop}, "
+            f"at most {o['s_high']:,} samples")
 
 
 class GroundTruthCache:
@@ -48,26 +53,25 @@ class GroundTruthCache:
         self.context = {"dataset": dataset, "model": model, "temperature": float(temperature),
                         "gt_options": digest(dict(options))}
         self.options, self.seed = dict(options), seed
-        self._known: dict[tuple[str, str], Truth] | None = None
+        self.rule = describe_rule(self.options)
+        self._known: dict[tuple[str, str], GroundTruth] | None = None
 
     def _key(self, spec: QuerySpec) -> tuple[str, str]:
         return (spec.history.digest, spec.label)
 
-    def _load(self) -> dict[tuple[str, str], Truth]:
+    def _load(self) -> dict[tuple[str, str], GroundTruth]:
         if self._known is None:
             table = self.store.read()
             self._known = {}
             if not table.empty:
-                mine = (table[list(self.context)] == pd.Series(self.context)).all(axis=1)
-                for row in table[mine].itertuples(index=False):
-                    self._known[(row.history_hash, row.label)] = Truth(
-                        row.value, row.log_value, row.kind, int(row.samples),
-                        None if pd.isna(row.rel_stderr) else float(row.rel_stderr),
-                        int(row.model_calls), None if pd.isna(row.entropy) else float(row.entropy),
-                    )
+                mine = table[(table[list(self.context)] == pd.Series(self.context)).all(axis=1)]
+                for row in mine.to_dict("records"):
+                    fields = {name: row[name] for name in GroundTruth.__dataclass_fields__}
+                    fields["entropy"] = None if pd.isna(row["entropy"]) else row["entropy"]
+                    self._known[(row["history_hash"], row["label"])] = GroundTruth(**fields)
         return self._known
 
-    def get(self, model: SequenceModel, specs: Sequence[QuerySpec]) -> list[Truth]:
+    def get(self, model: SequenceModel, specs: Sequence[QuerySpec]) -> list[GroundTruth | None]:
         """Ground truth of every spec, computing (and caching) only the missing ones."""
         known = self._load()
         missing = list({self._key(s): s for s in specs if self._key(s) not in known}.values())
@@ -78,19 +82,19 @@ class GroundTruthCache:
                 **self.options,
             )
             rows = []
-            for spec, gt in zip(missing, results, strict=True):
-                truth = Truth(float(gt.value), float(gt.log_value), gt.kind, int(gt.samples),
-                              gt.rel_stderr, int(gt.model_calls), gt.entropy)
+            for spec, truth in zip(missing, results, strict=True):
                 known[self._key(spec)] = truth
                 rows.append({**self.context, "history_hash": self._key(spec)[0],
-                             "label": spec.label, **truth.__dict__})
+                             "label": spec.label, **asdict(truth)})
             frame = pd.DataFrame(rows).astype({"rel_stderr": float, "entropy": float})
             self.store.write(frame, f"gt-{digest(self.context)}-{digest(rows)}")
         return [known[self._key(s)] for s in specs]
 
 
 class NoGroundTruth:
-    """For sweeps that only need estimates (Fig. 14/15): every truth is NaN, kind `none`."""
+    """For sweeps that only need estimates (Fig. 14/15): no query has a ground truth."""
 
-    def get(self, model: SequenceModel, specs: Sequence[QuerySpec]) -> list[Truth]:
-        return [Truth(math.nan, math.nan, "none", 0, None, 0, None)] * len(specs)
+    rule = NO_TRUTH_RULE
+
+    def get(self, model: SequenceModel, specs: Sequence[QuerySpec]) -> list[GroundTruth | None]:
+        return [None] * len(specs)

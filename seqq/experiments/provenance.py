@@ -1,4 +1,5 @@
-"""What a run folder records so a result can be traced: resolved config, seed, versions, commit."""
+"""What a run folder records so a result can be traced: resolved config, seed, versions, commit,
+host and command line; `seqq train` and `seqq query-sweep` both write it through this module."""
 
 from __future__ import annotations
 
@@ -38,11 +39,13 @@ def versions() -> dict[str, str | None]:
     return found
 
 
-def write_provenance(folder: str | Path, config: dict[str, Any], seed: int) -> Path:
-    """Write `provenance.json` (config, seed, versions, commit) into `folder`."""
-    path = Path(folder) / "provenance.json"
+def write_provenance(folder: str | Path, config: dict[str, Any], seed: int,
+                     name: str = "provenance.json", **facts: Any) -> Path:
+    """Write `name` (config, seed, versions, commit, host, argv, and any run-specific `facts`
+    such as a training run's scores) into `folder`."""
+    path = Path(folder) / name
     path.parent.mkdir(parents=True, exist_ok=True)
-    record = {"seed": seed, "git_commit": git_commit(), "versions": versions(),
-              "argv": sys.argv, "config": config}
-    path.write_text(json.dumps(record, indent=2, default=str))
+    record = {**facts, "seed": seed, "git_commit": git_commit(), "versions": versions(),
+              "host": platform.node(), "argv": sys.argv, "config": config}
+    path.write_text(json.dumps(record, indent=2, default=str) + "\n")
     return path

@@ -20,14 +20,26 @@ from tqdm.auto import tqdm
 
 import seqq
 from seqq.errors import BudgetError
-from seqq.experiments.gt_cache import GroundTruthCache, NoGroundTruth, Truth, digest
+from seqq.experiments.gt_cache import GroundTruthCache, NoGroundTruth, digest
 from seqq.experiments.query_specs import QuerySpec
+from seqq.experiments.schema import (
+    BUDGET_FROM_HYBRID,
+    BUDGET_FROM_SAMPLES,
+    CONTEXT,
+    KEY,
+    NO_BUDGET,
+    QUERY,
+    ResultRow,
+    key_of,
+    keys_of,
+    to_frame,
+)
 from seqq.experiments.store import PartStore
+from seqq.ground_truth import GroundTruth
 from seqq.models import SequenceModel
 
-QUERY = ["history_id", "history_hash", "K", "label"]
-KEY = ["dataset", "model", "temperature", *QUERY, "method", "options", "budget_level"]
 BUDGET_SETTER = "hybrid"
+BUDGET_KEY = (*QUERY, "budget_level")  # the hybrid's calls per query and level, in one context
 
 
 @dataclass
@@ -79,23 +91,30 @@ class SweepRunner:
     def _options(self, method: str) -> str:
         return json.dumps(dict(self.plan.options.get(method, {})), sort_keys=True, default=repr)
 
+    @staticmethod
+    def _query_fields(spec: QuerySpec) -> dict[str, Any]:
+        return {"history_id": spec.history.history_id, "history_hash": spec.history.digest,
+                "K": spec.K, "label": spec.label}
+
     def _row_key(self, spec: QuerySpec, method: str, level: int) -> tuple:
-        return (*self.context.values(), *spec.key, method, self._options(method), level)
+        return key_of({**self.context, **self._query_fields(spec), "method": method,
+                       "options": self._options(method), "budget_level": level,
+                       "budget_rule": self._budget_rule(level)}, KEY)
+
+    def _budget_key(self, spec: QuerySpec, level: int) -> tuple:
+        return key_of({**self._query_fields(spec), "budget_level": level}, BUDGET_KEY)
 
     def _stored(self) -> tuple[set[tuple], dict[tuple, int]]:
         """Keys already stored, and the hybrid's call count per (query, level) for budgets."""
         table = self.results.read()
         if table.empty:
             return set(), {}
-        keys = set(table[KEY].itertuples(index=False, name=None))
-        hybrid = table[(table.method == BUDGET_SETTER)
-                       & (table.options == self._options(BUDGET_SETTER))]
-        calls = {
-            (r.dataset, r.model, r.temperature, r.history_id, r.history_hash, r.K, r.label,
-             r.budget_level): int(r.model_calls)
-            for r in hybrid.itertuples(index=False)
-        }
-        return keys, calls
+        mine = table[(table[list(CONTEXT)] == pd.Series(self.context)).all(axis=1)]
+        hybrid = mine[(mine.method == BUDGET_SETTER)
+                      & (mine.options == self._options(BUDGET_SETTER))]
+        calls = dict(zip(keys_of(hybrid, BUDGET_KEY), hybrid.model_calls.astype(int),
+                         strict=True))
+        return set(keys_of(table, KEY)), calls
 
     def part_count(self, specs: Sequence[QuerySpec]) -> int:
         """How many parts `run(specs)` stores: one per (chunk, budget level, method)."""
@@ -134,7 +153,7 @@ class SweepRunner:
                     written += len(rows)
                     if method == BUDGET_SETTER:
                         for spec, calls in zip(pending, rows.model_calls, strict=True):
-                            hybrid_calls[(*self.context.values(), *spec.key, level)] = int(calls)
+                            hybrid_calls[self._budget_key(spec, level)] = int(calls)
                 bar.update()
                 self.saved_parts += 1
         bar.close()
@@ -146,10 +165,15 @@ class SweepRunner:
             return None
         if BUDGET_SETTER not in self.plan.methods:
             return samples_budget(level, spec.K)
-        return hybrid_calls.get((*self.context.values(), *spec.key, level))  # None: the hybrid
+        return hybrid_calls.get(self._budget_key(spec, level))  # None: the hybrid itself
+
+    def _budget_rule(self, level: int) -> str:
+        if level <= 0:
+            return NO_BUDGET
+        return BUDGET_FROM_HYBRID if BUDGET_SETTER in self.plan.methods else BUDGET_FROM_SAMPLES
 
     def _estimate(self, specs: list[QuerySpec], method: str, level: int,
-                  budgets: list[int | None], truths: Mapping[tuple, Truth],
+                  budgets: list[int | None], truths: Mapping[tuple, GroundTruth | None],
                   chunk: int) -> pd.DataFrame:
         seed = _seed(self.plan.seed, chunk, level, method, [s.key for s in specs])
         options = dict(self.plan.options.get(method, {}))
@@ -157,7 +181,7 @@ class SweepRunner:
             budget: Any = None
             options["samples"] = level
         else:
-            budget = budgets
+            budget = budgets if level > 0 else None  # level 0: the method's own options
         histories = [list(s.history.tokens) for s in specs]
         start = time.perf_counter()
         try:
@@ -168,10 +192,8 @@ class SweepRunner:
             estimates = [self._one(s, method, b, seed, options) for s, b in zip(specs, budgets,
                                                                                  strict=True)]
         wall = (time.perf_counter() - start) / len(specs)
-        rows = [self._row(s, method, level, b, e, truths[s.key], wall, seed)
-                for s, b, e in zip(specs, budgets, estimates, strict=True)]
-        return pd.DataFrame(rows).astype({"stderr": float, "entropy": float,
-                                          "truth_rel_stderr": float, "budget_calls": float})
+        return to_frame(self._row(s, method, level, b, e, truths[s.key], wall, seed)
+                        for s, b, e in zip(specs, budgets, estimates, strict=True))
 
     def _one(self, spec: QuerySpec, method: str, budget: int | None, seed: int,
              options: Mapping[str, Any]) -> Any:
@@ -182,46 +204,51 @@ class SweepRunner:
             return err
 
     def _row(self, spec: QuerySpec, method: str, level: int, budget: int | None, est: Any,
-             truth: Truth, wall: float, seed: int) -> dict[str, Any]:
+             truth: GroundTruth | None, wall: float, seed: int) -> ResultRow:
         failed = isinstance(est, Exception)
         log_est = math.nan if failed else float(est.log_value)
         calls = 0 if failed else int(est.model_calls)
-        return {
-            **self.context,
-            "synthetic": self.plan.synthetic,
-            "histories": self.plan.histories,
-            "vocab_size": self.plan.vocab_size,
-            "history_id": spec.history.history_id,
-            "history_hash": spec.history.digest,
-            "group": spec.history.group,
-            "sequence": spec.history.sequence,
-            "position": spec.history.position,
-            "K": spec.K,
-            "query": spec.kind,
-            "label": spec.label,
-            "method": method,
-            "options": self._options(method),
-            "budget_level": level,
-            "budget_calls": calls if budget is None else budget,
-            "model_calls": calls,
-            "estimate": math.nan if failed else float(est.value),
-            "log_estimate": log_est,
-            "stderr": None if failed else est.stderr,
-            "num_samples": -1 if failed or est.num_samples is None else int(est.num_samples),
-            "is_lower_bound": False if failed else bool(est.is_lower_bound),
-            "truth": truth.value,
-            "truth_log": truth.log_value,
-            "truth_kind": truth.kind,
-            "truth_samples": truth.samples,
-            "truth_rel_stderr": truth.rel_stderr,
-            "rae": math.nan if failed else rae(log_est, truth.log_value),
-            "entropy": truth.entropy if truth.entropy is not None else (
-                None if failed else est.entropy),
-            "wall_s": wall,
-            "seed": seed,
-            "note": str(est) if failed else est.note,
-            "extras": "{}" if failed else json.dumps(est.extras, default=_jsonable),
-        }
+        truth_log = math.nan if truth is None else truth.log_value
+        entropy = truth.entropy if truth is not None and truth.entropy is not None else (
+            None if failed else est.entropy)
+        history = spec.history
+        return ResultRow(
+            **self.context, **self._query_fields(spec),
+            method=method,
+            options=self._options(method),
+            budget_level=level,
+            budget_rule=self._budget_rule(level),
+            budget_calls=calls if budget is None else budget,
+            synthetic=self.plan.synthetic,
+            histories=self.plan.histories,
+            vocab_size=self.plan.vocab_size,
+            group=history.group,
+            sequence=history.sequence,
+            position=history.position,
+            query=spec.kind,
+            model_calls=calls,
+            estimate=math.nan if failed else float(est.value),
+            log_estimate=log_est,
+            stderr=_or_nan(None if failed else est.stderr),
+            num_samples=-1 if failed or est.num_samples is None else int(est.num_samples),
+            is_lower_bound=False if failed else bool(est.is_lower_bound),
+            truth=math.nan if truth is None else truth.value,
+            truth_log=truth_log,
+            truth_kind="none" if truth is None else truth.kind,
+            truth_samples=0 if truth is None else truth.samples,
+            truth_rel_stderr=_or_nan(None if truth is None else truth.rel_stderr),
+            truth_rule=self.truth.rule,
+            rae=math.nan if failed else rae(log_est, truth_log),
+            entropy=_or_nan(entropy),
+            wall_s=wall,
+            seed=seed,
+            note=str(est) if failed else est.note,
+            extras="{}" if failed else json.dumps(est.extras, default=_jsonable),
+        )
+
+
+def _or_nan(value: float | None) -> float:
+    return math.nan if value is None else float(value)
 
 
 def _jsonable(obj: Any) -> Any:

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from seqq.experiments import schema
+
 PART_SUFFIX = ".parquet"
 
 
@@ -34,8 +36,15 @@ def part_files(root: str | Path) -> list[Path]:
 
 def read_parts(paths: Iterable[str | Path], key: Sequence[str] | None = None) -> pd.DataFrame:
     """Concatenate part files (and directories of them); drop repeated keys, keeping the first."""
+    paths = list(paths)
     files = [f for p in paths for f in part_files(p)]
     frames = [pd.read_parquet(f) for f in files]
+    for file, frame in zip(files, frames, strict=True):
+        missing = [k for k in key or () if k not in frame.columns]
+        if missing:
+            raise ValueError(f"{file} lacks the key columns {missing}: it was written by "
+                             "another version of seqq or is not its results; write new results "
+                             "to a fresh folder (e.g. another sweep.name)")
     frames = [f for f in frames if len(f)]
     if not frames:
         return pd.DataFrame()
@@ -43,6 +52,17 @@ def read_parts(paths: Iterable[str | Path], key: Sequence[str] | None = None) ->
     if key:
         table = table.drop_duplicates(subset=list(key), keep="first", ignore_index=True)
     return table
+
+
+def read_results(paths: Iterable[str | Path]) -> pd.DataFrame:
+    """The results table stored under `paths` (part files or folders, e.g. one per SLURM job),
+    one row per `schema.KEY`, in the schema's columns."""
+    paths = list(paths)
+    table = read_parts(paths, schema.KEY)
+    if table.empty:
+        raise FileNotFoundError(f"no result parts (*{PART_SUFFIX}) under "
+                                f"{', '.join(map(str, paths))}")
+    return schema.conform(table)
 
 
 class PartStore:

@@ -35,7 +35,8 @@ from seqq.experiments.histories import (
 )
 from seqq.experiments.provenance import write_provenance
 from seqq.experiments.query_specs import QuerySpec, build_specs, resolve_symbols
-from seqq.experiments.runner import KEY, SweepPlan, SweepRunner
+from seqq.experiments.runner import SweepPlan, SweepRunner
+from seqq.experiments.schema import KEY
 from seqq.experiments.store import PartStore
 from seqq.experiments.sweep_config import HELP, check_config, horizons
 from seqq.models import SequenceModel, TemperatureModel

@@ -1,85 +1,171 @@
 """Write every table (CSV + Markdown), figure (PNG + PDF) and the Markdown summary of a set
-of results: the one function behind `seqq report` and the end of `seqq query-sweep`."""
+of results: the one function behind `seqq report` and the end of `seqq query-sweep`.
+
+The summary says what was computed (panels, N, K, what a budget level S costs in model calls,
+the ground-truth rule and what it gave, RAE's definition) before it shows any number.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
+from seqq.experiments.schema import BUDGET_FROM_HYBRID, BUDGET_FROM_SAMPLES, NO_BUDGET
 from seqq.reports import frontier, tables
 from seqq.reports.figures import FIGURES
+from seqq.reports.plotting import NotApplicable, save
+
+QUERY_KINDS = {
+    "hitting_time": "`hitting_time`: p(τ(a) = K), the first a is the K-th next symbol "
+                    "(a: the observed K-th next symbol unless configured)",
+    "event_at": "`event_at`: p(X_K ∈ A), the K-th next symbol is in A",
+    "count": "`count`: p(N_A(K) = n), A occurs n times among the next K symbols",
+    "a_before_b": "`a_before_b`: p(τ(A) < τ(B), τ(A) ≤ K), A occurs before B within K steps",
+}
+BUDGET_RULES = {
+    BUDGET_FROM_HYBRID: "**budget: hybrid** — the hybrid runs with S tail samples, and its "
+                        "model calls on a query are every other method's budget on that query",
+    BUDGET_FROM_SAMPLES: "**budget: samples** — no hybrid in the sweep: every method gets the "
+                         "model calls of S importance samples, 1 + S·(K − 1) per query",
+    NO_BUDGET: "**budget: none** (S = 0) — no budget: each method runs on its own options "
+               "(e.g. coverage beam search)",
+}
+RAE_DEFINITION = (
+    "RAE = |p̂ − p| / p for one query, with p̂ the method's estimate and p the ground truth "
+    "(computed from log values, so tiny probabilities do not underflow; p̂ = 0 gives RAE = 1). "
+    "Tables and figures show its median or mean over the queries of one panel, method, "
+    "horizon K and budget level S.")
 
 
-def _write_table(table: pd.DataFrame, folder: Path, name: str) -> str:
+def _display(table: pd.DataFrame, results: pd.DataFrame) -> pd.DataFrame:
+    """A table with its panel key columns replaced by the panel's name, for Markdown."""
+    if not set(tables.PANEL) <= set(table.columns):
+        return table
+    titles = tables.panels(results)
+    keys = table[tables.PANEL].itertuples(index=False, name=None)
+    named = table.drop(columns=tables.PANEL)
+    named.insert(0, "panel", [titles[k].title for k in keys])
+    return named
+
+
+def _write_table(table: pd.DataFrame, folder: Path, name: str, results: pd.DataFrame) -> str:
     folder.mkdir(parents=True, exist_ok=True)
     table.to_csv(folder / f"{name}.csv", index=False)
-    markdown = tables.to_markdown(table)
+    markdown = tables.to_markdown(_display(table, results))
     (folder / f"{name}.md").write_text(markdown + "\n")
     return markdown
 
 
-def _counts(column: pd.Series) -> str:
-    return ", ".join(f"{k} {v}" for k, v in column.value_counts().items())
+def _what_was_computed(results: pd.DataFrame) -> list[str]:
+    failed = len(results) - len(tables.finite(results))
+    costs = tables.budget_costs(results)
+    rules = [BUDGET_RULES[r] for r in sorted(results.budget_rule.unique()) if r in BUDGET_RULES]
+    kinds = [QUERY_KINDS[k] for k in sorted(results["query"].unique()) if k in QUERY_KINDS]
+    lines = [
+        "## What was computed\n",
+        "Each row is a *panel*: one dataset, model, temperature T, query kind and budget rule "
+        "(below and in figures, a panel is named by its dataset and whatever else differs "
+        "between panels). No table, curve or fit mixes two panels. The N histories are random "
+        "positions in the dataset's test split (`test`), synthetic mixtures for the case study "
+        "(`mixture`) or sequences sampled from the model; each gives one query per horizon K "
+        "(a_before_b: one per order).\n",
+        tables.to_markdown(tables.overview(results)), "",
+        "**Queries.** " + "; ".join(kinds) + ".\n",
+        "**Budget levels S.** One model call is one evaluation of p(· | prefix) for one "
+        "prefix. " + "; ".join(rules) + ".\n",
+    ]
+    if not costs.empty:
+        lines += ["Mean model-call budget per query:\n", tables.to_markdown(costs), ""]
+    lines += ["**Ground truth.** Per rule, how many queries got an exact answer or a "
+              "surrogate, and the surrogates' relative standard errors:\n",
+              tables.to_markdown(tables.truth_summary(results)), "",
+              f"**RAE.** {RAE_DEFINITION}"
+              + (f" {failed} rows have no RAE (no ground truth, or the method failed)."
+                 if failed else "") + "\n"]
+    return lines
 
 
-def _summary_sections(results: pd.DataFrame, summary: pd.DataFrame) -> list[str]:
+def _rae_sections(results: pd.DataFrame, summary: pd.DataFrame) -> list[str]:
     """Median and mean RAE per method × K (rows) × budget level (columns), one block per panel."""
-    sections = []
-    for panel, block in summary.groupby(tables.PANEL, observed=True):
-        dataset, model, temperature, query = panel
-        title = tables.dataset_title(results, dataset)
-        sections.append(f"## {title} · {model} · T={temperature} · {query}\n")
+    titles, sections = tables.panels(results), ["## RAE per panel\n"]
+    histories = results.groupby(tables.PANEL).history_id.nunique()
+    for key, block in summary.groupby(tables.PANEL, sort=True):
+        ks = sorted(block.K.unique())
+        sections.append(f"### {titles[key].title}\n")
+        sections.append(f"N = {histories[key]} histories · "
+                        f"K = {', '.join(map(str, ks))} · "
+                        f"S = {', '.join(map(str, sorted(block.budget_level.unique())))}\n")
         for stat in ("median_rae", "mean_rae"):
             pivot = block.pivot_table(index=["method", "K"], columns="budget_level", values=stat)
             pivot.columns = [f"S={c}" for c in pivot.columns]
-            sections += [f"**{stat.replace('_', ' ')}**\n", tables.to_markdown(
-                pivot.reset_index()), ""]
+            sections += [f"**{stat.replace('_rae', ' RAE')}**\n",
+                         tables.to_markdown(pivot.reset_index()), ""]
     return sections
+
+
+EXTRA_TABLES = {  # name: (heading in summary.md, table)
+    "large_lm": ("Table 2: median RAE (%) and restricted entropy (large-LM layout)",
+                 tables.large_lm_table),
+    "kl_importance": ("Tables 3-6: mean KL(Bern(p) ‖ Bern(p̂)) of importance sampling, "
+                      "budget level S (rows) × horizon K (columns)", tables.kl_tables),
+    "unaccounted": ("Fig. 14: unaccounted probability, mean over histories with its standard "
+                    "error and 99% confidence interval (the plotted points and bands)",
+                    tables.unaccounted_summary),
+    "frontier": ("Estimator frontier: best method vs the hybrid at equal calls",
+                 frontier.winners),
+}
+
+
+def check_figures(figures: Sequence[str] | None) -> None:
+    """Reject unknown figure names before any work is done."""
+    unknown = set(figures or []) - set(FIGURES)
+    if unknown:
+        raise ValueError(f"unknown figures {sorted(unknown)}; choose from {', '.join(FIGURES)}")
+
+
+def write_report(results: pd.DataFrame, out: str | Path,
+                 figures: Sequence[str] | None = None,
+                 sources: Sequence[str | Path] = ()) -> Path:
+    """Write tables/, figures/ and summary.md for `results` into `out`; `figures` names the
+    figures to draw (default: every one the results support)."""
+    check_figures(figures)
+    out = Path(out)
+    summary = tables.rae_summary(results)
+    _write_table(summary, out / "tables", "rae_summary", results)
+    lines = ["# seqq report\n"]
+    if sources:
+        lines.append("Results from " + ", ".join(f"`{s}`" for s in sources) + ".\n")
+    lines += _what_was_computed(results)
+    if not summary.empty:
+        lines += _rae_sections(results, summary)
+    for name, (heading, make) in EXTRA_TABLES.items():
+        table = make(results)
+        if not table.empty:
+            lines += [f"## {heading}\n", _write_table(table, out / "tables", name, results), ""]
+    drawn, skipped = [], []
+    for name, draw in FIGURES.items():
+        if figures is not None and name not in figures:
+            continue
+        try:
+            made = draw(results)
+        except NotApplicable as reason:
+            if figures is not None:
+                skipped.append(f"- `{name}` not drawn: it {reason}")
+            continue
+        for stem, fig in made.items():
+            drawn += [p for p in save(fig, out / "figures", stem) if p.suffix == ".png"]
+    lines += ["## Figures\n", *[f"![{p.stem}](figures/{p.name})\n" for p in drawn], *skipped, ""]
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.md").write_text("\n".join(lines))
+    return out
 
 
 def build_report(paths: Sequence[str | Path], out: str | Path,
                  figures: Sequence[str] | None = None,
                  datasets: Sequence[str] | None = None) -> Path:
-    """Merge the results under `paths` (only `datasets`, if given), write tables/, figures/ and
-    summary.md into `out`."""
-    out = Path(out)
-    results = tables.load_results([str(p) for p in paths], list(datasets or []))
-    summary = tables.rae_summary(results)
-    _write_table(summary, out / "tables", "rae_summary")
-    extra = {"large_lm": tables.large_lm_table(results) if {"importance", "beam"} <= set(
-                 results.method) else pd.DataFrame(),
-             "kl_importance": tables.kl_tables(results) if results.budget_level.nunique() > 1
-             else pd.DataFrame(),
-             "unaccounted": tables.unaccounted(results),
-             "frontier": frontier.winners(results) if frontier.applies(results) else pd.DataFrame()}
-    written = {name: _write_table(table, out / "tables", name)
-               for name, table in extra.items() if not table.empty}
-    unknown = set(figures or []) - set(FIGURES)
-    if unknown:
-        raise ValueError(f"unknown figures {sorted(unknown)}; choose from {sorted(FIGURES)}")
-    drawn = []
-    for name, (applies, draw) in FIGURES.items():
-        if (figures is None or name in figures) and applies(results):
-            drawn += [p for p in draw(results, out / "figures") if p.suffix == ".png"]
-    failed = int((~np.isfinite(results.rae)).sum())
-    names = ", ".join(tables.dataset_title(results, d) for d in sorted(results.dataset.unique()))
-    lines = [
-        "# seqq query-sweep summary\n",
-        f"{len(results)} rows · datasets: {names}"
-        f" · methods: {', '.join(sorted(results.method.unique()))}"
-        f" · budget levels S: {', '.join(map(str, sorted(results.budget_level.unique())))}"
-        f" · ground truth: {_counts(results.truth_kind)}"
-        + (f" · {failed} rows without a finite RAE" if failed else "") + "\n",
-        *_summary_sections(results, summary),
-        *(["## Estimator frontier: best method vs the hybrid at equal calls\n",
-           written["frontier"], ""] if "frontier" in written else []),
-        "## Figures\n",
-        *[f"![{p.stem}](figures/{p.name})" for p in drawn],
-        "",
-    ]
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "summary.md").write_text("\n".join(lines))
-    return out
+    """Merge the results under `paths` (only `datasets`, if given) and write their report."""
+    check_figures(figures)
+    results = tables.load_results(paths, datasets or ())
+    return write_report(results, out, figures, sources=paths)

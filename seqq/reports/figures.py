@@ -1,53 +1,42 @@
-"""The paper's figures, each drawn from a results table alone (PNG + PDF, matplotlib Agg).
+"""The paper's figures, each drawn from a results table alone.
 
-`FIGURES` maps a name to (applies, draw): `applies(results)` says whether the results hold
-what the figure needs (several K, several budgets, temperatures, a_before_b pairs, ...), so
-`seqq report` draws every figure its input supports. Panels are datasets; a dataset whose data
-was the synthetic stand-in says so in its panel title.
+`FIGURES` maps a name to a function `results -> {file stem: Figure}`; `build.py` saves what it
+returns as PNG + PDF. A function raises `NotApplicable` when the results lack what it needs
+(several K, several budgets, temperatures, a_before_b pairs, ...), so `seqq report` draws every
+figure its input supports. Registering a figure is one line in `FIGURES`.
+
+Every figure keeps panels apart (one dataset, model, temperature, query kind and budget rule:
+`tables.PANEL`) and budget levels apart, so no curve, scatter or fit pools two models or two
+budgets; a dataset whose data was the synthetic stand-in says so in its panel titles.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Callable, Iterator
+from functools import partial
 
-import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.ticker import LogLocator, NullLocator  # noqa: E402
+from seqq.reports import frontier
+from seqq.reports.plotting import (
+    NotApplicable,
+    empty,
+    grid,
+    integer_ticks,
+    legend,
+    log_axes,
+    method_colors,
+    panel_title,
+    suptitle,
+)
+from seqq.reports.tables import PANEL, Panel, finite, panels, unaccounted_summary
 
-from seqq.reports import frontier  # noqa: E402
-from seqq.reports.tables import dataset_title, unaccounted  # noqa: E402
-
-STYLE = {"hybrid": "C0", "importance": "C1", "beam": "C2", "uniform": "C3", "naive": "C4",
-         "coverage_beam": "C5", "tail_beam": "C6", "exact": "k"}
-SCATTER_KS = (3, 5, 7, 9, 11)
-BUDGET_KS = (3, 7, 11)
 PAPER_METHODS = ("hybrid", "importance", "beam")  # the scatter plots' methods (Fig. 7-9)
-
-
-def _save(fig: plt.Figure, out: Path, name: str) -> list[Path]:
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / f"{name}.png", out / f"{name}.pdf"]
-    for path in paths:
-        fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
-    return paths
-
-
-def _grid(rows: int, cols: int, size: tuple[float, float] = (3.6, 2.9),
-          **kw) -> tuple[plt.Figure, np.ndarray]:
-    fig, axes = plt.subplots(rows, cols, figsize=(size[0] * cols, size[1] * rows),
-                             squeeze=False, layout="constrained", **kw)
-    return fig, axes
-
-
-def _legend_below(ax: plt.Axes) -> None:
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2)
 
 
 def _base(results: pd.DataFrame) -> pd.DataFrame:
@@ -56,202 +45,302 @@ def _base(results: pd.DataFrame) -> pd.DataFrame:
     return base if len(base) else results
 
 
-def _finite(results: pd.DataFrame) -> pd.DataFrame:
-    return results[np.isfinite(results.rae)]
+def _spread(values: list, n: int) -> list:
+    """At most `n` of the sorted `values`, evenly spaced, first and last included: the paper's
+    K = 3, 5, 7, 9, 11 (scatter) and 3, 7, 11 (budgets) out of 3..11."""
+    if len(values) <= n:
+        return values
+    return [values[round(i)] for i in np.linspace(0, len(values) - 1, n)]
 
 
-def _legend(fig: plt.Figure, axes: np.ndarray) -> None:
-    handles, labels = {}, {}
-    for ax in axes.flat:
-        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
-            handles.setdefault(lab, h)
-            labels[lab] = lab
-    if handles:
-        fig.legend(list(handles.values()), list(labels), loc="outside upper center",
-                   ncol=min(len(handles), 6))
+def _by_panel(data: pd.DataFrame,
+              columns: list[str] = PANEL) -> Iterator[tuple[Panel, pd.DataFrame]]:
+    """(panel name, rows) per panel, in a stable order."""
+    named = panels(data, columns)
+    for key, block in data.groupby(columns, sort=True):
+        yield named[key], block
 
 
-def rae_vs_k(results: pd.DataFrame, out: Path, stat: str = "median") -> list[Path]:
-    """Fig. 3/5/6: median (or mean) RAE vs K; rows = budget levels, columns = datasets."""
-    data = _finite(_base(results))
-    levels, datasets = sorted(data.budget_level.unique()), sorted(data.dataset.unique())
-    fig, axes = _grid(len(levels), len(datasets), sharex=True)
-    for i, level in enumerate(levels):
-        for j, ds in enumerate(datasets):
-            ax = axes[i, j]
-            panel = data[(data.budget_level == level) & (data.dataset == ds)]
-            for method, rows in panel.groupby("method"):
-                curve = rows.groupby("K").rae.agg(stat)
-                ax.plot(curve.index, curve.values, "o-", ms=3, label=method,
-                        color=STYLE.get(method))
-            ax.set(xlabel="K", ylabel=f"{stat} RAE")
-            ax.set_title(f"{dataset_title(results, ds)}\nS={level}", fontsize=9)
-    _legend(fig, axes)
-    return _save(fig, out, f"rae_vs_k_{stat}")
+def _method_curves(ax: Axes, rows: pd.DataFrame, x: str, stat: str,
+                   colors: dict[str, str]) -> None:
+    for method, m in rows.groupby("method"):
+        curve = m.groupby(x).rae.agg(stat)
+        ax.plot(curve.index, curve.values, "o-", ms=3, label=method, color=colors[method])
 
 
-def rae_vs_entropy(results: pd.DataFrame, out: Path) -> list[Path]:
-    """Fig. 4a: per-query RAE vs restricted entropy H(q), with least-squares lines."""
-    data = _finite(_base(results)).dropna(subset=["entropy"])
-    datasets = sorted(data.dataset.unique())
-    fig, axes = _grid(1, len(datasets))
-    for j, ds in enumerate(datasets):
-        ax = axes[0, j]
-        for method, rows in data[data.dataset == ds].groupby("method"):
-            color = STYLE.get(method)
-            ax.scatter(rows.entropy, rows.rae, s=4, alpha=0.3, color=color, label=method,
-                       rasterized=True)
-            if rows.entropy.nunique() > 1:
-                slope, intercept = np.polyfit(rows.entropy, rows.rae, 1)
-                xs = np.linspace(rows.entropy.min(), rows.entropy.max(), 20)
-                ax.plot(xs, slope * xs + intercept, color=color, lw=1.5)
-        ax.set(xlabel="restricted entropy H(q) [nats]", ylabel="RAE")
-        ax.set_title(dataset_title(results, ds), fontsize=9)
-    _legend(fig, axes)
-    return _save(fig, out, "rae_vs_entropy")
+def rae_vs_k(results: pd.DataFrame, stat: str = "median") -> dict[str, Figure]:
+    """Fig. 3/5/6: median (or mean) RAE vs K; rows = budget levels S, columns = panels."""
+    data = finite(_base(results))
+    usable = [(p, b) for p, b in _by_panel(data) if b.K.nunique() > 1]
+    if not usable:
+        raise NotApplicable("needs the RAE at two or more horizons K")
+    levels = sorted({level for _, b in usable for level in b.budget_level.unique()})
+    colors = method_colors(data.method)
+    fig, axes = grid(len(levels), len(usable))
+    for j, (panel, block) in enumerate(usable):
+        for i, level in enumerate(levels):
+            ax, rows = axes[i, j], block[block.budget_level == level]
+            panel_title(ax, panel.title, f"S={level}")
+            if rows.empty:
+                empty(ax, f"no runs at S={level}")
+                continue
+            _method_curves(ax, rows, "K", stat, colors)
+            ax.set(xlabel="horizon K", ylabel=f"{stat} RAE", ylim=(0, None))
+            integer_ticks(ax)
+    suptitle(fig, f"{stat.capitalize()} relative absolute error |p̂ − p| / p over queries, "
+                  "vs horizon K")
+    legend(fig, axes)
+    return {f"rae_vs_k_{stat}": fig}
 
 
-def rae_vs_temperature(results: pd.DataFrame, out: Path) -> list[Path]:
-    """Fig. 4b/13: median RAE vs model temperature with interquartile bands."""
-    data = _finite(results)
-    counts = data.groupby("dataset").temperature.nunique()
-    datasets = sorted(counts[counts > 1].index)
-    fig, axes = _grid(1, len(datasets))
-    for j, ds in enumerate(datasets):
-        ax = axes[0, j]
-        for method, rows in data[data.dataset == ds].groupby("method"):
-            q = rows.groupby("temperature").rae.quantile([0.25, 0.5, 0.75]).unstack()
-            ax.plot(q.index, q[0.5], "o-", ms=3, color=STYLE.get(method), label=method)
-            ax.fill_between(q.index, q[0.25], q[0.75], color=STYLE.get(method), alpha=0.2)
-        ax.set(xlabel="temperature T", ylabel="median RAE")
-        ax.set_title(dataset_title(results, ds), fontsize=9)
-    _legend(fig, axes)
-    return _save(fig, out, "rae_vs_temperature")
+def rae_vs_entropy(results: pd.DataFrame) -> dict[str, Figure]:
+    """Fig. 4a: per-query RAE vs restricted entropy H(q), one least-squares line per method,
+    panel and budget level; rows = budget levels S, columns = panels."""
+    data = finite(_base(results)).dropna(subset=["entropy"])
+    if data.empty:
+        raise NotApplicable("needs the restricted entropy H(q) of queries with an RAE")
+    usable = list(_by_panel(data))
+    levels = sorted(data.budget_level.unique())
+    colors = method_colors(data.method)
+    fig, axes = grid(len(levels), len(usable))
+    for j, (panel, block) in enumerate(usable):
+        for i, level in enumerate(levels):
+            ax, rows = axes[i, j], block[block.budget_level == level]
+            panel_title(ax, panel.title, f"S={level}")
+            if rows.empty:
+                empty(ax, f"no runs at S={level}")
+                continue
+            for method, m in rows.groupby("method"):
+                color = colors[method]
+                ax.scatter(m.entropy, m.rae, s=4, alpha=0.3, color=color, rasterized=True)
+                ax.plot([], [], "o-", ms=4, color=color, label=method)  # legend: dots + fit
+                if m.entropy.nunique() > 1:
+                    slope, intercept = np.polyfit(m.entropy, m.rae, 1)
+                    xs = np.linspace(m.entropy.min(), m.entropy.max(), 20)
+                    ax.plot(xs, slope * xs + intercept, color=color, lw=1.5)
+            ax.set(xlabel="restricted entropy H(q) [nats]", ylabel="RAE")
+    suptitle(fig, "Per-query RAE vs restricted entropy; lines: least-squares fit per method "
+                  "at each budget S")
+    legend(fig, axes)
+    return {"rae_vs_entropy": fig}
 
 
-def scatter(results: pd.DataFrame, out: Path) -> list[Path]:
-    """Fig. 7-9: estimate vs ground truth; rows = methods, columns = K, one file per dataset
-    and budget level, with the ground-truth density underneath."""
+def rae_vs_temperature(results: pd.DataFrame) -> dict[str, Figure]:
+    """Fig. 4b/13: median RAE vs model temperature with interquartile bands; columns = panels
+    (all temperatures of a dataset, model, query kind and budget rule), rows = the (budget
+    level S, horizon K) pairs run at two or more temperatures."""
+    columns = [c for c in PANEL if c != "temperature"]
+    data = finite(results)
+    spread = data.groupby([*columns, "budget_level", "K"]).temperature.transform("nunique")
+    data = data[spread > 1]
+    if data.empty:
+        raise NotApplicable("needs the RAE of one horizon K and budget S at two or more "
+                            "model temperatures")
+    usable = list(_by_panel(data, columns))
+    cells = sorted({cell for _, b in usable for cell in zip(b.budget_level, b["K"], strict=True)})
+    colors = method_colors(data.method)
+    fig, axes = grid(len(cells), len(usable))
+    for j, (panel, block) in enumerate(usable):
+        for i, (level, k) in enumerate(cells):
+            ax, rows = axes[i, j], block[(block.budget_level == level) & (block["K"] == k)]
+            panel_title(ax, panel.title, f"S={level} · K={k}")
+            if rows.empty:
+                empty(ax, f"no runs at S={level}, K={k}")
+                continue
+            for method, m in rows.groupby("method"):
+                q = m.groupby("temperature").rae.quantile([0.25, 0.5, 0.75]).unstack()
+                ax.plot(q.index, q[0.5], "o-", ms=3, color=colors[method], label=method)
+                ax.fill_between(q.index, q[0.25], q[0.75], color=colors[method], alpha=0.2)
+            ax.set(xlabel="temperature T", ylabel="median RAE", ylim=(0, None))
+    suptitle(fig, "Median RAE vs model temperature; bands: interquartile range over queries")
+    legend(fig, axes)
+    return {"rae_vs_temperature": fig}
+
+
+def scatter(results: pd.DataFrame) -> dict[str, Figure]:
+    """Fig. 7-9: estimate vs ground truth; rows = methods, columns = K, one figure per panel
+    and budget level, with the ground-truth histogram underneath. Zero estimates (beam search
+    missing all mass, IS drawing no hit) have no place on a log axis: they sit on a dotted
+    floor line that says how many there are."""
     data = _base(results).dropna(subset=["estimate", "truth"])
-    paths = []
-    for (ds, level), block in data.groupby(["dataset", "budget_level"]):
-        present = sorted(block.K.unique())
-        ks = [k for k in SCATTER_KS if k in present] or present[:5]
-        methods = sorted(set(block.method) & set(PAPER_METHODS)) or sorted(block.method.unique())
-        fig, axes = _grid(len(methods) + 1, len(ks))
-        for j, k in enumerate(ks):
-            at_k = block[block["K"] == k]
-            lo = max(at_k.truth[at_k.truth > 0].min(), 1e-12) if (at_k.truth > 0).any() else 1e-12
-            hi = max(at_k.truth.max(), at_k.estimate.max(), lo * 10)
-            for i, method in enumerate(methods):
-                ax = axes[i, j]
-                rows = at_k[at_k.method == method]
-                ax.scatter(rows.truth, rows.estimate.clip(lower=lo / 10), s=4, alpha=0.4,
-                           color=STYLE.get(method), rasterized=True)
-                ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
-                ax.set(xscale="log", yscale="log", title=f"{method}, K={k}")
-                ax.title.set_fontsize(8)
-                for axis in (ax.xaxis, ax.yaxis):  # few ticks: log axes over many decades
-                    axis.set_major_locator(LogLocator(numticks=4))  # are slow to lay out
-                    axis.set_minor_locator(NullLocator())
-            ax = axes[-1, j]
-            ax.hist(np.log10(at_k.drop_duplicates(["history_id", "label"]).truth.clip(lower=lo)),
-                    bins=20, color="grey")
-            ax.set_xlabel("log10 ground truth")
-        fig.suptitle(f"{dataset_title(results, ds)}: estimate vs ground truth, S={level}",
-                     fontsize=10)
-        paths += _save(fig, out, f"scatter_{ds}_S{level}")
-    return paths
+    data = data[data.truth > 0]
+    if data.empty:
+        raise NotApplicable("needs estimates of queries with a positive ground truth")
+    figures, colors = {}, method_colors(data.method)
+    for panel, block in _by_panel(data):
+        for level, rows in block.groupby("budget_level"):
+            figures[f"scatter_{panel.slug}_S{level}"] = _scatter_panel(rows, panel.title, level,
+                                                                       colors)
+    return figures
 
 
-def rae_vs_budget(results: pd.DataFrame, out: Path, stat: str = "median") -> list[Path]:
-    """Fig. 10/11: RAE vs budget (S); rows = K in (3, 7, 11) where present, columns = datasets."""
-    data = _finite(_base(results))
-    present = sorted(data.K.unique())
-    ks = [k for k in BUDGET_KS if k in present] or present[:3]
-    datasets = sorted(data.dataset.unique())
-    fig, axes = _grid(len(ks), len(datasets))
-    for i, k in enumerate(ks):
-        for j, ds in enumerate(datasets):
-            ax = axes[i, j]
-            panel = data[(data["K"] == k) & (data.dataset == ds)]
-            for method, rows in panel.groupby("method"):
-                curve = rows.groupby("budget_level").rae.agg(stat)
-                ax.plot(curve.index, curve.values, "o-", ms=3, label=method,
-                        color=STYLE.get(method))
-            ax.set(xscale="log", yscale="log", xlabel="budget S", ylabel=f"{stat} RAE")
-            ax.set_title(f"{dataset_title(results, ds)}\nK={k}", fontsize=9)
-    _legend(fig, axes)
-    return _save(fig, out, f"rae_vs_budget_{stat}")
+def _scatter_panel(block: pd.DataFrame, title: str, level: int,
+                   colors: dict[str, str]) -> Figure:
+    ks = _spread(sorted(block.K.unique()), 5)
+    methods = sorted(set(block.method) & set(PAPER_METHODS)) or sorted(block.method.unique())
+    fig, axes = grid(len(methods) + 1, len(ks), size=(3.0, 2.7))
+    for j, k in enumerate(ks):
+        at_k = block[block["K"] == k]
+        positive = pd.concat([at_k.truth, at_k.estimate[at_k.estimate > 0]])
+        lo, hi = positive.min(), positive.max()
+        floor = lo / 10
+        for i, method in enumerate(methods):
+            ax, rows = axes[i, j], at_k[at_k.method == method]
+            zero = rows.estimate <= 0
+            ax.scatter(rows.truth[~zero], rows.estimate[~zero], s=4, alpha=0.4,
+                       color=colors[method], rasterized=True)
+            ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
+            if zero.any():
+                ax.scatter(rows.truth[zero], np.full(zero.sum(), floor), s=8, marker="v",
+                           color=colors[method], alpha=0.6)
+                ax.axhline(floor, color="grey", ls=":", lw=0.8)
+                ax.text(0.02, 0.04, f"p̂ = 0: {zero.sum()} of {len(rows)}", fontsize=7,
+                        transform=ax.transAxes, color="grey")
+            log_axes(ax)
+            ax.set_title(f"{method}, K={k}", fontsize=8)
+            ax.set_xlabel("ground truth p", fontsize=8)
+            if j == 0:
+                ax.set_ylabel("estimate p̂", fontsize=8)
+        ax = axes[-1, j]
+        truth = at_k.drop_duplicates(["history_id", "label"]).truth
+        ax.hist(np.log10(truth), bins=20, color="grey")
+        ax.set_xlabel("log10 ground truth p", fontsize=8)
+        if j == 0:
+            ax.set_ylabel("queries", fontsize=8)
+    suptitle(fig, f"{title}: estimate vs ground truth at S={level} (dashed: p̂ = p)")
+    return fig
 
 
-def beam_sizes(results: pd.DataFrame, out: Path) -> list[Path]:
-    """Fig. 12: coverage beam search, beams kept per step, one line per history, per α."""
+def rae_vs_budget(results: pd.DataFrame, stat: str = "median") -> dict[str, Figure]:
+    """Fig. 10/11: RAE vs budget level S; rows = three horizons K (3, 7, 11 of 3..11), columns
+    = panels."""
+    data = finite(_base(results))
+    data = data[data.budget_level > 0]
+    usable = [(p, b) for p, b in _by_panel(data) if b.budget_level.nunique() > 2]
+    if not usable:
+        raise NotApplicable("needs the RAE at three or more budget levels S")
+    ks = _spread(sorted({k for _, b in usable for k in b.K.unique()}), 3)
+    colors = method_colors(data.method)
+    fig, axes = grid(len(ks), len(usable))
+    for j, (panel, block) in enumerate(usable):
+        for i, k in enumerate(ks):
+            ax, rows = axes[i, j], block[block["K"] == k]
+            panel_title(ax, panel.title, f"K={k}")
+            if rows.empty:
+                empty(ax, f"no runs at K={k}")
+                continue
+            _method_curves(ax, rows, "budget_level", stat, colors)
+            log_axes(ax)
+            ax.set(xlabel="budget level S", ylabel=f"{stat} RAE")
+    suptitle(fig, f"{stat.capitalize()} RAE vs budget level S")
+    legend(fig, axes)
+    return {f"rae_vs_budget_{stat}": fig}
+
+
+def _alpha(options: str) -> str:
+    return f"α = {json.loads(options).get('alpha', '?')}"
+
+
+def beam_sizes(results: pd.DataFrame) -> dict[str, Figure]:
+    """Fig. 12: coverage beam search, beams kept per step, per α; rows = panels, columns = K.
+    Thin lines are single histories, thick lines their median."""
     data = results[results.method.str.startswith("coverage_beam")]
-    fig, axes = _grid(1, 1)
-    ax = axes[0, 0]
-    for n, (options, rows) in enumerate(data.groupby("options")):
-        alpha = json.loads(options).get("alpha", "?")
-        for i, extras in enumerate(rows.extras):
-            per_product = np.atleast_2d(json.loads(extras).get("beam_sizes") or [[]])
-            sizes = per_product.sum(0)  # beams kept at each step, over the query's products
-            ax.plot(range(1, len(sizes) + 1), sizes, color=f"C{n}", alpha=0.4, lw=0.8,
-                    label=f"α={alpha}" if i == 0 else None)
-    ax.set(yscale="log", xlabel="step k", ylabel="beams |B_k|")
-    names = ", ".join(dataset_title(results, d) for d in sorted(data.dataset.unique()))
-    ax.set_title(f"coverage beam search: {names}", fontsize=9)
-    ax.legend(fontsize=8)
-    return _save(fig, out, "beam_sizes")
+    if data.empty:
+        raise NotApplicable("needs coverage_beam results")
+    option_sets = sorted(data.options.unique(), key=lambda o: -json.loads(o).get("alpha", 0))
+    colors = {o: f"C{n}" for n, o in enumerate(option_sets)}
+    usable = list(_by_panel(data))
+    ks = sorted(data.K.unique())
+    fig, axes = grid(len(usable), len(ks), sharey="row")
+    for i, (panel, block) in enumerate(usable):
+        for j, k in enumerate(ks):
+            ax, at_k = axes[i, j], block[block["K"] == k]
+            panel_title(ax, panel.title, f"K={k}")
+            if at_k.empty:
+                empty(ax, f"no runs at K={k}")
+                continue
+            for options in option_sets:
+                rows = at_k[at_k.options == options]
+                sizes = [np.atleast_2d(json.loads(e).get("beam_sizes") or [[]]).sum(0)
+                         for e in rows.extras]  # beams per step, over the query's products
+                sizes = [s for s in sizes if len(s)]
+                if not sizes:
+                    continue
+                for s in sizes:
+                    ax.plot(range(1, len(s) + 1), s, color=colors[options], alpha=0.3, lw=0.7)
+                depth = min(len(s) for s in sizes)
+                median = np.median(np.stack([s[:depth] for s in sizes]), 0)
+                ax.plot(range(1, depth + 1), median, "o-", ms=3, lw=2, color=colors[options],
+                        label=_alpha(options))
+            ax.set(yscale="log", xlabel="step k", ylabel="beams kept |B_k|")
+            integer_ticks(ax)
+    suptitle(fig, "Coverage beam search: beams kept per step "
+                  "(thin: one history; thick: median over histories)")
+    legend(fig, axes, title="coverage α")
+    return {"beam_sizes": fig}
 
 
-def unaccounted_vs_k(results: pd.DataFrame, out: Path) -> list[Path]:
-    """Fig. 14: mean unaccounted probability of the pair τ(A)<τ(B), τ(B)<τ(A) vs K, 99% CI."""
-    data = unaccounted(_base(results))
-    fig, axes = _grid(1, 1, size=(6.0, 3.6))
-    ax = axes[0, 0]
-    for n, ((ds, method), rows) in enumerate(data.groupby(["dataset", "method"])):
-        stats = rows.groupby("K").unaccounted.agg(["mean", "sem"]).fillna(0)
-        ax.plot(stats.index, stats["mean"], "o-", ms=3, color=f"C{n}",
-                label=f"{dataset_title(results, ds)} ({method})")
-        ax.fill_between(stats.index, stats["mean"] - 2.576 * stats["sem"],
-                        stats["mean"] + 2.576 * stats["sem"], color=f"C{n}", alpha=0.2)
-    ax.set(xlabel="K", ylabel="unaccounted probability")
-    _legend_below(ax)
-    return _save(fig, out, "unaccounted_vs_k")
+def unaccounted_vs_k(results: pd.DataFrame) -> dict[str, Figure]:
+    """Fig. 14: mean unaccounted probability of the pair τ(A)<τ(B), τ(B)<τ(A) vs K with 99%
+    confidence bands; one panel per dataset/model, one curve per method and budget level."""
+    base = _base(results)
+    stats = unaccounted_summary(base)
+    if stats.empty:
+        raise NotApplicable("needs both orders of an a_before_b query on the same histories")
+    named = panels(base[base["query"] == "a_before_b"])
+    several = stats.groupby(PANEL).budget_level.nunique().max() > 1
+    keys = list(stats.groupby(PANEL, sort=True).groups)
+    fig, axes = grid(1, len(keys), size=(5.0, 3.4))
+    for j, (key, block) in enumerate(stats.groupby(PANEL, sort=True)):
+        ax = axes[0, j]
+        for n, ((method, level), rows) in enumerate(block.groupby(["method", "budget_level"])):
+            label = f"{method}, S={level}" if several else method
+            ax.plot(rows.K, rows["mean"], "o-", ms=3, color=f"C{n}", label=label)
+            ax.fill_between(rows.K, rows.ci99_low, rows.ci99_high, color=f"C{n}", alpha=0.2)
+        ax.set(xlabel="horizon K", ylabel="unaccounted probability")
+        panel_title(ax, named[key].title)
+        integer_ticks(ax)
+    suptitle(fig, "Unaccounted probability, mean over histories:\n"
+                  "1 − p̂(τ(A) < τ(B) ≤ K) − p̂(τ(B) < τ(A) ≤ K)")
+    band = Patch(color="grey", alpha=0.3, label="band: 99% CI of the mean (±2.576 s.e.)")
+    legend(fig, axes, extra=[band])
+    return {"unaccounted_vs_k": fig}
 
 
-def case_study(results: pd.DataFrame, out: Path) -> list[Path]:
-    """Fig. 15: mean estimate (90% CI) vs the share of the focus symbols in the history."""
-    data = results[results.group.fillna("").str.startswith("share=")].copy()
-    data["share"] = data.group.str.removeprefix("share=").astype(float)
-    fig, axes = _grid(1, 1, size=(6.0, 3.6))
-    ax = axes[0, 0]
-    for n, ((ds, label, method), rows) in enumerate(data.groupby(["dataset", "label", "method"])):
-        stats = rows.groupby("share").estimate.agg(["mean", "sem"]).fillna(0)
-        ax.errorbar(stats.index, stats["mean"], yerr=1.645 * stats["sem"], fmt="o-", ms=3,
-                    capsize=3, color=f"C{n}",
-                    label=f"{dataset_title(results, ds)}: {label} ({method})")
-    ax.set(xlabel="share of focus symbols A in the history", ylabel="mean estimate")
-    _legend_below(ax)
-    return _save(fig, out, "case_study")
+def case_study(results: pd.DataFrame) -> dict[str, Figure]:
+    """Fig. 15: mean estimate (90% CI) vs the share of the focus symbols in the history; one
+    panel per dataset/model, one curve per query, method and budget level."""
+    data = results[results.group.fillna("").str.startswith("share=")]
+    if data.empty:
+        raise NotApplicable("needs mixture histories (sweep.histories_from=mixture)")
+    data = data.assign(share=data.group.str.removeprefix("share=").astype(float))
+    usable = list(_by_panel(data))
+    fig, axes = grid(1, len(usable), size=(5.0, 3.6))
+    for j, (panel, block) in enumerate(usable):
+        ax = axes[0, j]
+        groups = block.groupby(["label", "method", "budget_level"])
+        for n, ((label, method, level), rows) in enumerate(groups):
+            stats = rows.groupby("share").estimate.agg(["mean", "sem"]).fillna(0)
+            ax.errorbar(stats.index, stats["mean"], yerr=1.645 * stats["sem"], fmt="o-", ms=3,
+                        capsize=3, color=f"C{n}", label=f"{label} ({method}, S={level})")
+        ax.set(xlabel="share of focus symbols A in the history", ylabel="mean estimate p̂")
+        panel_title(ax, panel.title)
+    suptitle(fig, "Case study: mean estimate vs history composition "
+                  "(error bars: 90% CI of the mean)")
+    legend(fig, axes)
+    return {"case_study": fig}
 
 
-def _several(column: str, least: int = 2) -> Callable[[pd.DataFrame], bool]:
-    return lambda r: r[column].nunique() >= least
-
-
-FIGURES: dict[str, tuple[Callable[[pd.DataFrame], bool], Callable[..., list[Path]]]] = {
-    "rae_vs_k_median": (_several("K"), lambda r, o: rae_vs_k(r, o, "median")),
-    "rae_vs_k_mean": (_several("K"), lambda r, o: rae_vs_k(r, o, "mean")),
-    "rae_vs_entropy": (lambda r: r.entropy.notna().any() and r.method.isin(
-        ["importance", "beam"]).any(), rae_vs_entropy),
-    "rae_vs_temperature": (lambda r: (r.groupby("dataset").temperature.nunique() > 1).any(),
-                           rae_vs_temperature),
-    "scatter": (lambda r: (r.estimate.notna() & r.truth.notna()).any(), scatter),
-    "rae_vs_budget_median": (_several("budget_level", 3), lambda r, o: rae_vs_budget(r, o)),
-    "rae_vs_budget_mean": (_several("budget_level", 3), lambda r, o: rae_vs_budget(r, o, "mean")),
-    "beam_sizes": (lambda r: r.method.str.startswith("coverage_beam").any(), beam_sizes),
-    "unaccounted_vs_k": (lambda r: not unaccounted(r).empty, unaccounted_vs_k),
-    "case_study": (lambda r: r.group.fillna("").str.startswith("share=").any(), case_study),
-    "frontier": (frontier.applies, frontier.draw),
+FIGURES: dict[str, Callable[[pd.DataFrame], dict[str, Figure]]] = {
+    "rae_vs_k_median": partial(rae_vs_k, stat="median"),
+    "rae_vs_k_mean": partial(rae_vs_k, stat="mean"),
+    "rae_vs_entropy": rae_vs_entropy,
+    "rae_vs_temperature": rae_vs_temperature,
+    "scatter": scatter,
+    "rae_vs_budget_median": partial(rae_vs_budget, stat="median"),
+    "rae_vs_budget_mean": partial(rae_vs_budget, stat="mean"),
+    "beam_sizes": beam_sizes,
+    "unaccounted_vs_k": unaccounted_vs_k,
+    "case_study": case_study,
+    "frontier": frontier.draw,
 }

@@ -8,17 +8,26 @@ method that wins each (model, K, S) with its RAE ratio to the hybrid (issue targ
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
+from matplotlib.figure import Figure
 
-from seqq.reports.tables import dataset_title
+from seqq.reports.plotting import (
+    NotApplicable,
+    empty,
+    grid,
+    legend,
+    log_axes,
+    method_colors,
+    panel_title,
+    suptitle,
+)
+from seqq.reports.tables import PANEL, panels
 
 BASELINE = "hybrid"
 FAILED_RAE = 1.0  # a method that cannot answer within the budget scores as an estimate of 0
 RAE_FLOOR = 1e-4  # plotted instead of 0 (an exact answer) on the log axis
-CELL = ["dataset", "K", "budget_level"]
+CELL = [*PANEL, "K", "budget_level"]  # one model (panel), horizon and budget
 
 
 def applies(results: pd.DataFrame) -> bool:
@@ -29,7 +38,7 @@ def applies(results: pd.DataFrame) -> bool:
 
 
 def points(results: pd.DataFrame) -> pd.DataFrame:
-    """Median RAE and model calls per (dataset, K, budget level, method), over the queries with
+    """Median RAE and model calls per (panel, K, budget level, method), over the queries with
     ground truth at temperature 1; `failed` counts the queries a method could not answer."""
     rows = results[(results.temperature == 1.0) & (results.budget_level > 0)
                    & np.isfinite(results.truth_log)].copy()
@@ -43,17 +52,21 @@ def points(results: pd.DataFrame) -> pd.DataFrame:
 
 def winners(results: pd.DataFrame) -> pd.DataFrame:
     """Per (model, K, S): the hybrid's median RAE and calls, the best other method and the ratio
-    of its median RAE to the hybrid's, and the winner of the cell."""
-    table = points(results)
+    of its median RAE to the hybrid's, and the winner of the cell (empty where the results hold
+    no frontier)."""
+    if not applies(results):
+        return pd.DataFrame()
+    table, titles = points(results), panels(results)
     rows = []
-    for (dataset, K, level), cell in table.groupby(CELL, observed=True):
+    for cell_key, cell in table.groupby(CELL, observed=True):
         base = cell[cell.method == BASELINE]
         others = cell[cell.method != BASELINE].sort_values("median_rae")
         if base.empty or others.empty:
             continue
+        *panel, K, level = cell_key
         hybrid, best = base.iloc[0], others.iloc[0]
         ratio = best.median_rae / hybrid.median_rae if hybrid.median_rae > 0 else np.inf
-        rows.append({"model": dataset_title(results, dataset), "K": int(K), "S": int(level),
+        rows.append({"model": titles[tuple(panel)].title, "K": int(K), "S": int(level),
                      "calls": round(float(hybrid.calls)), "hybrid_rae": float(hybrid.median_rae),
                      "best_other": best.method, "best_other_rae": float(best.median_rae),
                      "ratio_to_hybrid": float(ratio),
@@ -62,30 +75,35 @@ def winners(results: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def draw(results: pd.DataFrame, out: Path) -> list[Path]:
-    """Median RAE vs model calls, log–log; rows = models, columns = K, one line per method."""
-    from seqq.reports.figures import STYLE, _grid, _legend, _save  # figures.py registers us
-
-    table = points(results)
-    datasets, ks = sorted(table.dataset.unique()), sorted(table.K.unique())
-    fig, axes = _grid(len(datasets), len(ks), size=(3.2, 2.8))
-    extra = iter(f"C{i}" for i in range(7, 100))
-    colors = {m: STYLE.get(m) or next(extra) for m in sorted(table.method.unique())}
-    for i, dataset in enumerate(datasets):
+def draw(results: pd.DataFrame) -> dict[str, Figure]:
+    """Median RAE vs model calls, log–log; rows = models (panels with the hybrid and another
+    method), columns = K, one line per method."""
+    table = points(results) if applies(results) else pd.DataFrame()
+    if not table.empty:
+        rivals = table.groupby(PANEL).method.transform(lambda m: BASELINE in set(m)
+                                                        and m.nunique() > 1)
+        table = table[rivals.astype(bool)]
+    if table.empty:
+        raise NotApplicable("needs budgeted rows of the hybrid and another method at two or "
+                            "more budget levels S")
+    titles, colors = panels(results), method_colors(table.method)
+    blocks = list(table.groupby(PANEL, sort=True))
+    ks = sorted(table["K"].unique())
+    fig, axes = grid(len(blocks), len(ks), size=(3.2, 2.8))
+    for i, (key, block) in enumerate(blocks):
         for j, K in enumerate(ks):
-            ax = axes[i, j]
-            panel = table[(table.dataset == dataset) & (table.K == K)]
-            for method, line in panel.groupby("method"):
+            ax, cell = axes[i, j], block[block["K"] == K]
+            panel_title(ax, titles[key].title, f"K={K}")
+            if cell.empty:
+                empty(ax, f"no runs at K={K}")
+                continue
+            for method, line in cell.groupby("method"):
                 line = line.sort_values("calls")
                 ax.plot(line.calls.clip(lower=1), line.median_rae.clip(lower=RAE_FLOOR), "o-",
                         ms=3, lw=1.8 if method == BASELINE else 1.0, color=colors[method],
                         label=method, zorder=3 if method == BASELINE else 2)
-            ax.set(xscale="log", yscale="log")
-            ax.set_title(f"{dataset_title(results, dataset)}, K={K}", fontsize=8)
-            if i == len(datasets) - 1:
-                ax.set_xlabel("model calls per query (median)", fontsize=8)
-            if j == 0:
-                ax.set_ylabel("median RAE", fontsize=8)
-            ax.tick_params(labelsize=7)
-    _legend(fig, axes)
-    return _save(fig, out, "frontier")
+            log_axes(ax)
+            ax.set(xlabel="model calls per query (median)", ylabel="median RAE")
+    suptitle(fig, "Estimator frontier: median RAE vs model calls, one point per budget level S")
+    legend(fig, axes)
+    return {"frontier": fig}

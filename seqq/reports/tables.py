@@ -1,44 +1,56 @@
-"""Tables from a results table alone: the RAE summary, Table 2 and Tables 3-6 (KL of IS).
+"""Tables from a results table alone: the RAE summary, what was computed, Table 2, Tables 3-6
+(KL of IS) and the unaccounted probability of Fig. 14.
 
 Every function takes the merged results (one row per query, method and budget level) and
-returns a DataFrame; `build.py` writes each as CSV and Markdown.
+returns a DataFrame; `build.py` writes each as CSV and Markdown. Results are compared only
+within a *panel*: one dataset, model, temperature, query kind and budget rule, so no number,
+curve or fit ever pools two models or two kinds of question.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
-from seqq.experiments.store import read_parts
+from seqq.experiments.schema import BUDGET_FROM_SAMPLES, QUERY
+from seqq.experiments.store import read_results, safe_name
 
-PANEL = ["dataset", "model", "temperature", "query"]
+PANEL = ["dataset", "model", "temperature", "query", "budget_rule"]
+Z99 = 2.5758  # two-sided 99% normal quantile: Fig. 14's confidence band
 
 
-def load_results(paths: list[str], datasets: list[str] | None = None) -> pd.DataFrame:
+@dataclass(frozen=True)
+class Panel:
+    """How a panel is named: `title` in figures and the summary, `slug` in file names. The
+    dataset is always spelled out; the other parts only where one dataset has several (each
+    dataset's own LSTM is implied; two models of one dataset are named)."""
+
+    title: str
+    slug: str
+
+
+def load_results(paths: Iterable[str | Path], datasets: Iterable[str] = ()) -> pd.DataFrame:
     """Merge result parts (files or folders, e.g. one per SLURM job), one row per key; only
     `datasets`, if given."""
-    from seqq.experiments.runner import KEY
-
-    table = read_parts(paths, KEY)
-    if table.empty:
-        raise FileNotFoundError(f"no result parts (*.parquet) under {', '.join(map(str, paths))}")
+    table = read_results(paths)
+    datasets = list(datasets)
     if datasets:
-        table = table[table.dataset.isin(datasets)].copy()
+        table = table[table.dataset.isin(datasets)]
         if table.empty:
-            raise ValueError(f"no results for datasets {list(datasets)}")
-    return name_variants(table)
+            raise ValueError(f"no results for datasets {datasets}")
+    return name_variants(table.copy())
 
 
 def name_variants(table: pd.DataFrame) -> pd.DataFrame:
     """A method run with several option sets (e.g. coverage α) is several methods in tables and
-    plots: `coverage_beam {"alpha": 0.5}`; a method with one option set keeps its plain name.
-    Likewise a dataset queried through several models is several panels: `shakespeare
-    (authors_lstm)`."""
+    plots: `coverage_beam {"alpha": 0.5}`; a method with one option set keeps its plain name."""
     variants = table.groupby("method").options.transform("nunique")
     several = variants > 1
     table.loc[several, "method"] = table.method[several] + " " + table.options[several]
-    models = table.groupby("dataset").model.transform("nunique") > 1
-    table.loc[models, "dataset"] = table.dataset[models] + " (" + table.model[models] + ")"
     return table
 
 
@@ -46,27 +58,109 @@ def dataset_title(results: pd.DataFrame, dataset: str) -> str:
     """The dataset's name, flagged when its data was the synthetic stand-in or its histories
     were sampled from a model."""
     rows = results.loc[results.dataset == dataset]
-    title = f"{dataset} (synthetic stand-in)" if rows.synthetic.any() else dataset
-    sampled = sorted({h for h in rows.get("histories", []) if str(h).startswith("sampled")})
+    title = f"{dataset} (synthetic stand-in)" if rows.synthetic.fillna(False).any() else dataset
+    sampled = sorted({h for h in rows.histories if str(h).startswith("sampled")})
     return f"{title} ({'; '.join(sampled)})" if sampled else title
+
+
+def panels(results: pd.DataFrame, columns: list[str] = PANEL) -> dict[tuple, Panel]:
+    """Every panel (a group of `columns`) with its name."""
+    varying = [c for c in columns[1:] if (results.groupby("dataset")[c].nunique() > 1).any()]
+    named = {}
+    for key in results.groupby(columns, sort=True).groups:
+        values = dict(zip(columns, key, strict=True))
+        parts = [_show(c, values[c]) for c in varying]
+        named[key] = Panel(" · ".join([dataset_title(results, values["dataset"]), *parts]),
+                           safe_name("_".join([values["dataset"], *parts])))
+    return named
+
+
+def _show(column: str, value: object) -> str:
+    if column == "temperature":
+        return f"T={value:g}"
+    return f"budget: {value}" if column == "budget_rule" else str(value)
+
+
+def finite(results: pd.DataFrame) -> pd.DataFrame:
+    """Rows with an RAE (a ground truth and an estimate)."""
+    return results[np.isfinite(results.rae)]
 
 
 def rae_summary(results: pd.DataFrame) -> pd.DataFrame:
     """Median and mean RAE (and count) per panel × method × K × budget level."""
-    ok = results[np.isfinite(results.rae)]
-    grouped = ok.groupby([*PANEL, "method", "K", "budget_level"], observed=True).rae
+    grouped = finite(results).groupby([*PANEL, "method", "K", "budget_level"], observed=True).rae
     return grouped.agg(median_rae="median", mean_rae="mean", queries="count").reset_index()
 
 
+def overview(results: pd.DataFrame) -> pd.DataFrame:
+    """One row per panel, every part of its key spelled out, with the histories N, horizons K,
+    budget levels S, methods and ground truth it holds."""
+    rows = []
+    for key, block in results.groupby(PANEL, sort=True):
+        values = dict(zip(PANEL, key, strict=True))
+        queries = block.drop_duplicates([*QUERY])
+        ks = sorted(block.K.unique())
+        rows.append({
+            "dataset": dataset_title(results, values["dataset"]), "model": values["model"],
+            "T": values["temperature"], "query": values["query"],
+            "budget": values["budget_rule"],
+            "histories": ", ".join(sorted(set(block.histories) - {""})) or "–",
+            "N histories": block.history_id.nunique(), "queries": len(queries),
+            "K": f"{ks[0]}–{ks[-1]}" if len(ks) > 2 and ks == list(range(ks[0], ks[-1] + 1))
+            else ", ".join(map(str, ks)),
+            "S": ", ".join(map(str, sorted(block.budget_level.unique()))),
+            "methods": ", ".join(sorted(block.method.unique())),
+            "ground truth": ", ".join(f"{n} {kind}" for kind, n in
+                                      queries.truth_kind.value_counts().items()),
+        })
+    return pd.DataFrame(rows)
+
+
+def budget_costs(results: pd.DataFrame) -> pd.DataFrame:
+    """What a budget level S cost: mean model-call budget per query, per panel × K × S."""
+    budgeted = results[results.budget_level > 0].drop_duplicates([*PANEL, *QUERY, "budget_level"])
+    if budgeted.empty:
+        return pd.DataFrame()
+    titles = panels(results)
+    budgeted = budgeted.assign(panel=[titles[k].title for k in
+                                      budgeted[PANEL].itertuples(index=False, name=None)])
+    table = budgeted.pivot_table(index=["panel", "K"], columns="budget_level",
+                                 values="budget_calls", aggfunc="mean")
+    table.columns = [f"S={c}" for c in table.columns]
+    return table.round(0).reset_index()
+
+
+def truth_summary(results: pd.DataFrame) -> pd.DataFrame:
+    """Per ground-truth rule: how many queries got an exact or a surrogate answer, and the
+    surrogates' relative standard errors."""
+    queries = results.drop_duplicates([*PANEL, *QUERY])
+    rows = []
+    for rule, block in queries.groupby("truth_rule", sort=True):
+        surrogate = block[block.truth_kind == "surrogate"].truth_rel_stderr
+        rows.append({"rule": rule, "queries": len(block),
+                     **{kind: int((block.truth_kind == kind).sum())
+                        for kind in ("exact", "surrogate", "none")},
+                     "surrogate rel. s.e. median": surrogate.median(),
+                     "surrogate rel. s.e. max": surrogate.max()})
+    return pd.DataFrame(rows)
+
+
 def large_lm_table(results: pd.DataFrame) -> pd.DataFrame:
-    """Table 2: median RAE (%) per method and K, with the mean restricted entropy H(q) and its
-    share of the maximum K·log V (the paper's "Entropy %")."""
-    ok = results[np.isfinite(results.rae)]
-    rae = (ok.pivot_table(index=["dataset", "budget_level", "K"], columns="method", values="rae",
-                          aggfunc="median") * 100).round(2)
-    per_query = ok.drop_duplicates(["dataset", "budget_level", "K", "history_id", "label"])
-    entropy = per_query.groupby(["dataset", "budget_level", "K"]).agg(
-        entropy=("entropy", "mean"), vocab_size=("vocab_size", "first"))
+    """Table 2, for the panels laid out as the paper's large-LM experiment (importance, beam and
+    uniform at the budget of S importance samples, no hybrid): median RAE (%) per method and K,
+    with the mean restricted entropy H(q) and its share of the maximum K·log V ("Entropy %")."""
+    ok = finite(results[results.budget_rule == BUDGET_FROM_SAMPLES])
+    keep = ok.groupby(PANEL).method.transform(lambda m: {"importance", "beam", "uniform"}
+                                              <= set(m))
+    ok = ok[keep.astype(bool)]
+    if ok.empty:
+        return pd.DataFrame()
+    index = [*PANEL, "budget_level", "K"]
+    rae = (ok.pivot_table(index=index, columns="method", values="rae", aggfunc="median")
+           * 100).round(2)
+    per_query = ok.drop_duplicates([*PANEL, "budget_level", *QUERY])
+    entropy = per_query.groupby(index).agg(entropy=("entropy", "mean"),
+                                           vocab_size=("vocab_size", "first"))
     k = entropy.index.get_level_values("K").to_numpy()
     entropy["entropy_pct"] = 100 * entropy.entropy / (k * np.log(entropy.vocab_size))
     return rae.join(entropy[["entropy", "entropy_pct"]].round(2)).reset_index()
@@ -81,12 +175,14 @@ def bernoulli_kl(p: np.ndarray, q: np.ndarray, eps: float = 1e-12) -> np.ndarray
 
 
 def kl_tables(results: pd.DataFrame, method: str = "importance") -> pd.DataFrame:
-    """Tables 3-6: mean KL between ground truth and `method`'s estimate, samples × horizon."""
-    rows = results[(results.method == method) & np.isfinite(results.estimate)].copy()
+    """Tables 3-6: mean KL between ground truth and `method`'s estimate, S samples (rows) ×
+    horizon K (columns), per panel; only where S counts `method`'s samples (no hybrid)."""
+    rows = results[(results.method == method) & (results.budget_rule == BUDGET_FROM_SAMPLES)
+                   & np.isfinite(results.estimate) & np.isfinite(results.truth)]
     if rows.empty:
         return pd.DataFrame()
-    rows["kl"] = bernoulli_kl(rows.truth.to_numpy(), rows.estimate.to_numpy())
-    table = rows.pivot_table(index=["dataset", "budget_level"], columns="K", values="kl",
+    rows = rows.assign(kl=bernoulli_kl(rows.truth.to_numpy(), rows.estimate.to_numpy()))
+    table = rows.pivot_table(index=[*PANEL, "budget_level"], columns="K", values="kl",
                              aggfunc="mean")
     table.columns = [f"K={k}" for k in table.columns]
     return table.round(5).reset_index()
@@ -103,11 +199,34 @@ def unaccounted(results: pd.DataFrame) -> pd.DataFrame:
     return out.drop(columns=["orders", "total"])
 
 
+def unaccounted_summary(results: pd.DataFrame) -> pd.DataFrame:
+    """Fig. 14's points: mean unaccounted probability over histories per panel × method × S ×
+    K, with its standard error and 99% confidence interval."""
+    per_history = unaccounted(results)
+    if per_history.empty:
+        return pd.DataFrame()
+    stats = per_history.groupby([*PANEL, "method", "budget_level", "K"]).unaccounted.agg(
+        histories="count", mean="mean", sem="sem").reset_index()
+    stats["sem"] = stats["sem"].fillna(0.0)
+    stats["ci99_low"] = stats["mean"] - Z99 * stats["sem"]
+    stats["ci99_high"] = stats["mean"] + Z99 * stats["sem"]
+    return stats
+
+
 def to_markdown(table: pd.DataFrame) -> str:
     """A GitHub-flavoured Markdown table (without the optional `tabulate` dependency)."""
     cols = [str(c) for c in table.columns]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for row in table.itertuples(index=False):
-        cells = [f"{v:.4g}" if isinstance(v, float) else str(v) for v in row]
+        cells = [_cell(v) for v in row]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _cell(value: object) -> str:
+    """Numbers to 4 significant digits, whole numbers (call counts) in full, missing as "–"."""
+    if not isinstance(value, float):
+        return str(value)
+    if np.isnan(value):
+        return "–"
+    return f"{value:.0f}" if value.is_integer() and abs(value) < 1e15 else f"{value:.4g}"

@@ -1,16 +1,9 @@
-"""What a run leaves in its folder: metrics CSV, loss curve, and the facts needed to redo it."""
+"""What a training run leaves in its folder besides its provenance: metrics CSV and loss curve."""
 
 from __future__ import annotations
 
 import csv
-import json
-import platform
-import subprocess
-from importlib import metadata
 from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("seqq", "torch", "numpy", "pandas", "transformers", "hydra-core", "omegaconf")
 
 
 def write_metrics(rows: list[dict], path: Path) -> None:
@@ -47,26 +40,3 @@ def plot_curves(rows: list[dict], path: Path, title: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
-
-
-def versions() -> dict[str, str]:
-    out = {"python": platform.python_version()}
-    for name in PACKAGES:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = "not installed"
-    return out
-
-
-def git_commit() -> str:
-    try:
-        return subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True,
-                              text=True, timeout=10, check=True).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
-def write_run_info(path: Path, **facts) -> None:
-    info = dict(facts, versions=versions(), git_commit=git_commit(), host=platform.node())
-    path.write_text(json.dumps(info, indent=2, default=str) + "\n")

@@ -1,0 +1,117 @@
+"""What every figure shares: the Agg backend, one colour per method, panel grids with room for
+a figure-wide title and legend, integer horizon ticks, and saving as PNG + PDF."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Iterable
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.artist import Artist  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import LogLocator, MaxNLocator, NullLocator  # noqa: E402
+
+STYLE = {"hybrid": "C0", "importance": "C1", "beam": "C2", "uniform": "C3", "naive": "C4",
+         "coverage_beam": "C5", "tail_beam": "C6", "exact": "k"}
+
+
+SPARE = ("C7", "C8", "C9", "tab:olive", "tab:cyan", "indigo", "goldenrod", "teal", "crimson",
+         "slategray", "darkorange", "lime")
+
+
+def method_colors(methods: Iterable[str]) -> dict[str, str]:
+    """One colour per method, the same in every panel of a figure: the paper's methods keep
+    theirs; any other method (or option variant) takes a spare colour in name order."""
+    others = sorted(set(methods) - set(STYLE))
+    spare = [SPARE[i % len(SPARE)] for i in range(len(others))]
+    return {**STYLE, **dict(zip(others, spare, strict=True))}
+
+
+class NotApplicable(Exception):
+    """The results lack what a figure needs; the message says what that is."""
+
+
+def grid(rows: int, cols: int, size: tuple[float, float] = (3.6, 2.9),
+         **kw) -> tuple[Figure, np.ndarray]:
+    """A rows × cols grid of panels under constrained layout, so titles, labels and the
+    figure-wide legend (`legend`) never overlap."""
+    return plt.subplots(rows, cols, figsize=(size[0] * cols, size[1] * rows), squeeze=False,
+                        layout="constrained", **kw)
+
+
+def legend(fig: Figure, axes: Iterable[Axes] | np.ndarray, title: str | None = None,
+           extra: Iterable[Artist] = ()) -> None:
+    """One legend for the whole figure, below the panels (the top holds the figure's title),
+    each label once; `extra` adds entries no panel has (e.g. what a shaded band means)."""
+    handles: dict[str, object] = {}
+    for ax in np.asarray(axes).flat:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(label, handle)
+    for artist in extra:
+        handles[artist.get_label()] = artist
+    if handles:
+        entry_inches = 0.6 + 0.065 * max(map(len, handles))  # marker + 8 pt text, roughly
+        ncol = max(1, min(len(handles), 4, int(fig.get_figwidth() // entry_inches)))
+        fig.legend(list(handles.values()), list(handles), loc="outside lower center",
+                   ncol=ncol, fontsize=8, title=title, title_fontsize=8)
+
+
+def suptitle(fig: Figure, text: str) -> None:
+    """The figure's title, wrapped to the figure's width (a one-panel figure is narrow)."""
+    width = max(30, int(fig.get_figwidth() * 11))  # characters of 10 pt text per line
+    lines = [textwrap.fill(line, width) for line in text.split("\n")]
+    fig.suptitle("\n".join(lines), fontsize=10)
+
+
+def panel_title(ax: Axes, *lines: str, width: int = 42) -> None:
+    """A panel's title, wrapped at its " · " separators so that long names (dataset, model,
+    temperature, query kind, budget rule) never run into the neighbouring panel."""
+    wrapped = []
+    for line in lines:
+        current = ""
+        for part in line.split(" · "):
+            if current and len(current) + 3 + len(part) > width:
+                wrapped.append(current)
+                current = part
+            else:
+                current = f"{current} · {part}" if current else part
+        wrapped.append(current)
+    ax.set_title("\n".join(wrapped), fontsize=8)
+
+
+def integer_ticks(ax: Axes) -> None:
+    """Horizons and steps are integers: no ticks at 1.5, 2.5, ..."""
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def log_axes(ax: Axes) -> None:
+    """Log–log axes with a few labelled decades and no minor labels: labels of minor ticks
+    (2×10¹, 3×10¹, ...) collide on short ranges, and many decades are slow to lay out."""
+    ax.set(xscale="log", yscale="log")
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_locator(LogLocator(numticks=4))
+        axis.set_minor_locator(NullLocator())
+
+
+def empty(ax: Axes, text: str) -> None:
+    """A panel with nothing to draw says so instead of showing blank axes."""
+    ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=8, color="grey",
+            transform=ax.transAxes)
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def save(fig: Figure, out: Path, name: str) -> list[Path]:
+    """Write `name`.png and `name`.pdf into `out` and release the figure."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / f"{name}.png", out / f"{name}.pdf"]
+    for path in paths:
+        fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return paths

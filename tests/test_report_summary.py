@@ -1,0 +1,113 @@
+"""summary.md and the tables say what was computed and never pool panels: N, K, what S costs,
+the ground-truth rule, RAE's definition, the KL table, Table 2 only for its layout, and the
+unaccounted probability exactly as plotted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
+from result_frames import RULE, panel_rows, results
+
+from seqq.experiments.schema import BUDGET_FROM_SAMPLES
+from seqq.reports import tables
+from seqq.reports.build import RAE_DEFINITION, write_report
+from seqq.reports.figures import FIGURES
+
+
+def _summary(table: pd.DataFrame, out: Path, **kw) -> str:
+    return (write_report(table, out, figures=[], **kw) / "summary.md").read_text()
+
+
+def test_summary_says_what_was_computed(tmp_path: Path) -> None:
+    text = _summary(results(panel_rows(histories=7, ks=(3, 4, 5, 6), levels=(10, 100))),
+                    tmp_path)
+    overview = text[text.index("## What was computed"):text.index("## RAE per panel")]
+    assert ("| toy | m | 1 | hitting_time | hybrid | test | 7 | 28 | 3–6 | 10, 100 | "
+            "beam, hybrid, importance | 28 exact |") in overview
+    assert "N = 7 histories · K = 3, 4, 5, 6 · S = 10, 100" in text
+    assert "budget: hybrid" in overview and "model calls" in overview
+    assert "Mean model-call budget per query" in overview
+    assert "| toy | 6 | 51 | 501 |" in overview  # 1 + S·(K − 1) calls at K = 6
+    assert RULE in overview and "relative standard error is below 0.05" in RULE
+    assert RAE_DEFINITION in overview and "|p̂ − p| / p" in RAE_DEFINITION
+
+
+def test_summary_keeps_two_models_apart(tmp_path: Path) -> None:
+    text = _summary(results(panel_rows(model="lstm@1"), panel_rows(model="gpt2")), tmp_path)
+    assert "### toy · gpt2" in text and "### toy · lstm@1" in text
+
+
+def test_kl_table_for_importance_sample_budgets_only(tmp_path: Path) -> None:
+    samples = panel_rows(methods=("importance",), budget_rule=BUDGET_FROM_SAMPLES,
+                         levels=(10, 100, 1000), ks=(2, 5), estimate=lambda m, s, k, h: 0.05)
+    text = _summary(results(samples, panel_rows(model="hybrid-budgeted")), tmp_path / "a")
+    assert "## Tables 3-6" in text
+    kl = pd.read_csv(tmp_path / "a" / "tables" / "kl_importance.csv")
+    assert set(kl.model) == {"m"} and list(kl.budget_level) == [10, 100, 1000]
+    assert np.allclose(kl[["K=2", "K=5"]], 0)  # estimates equal the truth
+    _summary(results(panel_rows()), tmp_path / "b")
+    assert not (tmp_path / "b" / "tables" / "kl_importance.csv").exists()
+
+
+def test_table2_only_for_the_large_lm_layout(tmp_path: Path) -> None:
+    lstm = results(panel_rows(model="lstm@abc"))  # hybrid, importance, beam: Fig. 3's layout
+    assert "Table 2" not in _summary(lstm, tmp_path / "lstm")
+    assert not (tmp_path / "lstm" / "tables" / "large_lm.md").exists()
+    large = results(panel_rows(model="gpt2", methods=("importance", "beam", "uniform"),
+                               budget_rule=BUDGET_FROM_SAMPLES, levels=(100,)))
+    assert "## Table 2" in _summary(large, tmp_path / "lm")
+    table = pd.read_csv(tmp_path / "lm" / "tables" / "large_lm.csv")
+    assert {"importance", "beam", "uniform", "entropy", "entropy_pct"} <= set(table.columns)
+
+
+def test_unaccounted_table_is_what_the_figure_plots(tmp_path: Path) -> None:
+    def estimate(method: str, level: int, k: int, h: int) -> float:
+        return 0.2 + 0.01 * h + 0.02 * k
+
+    table = results(panel_rows(query="a_before_b", methods=("importance",), levels=(100,),
+                               labels=("ab", "ba"), estimate=estimate, truth_kind="none",
+                               budget_rule=BUDGET_FROM_SAMPLES, ks=(2, 4, 6)))
+    text = _summary(table, tmp_path)
+    assert "## Fig. 14" in text and "ci99_low" in text
+    stats = pd.read_csv(tmp_path / "tables" / "unaccounted.csv")
+    (fig,) = FIGURES["unaccounted_vs_k"](table).values()
+    (ax,) = [a for a in fig.axes if a.get_title()]
+    (curve,) = ax.get_lines()
+    band = ax.collections[0].get_paths()[0].vertices
+    plt.close(fig)
+    assert np.allclose(curve.get_ydata(), stats["mean"])
+    assert np.allclose(band[:, 1].min(), stats.ci99_low.min())
+    assert np.allclose(band[:, 1].max(), stats.ci99_high.max())
+    assert (stats.histories == 8).all() and (stats["sem"] > 0).all()
+    assert np.allclose(stats.ci99_high - stats["mean"], tables.Z99 * stats["sem"])
+
+
+def test_summary_names_figures_it_could_not_draw(tmp_path: Path) -> None:
+    out = write_report(results(panel_rows(ks=(3,))), tmp_path, figures=["rae_vs_k_median"])
+    assert "`rae_vs_k_median` not drawn: it needs the RAE at two or more horizons K" in (
+        out / "summary.md").read_text()
+
+
+def test_unknown_figure_names_are_rejected(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown figures"):
+        write_report(results(panel_rows()), tmp_path, figures=["nope"])
+
+
+def test_panel_names_spell_out_what_differs_within_a_dataset() -> None:
+    own_models = results(panel_rows(dataset="x", model="lstm@1"),
+                         panel_rows(dataset="y", model="lstm@2"))
+    assert sorted(p.title for p in tables.panels(own_models).values()) == ["x", "y"]
+    two_models = results(panel_rows(dataset="x", model="lstm@1"),
+                         panel_rows(dataset="x", model="gpt2"), panel_rows(dataset="y"))
+    names = sorted((p.title, p.slug) for p in tables.panels(two_models).values())
+    assert names == [("x · gpt2", "x_gpt2"), ("x · lstm@1", "x_lstm_1"), ("y · m", "y_m")]
+
+
+def test_markdown_cells() -> None:
+    table = pd.DataFrame({"calls": [19001.0, np.nan], "rae": [0.123456, 2.0], "m": ["a", "b"]})
+    assert tables.to_markdown(table).splitlines()[2:] == ["| 19001 | 0.1235 | a |",
+                                                          "| – | 2 | b |"]
