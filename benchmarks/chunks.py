@@ -1,0 +1,76 @@
+"""(e) Row chunks: stepping many rows in chunks of the measured size (`seqq.models.batching`)
+against one huge batch and against fixed reference batches, interleaved, median of repeats.
+Each variant rolls the same rows forward K steps from one history (generation's shape of work)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+from benchmarks.plans import Plan
+from benchmarks.report import Section, describe, fmt_rate, fmt_ratio, table
+from benchmarks.timing import median, model_device, timed
+from benchmarks.zoo import build
+from seqq.models.batching import map_row_chunks, measure_chunk_rows, step_in_chunks
+from seqq.models.protocol import SequenceModel
+
+
+def _rollout(model: SequenceModel, root, K: int, step: Callable) -> Callable[[Tensor], None]:
+    """Roll the given rows (indices into one big batch) forward K steps with `step`."""
+    def run(rows: Tensor) -> None:
+        device = model_device(model)
+        state = model.select(root, torch.zeros(len(rows), dtype=torch.long, device=device))
+        tokens = (rows % model.vocab_size).to(device)
+        for _ in range(K):
+            _, state = step(model, state, tokens)
+    return run
+
+
+def _plain(model, state, tokens):
+    return model.step(state, tokens)
+
+
+@torch.inference_mode()
+def run(plan: Plan, device: str | None) -> Section:
+    bench = build(plan.chunk_model, device)
+    model = bench.model
+    choice = measure_chunk_rows(model, plan.chunk_sizes)
+    _, root = model.initial_state([[1, 2, 3]])
+    rows = torch.arange(plan.chunk_rows)
+    plain = _rollout(model, root, plan.K, _plain)
+    variants: dict[str, Callable[[], object]] = {
+        f"batches of {plan.chunk_reference:,}": lambda: map_row_chunks(
+            model, rows, plain, size=plan.chunk_reference),
+        f"one batch of {plan.chunk_rows:,}": lambda: plain(rows),
+        f"map_row_chunks, measured chunk {choice.rows:,}": lambda: map_row_chunks(
+            model, rows, plain, size=choice.rows),
+    }
+    if getattr(model, "concat", None) is not None:
+        chunked = _rollout(model, root, plan.K, lambda m, s, t: step_in_chunks(m, s, t, choice.rows))
+        variants[f"step_in_chunks, measured chunk {choice.rows:,}"] = lambda: chunked(rows)
+    reference = next(iter(variants))
+    for work in variants.values():
+        work()  # warm-up
+    rates: dict[str, list[float]] = {name: [] for name in variants}
+    ratios: dict[str, list[float]] = {name: [] for name in variants}
+    calls = plan.chunk_rows * plan.K
+    for _ in range(plan.repeats):
+        for name, work in variants.items():
+            seconds, _ = timed(model_device(model), work)
+            rates[name].append(calls / seconds)
+        for name in variants:
+            ratios[name].append(rates[name][-1] / rates[reference][-1])
+    body = [describe(__doc__), "",
+            f"Model: {bench.name} ({bench.note}); {plan.chunk_rows:,} rows × K = {plan.K} "
+            f"steps; median of {plan.repeats} repeats.", "",
+            "Chunk-size measurement (`measure_chunk_rows`, best of 2): "
+            + ", ".join(f"{size:,} rows: {fmt_rate(r)}/s" for size, r in choice.throughput.items())
+            + f" → chunk **{choice.rows:,}** rows.", ""]
+    if getattr(model, "concat", None) is None:
+        body += ["(`step_in_chunks` is not shown: this model has no `concat(states)`.)", ""]
+    body += table(["variant", "calls/s", f"vs {reference}"],
+                  [[name, fmt_rate(median(rates[name])), fmt_ratio(median(ratios[name]))]
+                   for name in variants])
+    return Section("e", "Row chunks for big batches", body)
