@@ -35,7 +35,7 @@ def _histories(name: str, V: int, count: int, horizon: int, from_data: bool
         except (DataError, OSError) as error:
             reason = f"random histories (Shakespeare not loadable: {str(error)[:80]})"
         else:
-            if dataset.vocab_size == V:
+            if dataset.vocab_size <= V:  # every id exists in the model (stand-in: 66 of 68)
                 picked = sample_histories(dataset.test, count, horizon, seed=0,
                                           max_history=MAX_HISTORY)
                 return ([list(h.tokens) for h in picked], [list(h.future) for h in picked],

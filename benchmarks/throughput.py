@@ -110,7 +110,7 @@ def _measure(bench: BenchModel, method: str, histories: list[list[int]], query: 
 def measure_model(bench: BenchModel, plan: Plan) -> list[Row]:
     V = bench.model.vocab_size
     samples = plan.lm_samples if bench.large_vocab else plan.samples
-    histories = _histories(V, plan.histories)
+    histories = _histories(V, plan.lm_histories if bench.large_vocab else plan.histories)
     rows = []
     for method in METHODS:
         K = exact_horizon(V, plan.K) if method == "exact" else plan.K

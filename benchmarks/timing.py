@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor
 
+from seqq.models.batching import time_steps
 from seqq.models.protocol import SequenceModel, State
 
 
@@ -67,11 +68,4 @@ def raw_steps(model: SequenceModel, history: Sequence[int], rows: int, steps: in
     state = model.select(root, torch.zeros(rows, dtype=torch.long, device=device))
     generator = torch.Generator(device=device).manual_seed(seed)
     tokens = torch.randint(model.vocab_size, (rows,), generator=generator, device=device)
-
-    def run() -> None:
-        current = state
-        for _ in range(steps):
-            _, current = model.step(current, tokens)
-
-    seconds, _ = timed(device, run)
-    return seconds, rows * steps
+    return time_steps(model, state, tokens, steps, device) * steps, rows * steps

@@ -39,8 +39,8 @@ def test_pick_rows_takes_the_smallest_size_within_tolerance_of_the_best():
 
 def test_measurement_stays_under_the_memory_cap_and_picks_a_measured_size():
     model = tiny_lstm(vocab=7)
-    choice = measure_chunk_rows(model, sizes=(4, 8, 16, 64), max_elements=7 * 10,
-                                steps=1, repeats=1)
+    choice = measure_chunk_rows(model, sizes=(4, 8, 16, 64), max_elements=7 * 10, repeats=1,
+                                rows_per_timing=8)
     assert list(choice.throughput) == [4, 8, 10]  # 16 and 64 rows exceed 70 elements / V=7
     assert choice.rows in choice.throughput
     assert all(r > 0 for r in choice.throughput.values())
@@ -48,8 +48,7 @@ def test_measurement_stays_under_the_memory_cap_and_picks_a_measured_size():
 
 
 def test_measurement_stops_growing_once_a_step_is_slow():
-    choice = measure_chunk_rows(tiny_lstm(), sizes=(4, 8, 16), steps=1, repeats=1,
-                                slow_step_s=0.0)
+    choice = measure_chunk_rows(tiny_lstm(), sizes=(4, 8, 16), repeats=1, slow_step_s=0.0)
     assert list(choice.throughput) == [4]
 
 
@@ -97,9 +96,9 @@ def test_map_row_chunks_on_few_rows_is_one_chunk_without_measuring(monkeypatch):
 
 def test_map_row_chunks_uses_the_models_chunk_size():
     model = tiny_lstm()
-    set_chunk_rows(model, 256)
-    parts = map_row_chunks(model, torch.arange(600), len)
-    assert parts == [256, 256, 88]
+    set_chunk_rows(model, 1024)
+    parts = map_row_chunks(model, torch.arange(2600), len)
+    assert parts == [1024, 1024, 552]
 
 
 @pytest.mark.parametrize("counts, size, expected", [
@@ -118,11 +117,11 @@ def test_group_chunks_packs_whole_groups(counts, size, expected):
 def test_step_in_chunks_equals_one_step_row_for_row():
     model = tiny_lstm(ConcatLSTM)
     _, root = model.initial_state([[1, 2], [3]])
-    rows = 700
+    rows = 2500
     state = model.select(root, torch.arange(rows) % 2)
     tokens = torch.randint(7, (rows,), generator=torch.Generator().manual_seed(1))
     whole_lp, (whole_h, whole_c) = model.step(state, tokens)
-    chunk_lp, (chunk_h, chunk_c) = step_in_chunks(model, state, tokens, size=256)
+    chunk_lp, (chunk_h, chunk_c) = step_in_chunks(model, state, tokens, size=1024)
     torch.testing.assert_close(chunk_lp, whole_lp)
     torch.testing.assert_close(chunk_h, whole_h)
     torch.testing.assert_close(chunk_c, whole_c)
@@ -132,18 +131,18 @@ def test_step_in_chunks_through_a_counter_charges_each_row_once():
     model = tiny_lstm(ConcatLSTM)
     counter = CallCounter(model, num_tasks=2)
     _, root = counter.initial_state([[1], [2]])
-    state = counter.select(root, torch.arange(600) % 2)
+    state = counter.select(root, torch.arange(2500) % 2)
     counter.calls.zero_()
-    log_probs, _ = step_in_chunks(counter, state, torch.zeros(600, dtype=torch.long), size=256)
-    assert log_probs.shape == (600, 7)
-    assert counter.calls.tolist() == [300, 300]
+    log_probs, _ = step_in_chunks(counter, state, torch.zeros(2500, dtype=torch.long), size=1024)
+    assert log_probs.shape == (2500, 7)
+    assert counter.calls.tolist() == [1250, 1250]
 
 
 def test_step_in_chunks_without_concat_takes_one_step(monkeypatch):
     monkeypatch.setattr(batching, "measure_chunk_rows", pytest.fail)
     model = tiny_lstm()
     _, root = model.initial_state([[1]])
-    state = model.select(root, torch.zeros(600, dtype=torch.long))
-    tokens = torch.zeros(600, dtype=torch.long)
+    state = model.select(root, torch.zeros(2500, dtype=torch.long))
+    tokens = torch.zeros(2500, dtype=torch.long)
     log_probs, _ = step_in_chunks(model, state, tokens)
     torch.testing.assert_close(log_probs, model.step(state, tokens)[0])

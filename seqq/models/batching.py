@@ -23,7 +23,9 @@ from seqq.models.counting import CallCounter
 from seqq.models.protocol import SequenceModel, State
 
 MAX_ELEMENTS = 2**26  # rows × V of one chunk's log-probs (256 MiB in float32): bounds memory
-SIZES = tuple(2**k for k in range(8, 17))  # 256 .. 65 536 rows, the candidate chunk sizes
+# Candidate chunk sizes, 1 024 .. 65 536 rows: below ~1 000 rows the fixed cost of each step
+# (the estimators' tensor ops around the model, which this measurement does not see) shows.
+SIZES = tuple(2**k for k in range(10, 17))
 TOLERANCE = 0.05  # a chunk size within 5 % of the best throughput counts as just as fast
 SLOW_STEP_S = 0.1  # stop trying larger sizes once one step takes this long (CPU-bound models)
 T = TypeVar("T")
@@ -57,34 +59,44 @@ def _largest(vocab_size: int, max_elements: int) -> int:
 
 @torch.inference_mode()
 def measure_chunk_rows(model: SequenceModel, sizes: Sequence[int] = SIZES,
-                       max_elements: int = MAX_ELEMENTS, steps: int = 2, repeats: int = 2,
-                       slow_step_s: float = SLOW_STEP_S) -> ChunkChoice:
-    """Time chained `step`s at each size (best of `repeats`, so other processes' noise only
-    slows a timing down), up to the memory cap or until one step takes `slow_step_s`; pick the
-    smallest size within `TOLERANCE` of the best rows/s."""
+                       max_elements: int = MAX_ELEMENTS, repeats: int = 3,
+                       rows_per_timing: int = 8192, slow_step_s: float = SLOW_STEP_S
+                       ) -> ChunkChoice:
+    """Time chained `step`s at each size, the sizes taken in turn `repeats` times (so a burst of
+    load from other processes hits all of them alike) and the best timing of each kept; sizes
+    stop at the memory cap or once one step takes `slow_step_s`. Each timing steps at least
+    `rows_per_timing` rows, so small sizes are not timed on a few milliseconds of work."""
     model = _inner(model)
     cap = _largest(model.vocab_size, max_elements)
     log_probs, root = model.initial_state([[0]])
     device = log_probs.device
     generator = torch.Generator(device=device).manual_seed(0)
-    throughput: dict[int, float] = {}
+    best: dict[int, float] = {}  # size -> best seconds per step
+    work: dict[int, tuple[State, Tensor, int]] = {}
     for size in sorted({min(s, cap) for s in sizes}):
         state = model.select(root, torch.zeros(size, dtype=torch.long, device=device))
         tokens = torch.randint(model.vocab_size, (size,), generator=generator, device=device)
-        model.step(state, tokens)  # warm-up: allocator, kernels
-        best = float("inf")
-        for _ in range(repeats):
-            current = state
-            _sync(device)
-            start = time.perf_counter()
-            for _ in range(steps):
-                _, current = model.step(current, tokens)
-            _sync(device)
-            best = min(best, (time.perf_counter() - start) / steps)
-        throughput[size] = size / best
-        if best > slow_step_s:
+        seconds = time_steps(model, state, tokens, 1, device)  # also the warm-up
+        work[size] = state, tokens, max(1, -(-rows_per_timing // size))
+        best[size] = seconds
+        if seconds > slow_step_s:
             break
-    return ChunkChoice(pick_rows(throughput), str(device), throughput)
+    for _ in range(repeats):
+        for size, (state, tokens, steps) in work.items():
+            best[size] = min(best[size], time_steps(model, state, tokens, steps, device))
+    return ChunkChoice(pick_rows({size: size / s for size, s in best.items()}), str(device),
+                       {size: size / s for size, s in best.items()})
+
+
+def time_steps(model: SequenceModel, state: State, tokens: Tensor, steps: int,
+               device: torch.device) -> float:
+    """Seconds per step of `steps` chained steps from `state`, the device's work included."""
+    _sync(device)
+    start = time.perf_counter()
+    for _ in range(steps):
+        _, state = model.step(state, tokens)
+    _sync(device)
+    return (time.perf_counter() - start) / steps
 
 
 def pick_rows(throughput: dict[int, float]) -> int:
