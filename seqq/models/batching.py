@@ -127,11 +127,12 @@ def set_chunk_rows(model: SequenceModel, rows: int, max_elements: int = MAX_ELEM
 def map_row_chunks(model: SequenceModel, rows: Tensor, run: Callable[[Tensor], T],
                    size: int | None = None) -> list[T]:
     """`run` on consecutive chunks of the independent `rows` (e.g. whole rollouts of samples),
-    `size` rows at a time, by default the model's chunk size. Small inputs are one chunk and
-    never trigger a measurement."""
+    at most `size` rows each (by default the model's chunk size), all of nearly equal length so
+    that no small tail chunk runs below the device's speed. Small inputs are one chunk and never
+    trigger a measurement."""
     if size is None:
         size = len(rows) if len(rows) <= SIZES[0] else chunk_rows(model)
-    return [run(part) for part in rows.split(size)]
+    return [run(part) for part in rows.tensor_split(max(1, -(-len(rows) // size)))]
 
 
 def group_chunks(counts: Tensor, size: int) -> list[Tensor]:
