@@ -5,6 +5,7 @@ least-squares slope of log cost against log size. Linear cost means a slope of 1
 from __future__ import annotations
 
 import math
+import sys
 
 import torch
 
@@ -60,9 +61,11 @@ def run(plan: Plan, device: str | None) -> Section:
                     s, calls[i] = _point(models, method, p["N"], p["S"], p["K"], p["V"], repeat + 1)
                     seconds[i].append(s)
             times = [median(s) for s in seconds]
+            exponent = slope(list(values), times)
+            print(f"  {method}: time ∝ {axis}^{exponent:.2f}", file=sys.stderr, flush=True)
             rows.append([method, axis, ", ".join(map(str, values)),
                          ", ".join(f"{t:.3g}" for t in times), ", ".join(f"{c:,}" for c in calls),
-                         f"{slope(list(values), times):.2f}", f"{slope(list(values), calls):.2f}"])
+                         f"{exponent:.2f}", f"{slope(list(values), calls):.2f}"])
     body += table(["method", "axis", "values", "seconds", "model calls", "exponent (time)",
                    "exponent (calls)"], rows)
     return Section("c", "Scaling in N, S, K and V", body)
