@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import compose_sweep
+from omegaconf import OmegaConf
 
+from benchmarks import e2e
 from benchmarks.__main__ import main
 from benchmarks.scaling import slope
 from benchmarks.throughput import exact_horizon, method_options
@@ -86,3 +89,15 @@ def test_step_recorder_counts_rows_and_changes_nothing():
     torch.testing.assert_close(out, expected)
     assert (recorder.steps, recorder.rows) == (1, 5)
     assert recorder.vocab_size == model.vocab_size and log_probs.shape == (1, model.vocab_size)
+
+
+@pytest.mark.parametrize("device", [None, "cuda"])
+def test_end_to_end_commands_are_sweeps_the_configs_accept(tmp_path, device):
+    """(b) runs its sweeps as subprocesses; their overrides must compose (not run here)."""
+    runs = list(e2e.commands(str(tmp_path), device).values())
+    assert all(args[:3] == e2e.SEQQ and args[3] == "query-sweep" for args in runs)
+    demo, fig3 = (OmegaConf.to_container(compose_sweep(args[4:]), resolve=True) for args in runs)
+    assert demo["sweep"]["name"] == "demo" and demo["sweep"]["root"] == str(tmp_path)
+    assert fig3["sweep"]["name"] == "fig3" and fig3["sweep"]["histories"] == 100
+    assert fig3["dataset"]["name"] == "shakespeare"
+    assert fig3["model"]["device"] == (device or "auto")
