@@ -84,8 +84,8 @@ def measure_chunk_rows(model: SequenceModel, sizes: Sequence[int] = SIZES,
     for _ in range(repeats):
         for size, (state, tokens, steps) in work.items():
             best[size] = min(best[size], time_steps(model, state, tokens, steps, device))
-    return ChunkChoice(pick_rows({size: size / s for size, s in best.items()}), str(device),
-                       {size: size / s for size, s in best.items()})
+    throughput = {size: size / seconds for size, seconds in best.items()}
+    return ChunkChoice(pick_rows(throughput), str(device), throughput)
 
 
 def time_steps(model: SequenceModel, state: State, tokens: Tensor, steps: int,
@@ -132,7 +132,12 @@ def map_row_chunks(model: SequenceModel, rows: Tensor, run: Callable[[Tensor], T
     trigger a measurement."""
     if size is None:
         size = len(rows) if len(rows) <= SIZES[0] else chunk_rows(model)
-    return [run(part) for part in rows.tensor_split(max(1, -(-len(rows) // size)))]
+    return [run(part) for part in even_chunks(rows, size)]
+
+
+def even_chunks(rows: Tensor, size: int) -> tuple[Tensor, ...]:
+    """`rows` cut into the fewest nearly equal consecutive chunks of at most `size` rows."""
+    return rows.tensor_split(max(1, -(-len(rows) // size)))
 
 
 def group_chunks(counts: Tensor, size: int) -> list[Tensor]:
@@ -162,5 +167,5 @@ def step_in_chunks(model: SequenceModel, state: State, tokens: Tensor,
     if len(tokens) <= size:
         return model.step(state, tokens)
     parts = [model.step(model.select(state, index), tokens[index])
-             for index in torch.arange(len(tokens), device=tokens.device).split(size)]
+             for index in even_chunks(torch.arange(len(tokens), device=tokens.device), size)]
     return torch.cat([log_probs for log_probs, _ in parts]), concat([s for _, s in parts])
