@@ -49,7 +49,8 @@ test: venv  ## run the test suite
 lint: venv  ## ruff
 	$(VENV)/bin/ruff check seqq tests scripts benchmarks
 
-# Benchmarks: BENCH=quick (< 3 minutes) or full; DEVICE=auto|cpu|cuda. Rewrites benchmarks/RESULTS.md.
+# Benchmarks: BENCH=quick (< 3 minutes) or full (every model, ~20 minutes on 2 CPU cores; meant
+# for a GPU or a quiet machine); DEVICE=auto|cpu|cuda. Rewrites benchmarks/RESULTS.md.
 BENCH ?= quick
 DEVICE ?= auto
 bench: venv  ## benchmark suite (BENCH=quick|full, DEVICE=auto|cpu|cuda) → benchmarks/RESULTS.md
