@@ -69,7 +69,7 @@ def run(plan: Plan, device: str | None) -> Section:
             f"Model: {bench.name} ({bench.note}); {plan.chunk_rows:,} rows × "
             f"{plan.chunk_steps} steps; median of {repeats} repeats, the variants' order "
             "rotated each repeat.", "",
-            "Chunk-size measurement (`measure_chunk_rows`: best of 3 rounds over the sizes): "
+            "Chunk-size measurement (`measure_chunk_rows`: best of up to 3 rounds over the sizes): "
             + ", ".join(f"{size:,} rows: {fmt_rate(r)}/s" for size, r in choice.throughput.items())
             + f" → chunk **{choice.rows:,}** rows.", ""]
     if getattr(model, "concat", None) is None:

@@ -28,6 +28,7 @@ MAX_ELEMENTS = 2**26  # rows × V of one chunk's log-probs (256 MiB in float32):
 SIZES = tuple(2**k for k in range(10, 17))
 TOLERANCE = 0.05  # a chunk size within 5 % of the best throughput counts as just as fast
 SLOW_STEP_S = 0.1  # stop trying larger sizes once one step takes this long (CPU-bound models)
+BUDGET_S = 1.0  # no further measuring round after this long: the measurement stays cheap
 T = TypeVar("T")
 
 
@@ -60,12 +61,14 @@ def _largest(vocab_size: int, max_elements: int) -> int:
 @torch.inference_mode()
 def measure_chunk_rows(model: SequenceModel, sizes: Sequence[int] = SIZES,
                        max_elements: int = MAX_ELEMENTS, repeats: int = 3,
-                       rows_per_timing: int = 8192, slow_step_s: float = SLOW_STEP_S
-                       ) -> ChunkChoice:
-    """Time chained `step`s at each size, the sizes taken in turn `repeats` times (so a burst of
-    load from other processes hits all of them alike) and the best timing of each kept; sizes
-    stop at the memory cap or once one step takes `slow_step_s`. Each timing steps at least
-    `rows_per_timing` rows, so small sizes are not timed on a few milliseconds of work."""
+                       rows_per_timing: int = 4096, slow_step_s: float = SLOW_STEP_S,
+                       budget_s: float = BUDGET_S) -> ChunkChoice:
+    """Time chained `step`s at each size, the sizes taken in turn up to `repeats` rounds (so a
+    burst of load from other processes hits all of them alike; no new round once `budget_s` is
+    spent) and the best timing of each kept; sizes stop at the memory cap or once one step takes
+    `slow_step_s`. Each timing steps at least `rows_per_timing` rows, so small sizes are not
+    timed on a few milliseconds of work."""
+    started = time.perf_counter()
     model = _inner(model)
     cap = _largest(model.vocab_size, max_elements)
     log_probs, root = model.initial_state([[0]])
@@ -84,6 +87,8 @@ def measure_chunk_rows(model: SequenceModel, sizes: Sequence[int] = SIZES,
     for _ in range(repeats):
         for size, (state, tokens, steps) in work.items():
             best[size] = min(best[size], time_steps(model, state, tokens, steps, device))
+        if time.perf_counter() - started > budget_s:
+            break
     throughput = {size: size / seconds for size, seconds in best.items()}
     return ChunkChoice(pick_rows(throughput), str(device), throughput)
 
