@@ -47,7 +47,7 @@ PLANS = {
         scaling_base={"N": 4, "S": 250, "K": 8, "V": 100}, scaling_methods=("importance",),
         gt_model="authors-shakespeare", gt_ks=(3, 7), gt_histories=4, gt_from_data=True,
         chunk_model="lstm-128", chunk_rows=20_000, chunk_reference=1000,
-        chunk_steps=4),
+        chunk_steps=2),
     "full": Plan(
         models=("lstm-128", "lstm-512", "authors-shakespeare", "gpt2-tiny", "smollm2"),
         samples=1000, lm_samples=100, K=10, histories=8, lm_histories=4, repeats=3,
@@ -58,5 +58,5 @@ PLANS = {
         scaling_methods=("importance", "hybrid"),
         gt_model="authors-shakespeare", gt_ks=(3, 5, 7, 9, 11), gt_histories=16,
         gt_from_data=True, chunk_model="lstm-128", chunk_rows=20_000, chunk_reference=1000,
-        chunk_steps=4),
+        chunk_steps=2),
 }
