@@ -36,7 +36,7 @@ report = $(SEQQ) report outputs/sweeps/$(1)$(SUFFIX)/results --out $(FIGS)/$(2) 
 authors = $(if $(filter shakespeare,$(ALL)),$(call sweep,$(1),shakespeare,model=authors $(2)))
 
 FIGURES := fig3 fig3-exact fig4 fig5 fig6 fig7-9 fig10 fig11 fig12 fig13 fig14 fig14-exact fig15 table2 tables3-6
-.PHONY: help venv test lint bench-estimators demo paper slurm-local fig-frontier $(FIGURES)
+.PHONY: help venv test lint bench bench-e2e demo paper slurm-local fig-frontier $(FIGURES)
 
 help:  ## list targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -54,10 +54,17 @@ test: venv  ## run the test suite
 	$(PY) -m pytest
 
 lint: venv  ## ruff
-	$(VENV)/bin/ruff check seqq tests scripts
+	$(VENV)/bin/ruff check seqq tests scripts benchmarks
 
-bench-estimators: venv  ## IS / hybrid throughput vs raw LSTM throughput
-	$(PY) scripts/bench_estimators.py
+# Benchmarks: BENCH=quick (< 3 minutes) or full (every model, ~20 minutes on 2 CPU cores; meant
+# for a GPU or a quiet machine); DEVICE=auto|cpu|cuda. Rewrites benchmarks/RESULTS.md.
+BENCH ?= quick
+DEVICE ?= auto
+bench: venv  ## benchmark suite (BENCH=quick|full, DEVICE=auto|cpu|cuda) → benchmarks/RESULTS.md
+	$(PY) -m benchmarks --mode $(BENCH) --device $(DEVICE)
+
+bench-e2e: venv  ## the suite plus wall time of the demo and fig3 (N = 100) sweeps; a quiet machine
+	$(PY) -m benchmarks --mode $(BENCH) --device $(DEVICE) --e2e
 
 $(CKPT)/%_lstm.pt: | venv
 	$(SEQQ) train dataset=$* checkpoint_dir=$(CKPT) $(TRAIN_$(SIZE))

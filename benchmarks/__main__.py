@@ -1,0 +1,50 @@
+"""`python -m benchmarks [--mode quick|full] [--device cpu|cuda] [--e2e]`: run the suite and
+rewrite RESULTS.md (see benchmarks/__init__.py for what each section measures)."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from benchmarks import chunks, e2e, gt_cost, scaling, throughput
+from benchmarks.plans import PLANS
+from benchmarks.report import Section, header, write
+
+RESULTS = Path(__file__).parent / "RESULTS.md"
+SECTIONS = {"a": throughput.run, "c": scaling.run, "d": gt_cost.run, "e": chunks.run}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    parser.add_argument("--mode", choices=sorted(PLANS), default="quick")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--e2e", action="store_true", help="also time make demo and fig3 (b)")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = None if args.device == "auto" else args.device
+    resolved = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    plan = PLANS[args.mode]
+    head = header(shlex.join(["python", "-m", "benchmarks", *argv]), resolved, args.mode)
+    sections: list[Section] = []
+    started = time.perf_counter()
+    for key, run in SECTIONS.items():
+        print(f"benchmarks: section ({key}) ...", file=sys.stderr, flush=True)
+        sections.append(run(plan, device))
+    sections.insert(1, e2e.run(plan, device) if args.e2e else e2e.not_run())
+    head.append(f"Suite wall time: {time.perf_counter() - started:.0f} s.\n")
+    write(args.out, head, sections)
+    print(f"benchmarks: wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

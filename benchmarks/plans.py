@@ -1,0 +1,62 @@
+"""How much each mode measures: `smoke` (tests, seconds), `quick` (< 3 minutes), `full`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from seqq.models.batching import SIZES
+
+
+@dataclass(frozen=True)
+class Plan:
+    models: tuple[str, ...]  # benchmarks.zoo names, for the throughput section
+    samples: int  # samples (and beam widths) per query for LSTMs
+    lm_samples: int  # the same for transformer LMs (V = 50k makes every row 50k log-probs)
+    K: int  # horizon of the hitting-time queries
+    histories: int  # (history, query) pairs answered by one estimate_many call
+    lm_histories: int  # the same for transformer LMs
+    repeats: int  # interleaved repeats; medians are reported
+    scaling_hidden: int  # LSTM hidden size of the scaling section (V varies along its axis)
+    scaling: dict[str, tuple[int, ...]]  # axis -> values; the others stay at their base values
+    scaling_base: dict[str, int]
+    scaling_methods: tuple[str, ...]
+    gt_model: str
+    gt_ks: tuple[int, ...]
+    gt_histories: int
+    gt_from_data: bool  # Shakespeare test-split histories (else random ones)
+    chunk_model: str
+    chunk_rows: int  # rows stepped at once in the row-chunk section (20 000 in the issue)
+    chunk_reference: int  # the batch size chunked stepping is compared against (1 000)
+    chunk_steps: int  # chained steps per row in the row-chunk section
+    chunk_sizes: tuple[int, ...] = SIZES  # batch sizes the chunk measurement tries
+
+
+PLANS = {
+    "smoke": Plan(
+        models=("lstm-tiny",), samples=40, lm_samples=20, K=4, histories=3, lm_histories=2,
+        repeats=3, scaling_hidden=8,
+        scaling={"N": (1, 2, 4), "S": (20, 40, 80), "K": (3, 6, 12), "V": (8, 16, 32)},
+        scaling_base={"N": 2, "S": 20, "K": 4, "V": 12}, scaling_methods=("importance",),
+        gt_model="lstm-tiny", gt_ks=(2, 3), gt_histories=2, gt_from_data=False,
+        chunk_model="lstm-tiny", chunk_rows=2000, chunk_reference=100, chunk_steps=4,
+        chunk_sizes=(256, 512, 1024)),
+    "quick": Plan(
+        models=("lstm-128", "authors-shakespeare", "gpt2-tiny"), samples=1000, lm_samples=25,
+        K=8, histories=4, lm_histories=2, repeats=3, scaling_hidden=128,
+        scaling={"N": (2, 4, 8), "S": (250, 500, 1000), "K": (4, 8, 16), "V": (25, 100, 400)},
+        scaling_base={"N": 4, "S": 250, "K": 8, "V": 100}, scaling_methods=("importance",),
+        gt_model="authors-shakespeare", gt_ks=(3, 7), gt_histories=4, gt_from_data=True,
+        chunk_model="lstm-128", chunk_rows=20_000, chunk_reference=1000,
+        chunk_steps=2),
+    "full": Plan(
+        models=("lstm-128", "lstm-512", "authors-shakespeare", "gpt2-tiny", "smollm2"),
+        samples=1000, lm_samples=100, K=10, histories=8, lm_histories=4, repeats=3,
+        scaling_hidden=128,
+        scaling={"N": (2, 4, 8, 16, 32), "S": (250, 500, 1000, 2000, 4000),
+                 "K": (4, 8, 16, 32), "V": (25, 100, 400, 1600)},
+        scaling_base={"N": 4, "S": 500, "K": 8, "V": 100},
+        scaling_methods=("importance", "hybrid"),
+        gt_model="authors-shakespeare", gt_ks=(3, 5, 7, 9, 11), gt_histories=16,
+        gt_from_data=True, chunk_model="lstm-128", chunk_rows=20_000, chunk_reference=1000,
+        chunk_steps=2),
+}

@@ -1,0 +1,89 @@
+"""RESULTS.md: a header that says where and how the numbers were taken, then one section each."""
+
+from __future__ import annotations
+
+import datetime
+import math
+import os
+import platform
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+
+@dataclass(frozen=True)
+class Section:
+    key: str  # a, b, c, ...
+    title: str
+    body: list[str]
+
+    def markdown(self) -> str:
+        return "\n".join([f"## ({self.key}) {self.title}", "", *self.body, ""])
+
+
+def describe(doc: str) -> str:
+    """A section module's docstring without its "(x) " label: the section's explanation."""
+    return doc.split(") ", 1)[1].strip()
+
+
+def fmt_rate(x: float | None) -> str:
+    return "-" if x is None or math.isnan(x) else f"{x:,.0f}"
+
+
+def fmt_ratio(x: float | None) -> str:
+    return "-" if x is None or math.isnan(x) else f"{x:.2f}×"
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _git(*args: str) -> str:
+    try:
+        return subprocess.run(["git", *args], capture_output=True, text=True, check=True,
+                              timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def header(command: str, device: torch.device, mode: str) -> list[str]:
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    commit = _git("rev-parse", "--short", "HEAD")
+    if _git("status", "--porcelain", "--untracked-files=no"):
+        commit += " (with uncommitted changes)"
+    gpu = f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
+    return [
+        "# seqq benchmark results",
+        "",
+        "Written by `make bench` (`python -m benchmarks`); do not edit by hand.",
+        "",
+        f"- command: `{command}` (mode `{mode}`)",
+        f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
+        f"- git commit: {commit}",
+        f"- machine: {platform.node()}, {_cpu_model()}, {os.cpu_count()} cores "
+        f"({usable} usable), {platform.system()} {platform.release()}",
+        f"- torch {torch.__version__}, {torch.get_num_threads()} threads, device {device}{gpu}",
+        f"- load average at start (1/5/15 min): {load}",
+        "",
+    ]
+
+
+def write(path: Path, head: list[str], sections: Sequence[Section]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(head) + "\n" + "\n".join(s.markdown() for s in sections))

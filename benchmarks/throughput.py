@@ -1,0 +1,164 @@
+"""(a) Estimator throughput against the raw model, measured interleaved in the same run.
+
+Throughput is model calls per second (one call = one prefix row evaluated). For each model and
+each method of `seqq.estimators.METHODS`, one warm-up run through a `StepRecorder` learns how the
+method batches its work (steps, rows per step); the raw model is then timed on exactly that work
+(same number of chained steps, same mean rows per step). Raw and method runs alternate (raw,
+method, raw, method, …), so both see the same machine load; the ratio of each pair is taken and
+the median over repeats reported. Two paths: one query at a time (`estimate`) and many
+(history, query) pairs in one `estimate_many` call.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+import seqq
+from benchmarks.plans import Plan
+from benchmarks.report import Section, describe, fmt_rate, fmt_ratio, table
+from benchmarks.timing import StepRecorder, median, model_device, raw_steps, timed
+from benchmarks.zoo import BenchModel, build
+from seqq import queries as Q
+from seqq.estimators import METHODS
+from seqq.models.batching import measure_chunk_rows
+
+HISTORY_LENGTH = 20
+EXACT_MAX_CALLS = 20_000  # exact enumeration runs at the longest horizon that stays this cheap
+
+
+def method_options(method: str, model: BenchModel, samples: int) -> dict:
+    """Options for `method` at a comparable size: `samples` samples, particles or beam width
+    per product, passed by name when the method takes them; plus a method's extra needs."""
+    shared = {"samples": samples, "particles": samples, "beam_width": samples,
+              "max_width": samples, "tail_samples": samples, "top": samples // 2,
+              "sampled": samples - samples // 2, "alpha": 0.9}
+    accepted = inspect.signature(METHODS[method]).parameters
+    options = {name: value for name, value in shared.items() if name in accepted}
+    options.update(EXTRA_OPTIONS.get(method, lambda m: {})(model))
+    return options
+
+
+def _twisted_surrogate(model: BenchModel) -> dict:
+    """A Markov surrogate fitted on random sequences (its quality does not change the cost)."""
+    from seqq.models.ngram import fit_ngram
+
+    V = model.model.vocab_size
+    generator = torch.Generator().manual_seed(0)
+    sequences = torch.randint(V, (50, 200), generator=generator).tolist()
+    return {"surrogate": fit_ngram(sequences, V)}
+
+
+EXTRA_OPTIONS: dict[str, Callable[[BenchModel], dict]] = {"twisted": _twisted_surrogate}
+
+
+def exact_horizon(V: int, K: int) -> int:
+    """The longest horizon ≤ K whose hitting-time tree costs at most EXACT_MAX_CALLS (0: none)."""
+    best = 0
+    for k in range(2, K + 1):
+        if sum((V - 1) ** j for j in range(k)) <= EXACT_MAX_CALLS:
+            best = k
+    return best
+
+
+@dataclass
+class Row:
+    model: str
+    method: str
+    path: str
+    rows_per_step: float
+    raw_rate: float
+    method_rate: float
+    ratio: float
+    many_over_one: float | None = None
+    note: str = ""
+
+
+def _histories(V: int, count: int) -> list[list[int]]:
+    generator = torch.Generator().manual_seed(1)
+    return torch.randint(V, (count, HISTORY_LENGTH), generator=generator).tolist()
+
+
+def _measure(bench: BenchModel, method: str, histories: list[list[int]], query: Q.Query,
+             options: dict, repeats: int) -> tuple[Row, list[float]]:
+    """Interleaved raw/method timings on one path; returns the row and per-repeat rates."""
+    model = bench.model
+    device = model_device(model)
+    recorder = StepRecorder(model)
+    seqq.estimate_many(recorder, histories, query, method, seed=0, **options)
+    steps = max(recorder.steps, 1)
+    rows = max(1, round(recorder.rows / steps))
+    ratios, raw_rates, rates = [], [], []
+    for repeat in range(repeats):
+        raw_s, raw_calls = raw_steps(model, histories[0], rows, steps, seed=repeat)
+        seconds, estimates = timed(device, lambda r=repeat: seqq.estimate_many(
+            model, histories, query, method, seed=r + 1, **options))
+        calls = sum(e.model_calls for e in estimates)
+        raw_rates.append(raw_calls / raw_s)
+        rates.append(calls / seconds)
+        ratios.append(rates[-1] / raw_rates[-1])
+    path = "one query" if len(histories) == 1 else f"{len(histories)} pairs"
+    return Row(bench.name, method, path, recorder.rows / steps, median(raw_rates), median(rates),
+               median(ratios)), rates
+
+
+def measure_model(bench: BenchModel, plan: Plan) -> list[Row]:
+    V = bench.model.vocab_size
+    samples = plan.lm_samples if bench.large_vocab else plan.samples
+    histories = _histories(V, plan.lm_histories if bench.large_vocab else plan.histories)
+    rows = []
+    for method in METHODS:
+        K = exact_horizon(V, plan.K) if method == "exact" else plan.K
+        if K < 1:
+            rows.append(Row(bench.name, method, "-", math.nan, math.nan, math.nan, math.nan,
+                            note=f"skipped: no horizon ≥ 2 has ≤ {EXACT_MAX_CALLS:,} paths"))
+            continue
+        query = Q.hitting_time(1, K)
+        print(f"  {bench.name}: {method}", file=sys.stderr, flush=True)
+        try:
+            options = method_options(method, bench, samples)
+            one, one_rates = _measure(bench, method, histories[:1], query, options, plan.repeats)
+            many, many_rates = _measure(bench, method, histories, query, options, plan.repeats)
+        except Exception as error:  # a method that cannot run here is reported, not fatal
+            rows.append(Row(bench.name, method, "-", math.nan, math.nan, math.nan, math.nan,
+                            note=f"failed: {type(error).__name__}: {str(error)[:100]}"))
+            continue
+        many.many_over_one = median([m / o for m, o in zip(many_rates, one_rates, strict=True)])
+        note = f"K = {K}" if K != plan.K else ""
+        one.note = many.note = note
+        rows += [one, many]
+    return rows
+
+
+def run(plan: Plan, device: str | None) -> Section:
+    body = [describe(__doc__), "",
+            f"Queries: hitting time p(τ(1) = K), K = {plan.K}, random histories of "
+            f"{HISTORY_LENGTH} symbols; {plan.samples} samples / particles / beam width per "
+            f"query for LSTMs, {plan.lm_samples} for transformer LMs; median of "
+            f"{plan.repeats} interleaved repeats. `rows/step`: the mean batch the method stepped "
+            "(the raw model is timed at that batch); `many/one`: the estimate_many path's "
+            "throughput over the one-query path's, per repeat. Issue 9's targets: sampling "
+            "estimators ≥ 0.9× raw at ≥ 1 000 samples, beam ≥ 0.7×, many/one ≥ 1.0×.", ""]
+    results: list[Row] = []
+    for name in plan.models:
+        bench = build(name, device)
+        if bench.model is None:
+            body.append(f"- **{bench.name}**: {bench.note}")
+            continue
+        chunk = measure_chunk_rows(bench.model, plan.chunk_sizes)
+        best = max(chunk.throughput, key=chunk.throughput.get)
+        body.append(f"- **{bench.name}** ({bench.note}): raw peak {fmt_rate(chunk.throughput[best])} "
+                    f"calls/s at {best} rows; row chunk {chunk.rows}")
+        results += measure_model(bench, plan)
+    body += ["", *table(
+        ["model", "method", "path", "rows/step", "raw calls/s", "method calls/s", "method/raw",
+         "many/one", "note"],
+        [[r.model, r.method, r.path, "-" if math.isnan(r.rows_per_step) else f"{r.rows_per_step:,.0f}",
+          fmt_rate(r.raw_rate), fmt_rate(r.method_rate), fmt_ratio(r.ratio),
+          fmt_ratio(r.many_over_one), r.note] for r in results])]
+    return Section("a", "Estimator throughput vs the raw model", body)

@@ -1,0 +1,96 @@
+"""The models the benchmarks run on, by name. Random weights unless stated: speed does not
+depend on what the weights are, only on the architecture and the vocabulary size."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from seqq.errors import ModelLoadError
+from seqq.models import LSTMModel, LSTMNet
+from seqq.models.protocol import SequenceModel
+
+LSTM_VOCAB = 100  # a mid-size event vocabulary, as in the paper's datasets
+AUTHORS_VOCAB = 68  # the authors' Shakespeare character LSTM
+
+
+@dataclass(frozen=True)
+class BenchModel:
+    name: str
+    model: SequenceModel | None  # None: skipped, `note` says why
+    note: str
+    large_vocab: bool = False  # a transformer LM: benchmarked with `Plan.lm_samples`
+
+
+def lstm(hidden: int, vocab: int = LSTM_VOCAB, device: str | None = None,
+         embedding: int | None = None) -> LSTMModel:
+    torch.manual_seed(0)
+    net = LSTMNet(vocab, hidden_size=hidden, num_layers=2, dropout=0.0, embedding_size=embedding)
+    return LSTMModel(net, device=device)
+
+
+def _lstm(hidden: int, vocab: int = LSTM_VOCAB) -> Callable[[str | None], BenchModel]:
+    def build(device: str | None) -> BenchModel:
+        return BenchModel(f"lstm-{hidden}", lstm(hidden, vocab, device),
+                          f"2-layer LSTM, hidden {hidden}, V = {vocab}, random weights")
+    return build
+
+
+def authors_shakespeare(device: str | None) -> BenchModel:
+    """The authors' trained Shakespeare LSTM when this checkout ships it (`model=authors`);
+    otherwise a stand-in of the same shape: one-hot input (identity embedding), 2 layers of
+    128, V = 68, random weights."""
+    from seqq.models.loading import load_model
+
+    try:
+        model = load_model({"type": "authors", "dataset": "shakespeare", "device": device})
+        return BenchModel("authors-shakespeare", model, "the paper authors' trained LSTM")
+    except ModelLoadError as error:
+        model = lstm(128, AUTHORS_VOCAB, device, embedding=AUTHORS_VOCAB)
+        model.net.embed.weight.data = torch.eye(AUTHORS_VOCAB, device=model.device)
+        return BenchModel("authors-shakespeare-standin", model,
+                          "STAND-IN with random weights, same shape as the authors' LSTM "
+                          f"(one-hot input, 2×128, V = 68): {str(error).splitlines()[0]}")
+
+
+def _gpt2(layers: int, width: int, vocab: int, name: str) -> Callable[[str | None], BenchModel]:
+    def build(device: str | None) -> BenchModel:
+        from transformers import GPT2Config, GPT2LMHeadModel
+
+        from seqq.models.hf import HFCausalLM
+
+        torch.manual_seed(0)
+        config = GPT2Config(n_layer=layers, n_head=2, n_embd=width, vocab_size=vocab,
+                            n_positions=256, bos_token_id=vocab - 1,
+                            eos_token_id=vocab - 1)
+        return BenchModel(name, HFCausalLM(GPT2LMHeadModel(config), None, device),
+                          f"GPT-2 architecture, {layers} layers of width {width}, V = {vocab}, "
+                          "random weights, through the HF adapter", large_vocab=vocab > 1000)
+    return build
+
+
+def smollm2(device: str | None) -> BenchModel:
+    from seqq.models.loading import load_model
+
+    try:
+        return BenchModel("smollm2", load_model({"type": "smollm2", "device": device}),
+                          "SmolLM2-135M (pretrained, GGUF de-quantised)", large_vocab=True)
+    except ModelLoadError as error:
+        return BenchModel("smollm2", None, f"skipped: {str(error).splitlines()[0]}")
+
+
+ZOO: dict[str, Callable[[str | None], BenchModel]] = {
+    "lstm-tiny": _lstm(8, 12),
+    "lstm-128": _lstm(128),
+    "lstm-512": _lstm(512),
+    "authors-shakespeare": authors_shakespeare,
+    "gpt2-micro": _gpt2(1, 8, 40, "gpt2-micro"),
+    "gpt2-tiny": _gpt2(2, 64, 50257, "gpt2-tiny"),
+    "smollm2": smollm2,
+}
+
+
+def build(name: str, device: str | None) -> BenchModel:
+    return ZOO[name](device)

@@ -1,0 +1,176 @@
+"""Row chunks sized for the device, so that batching many rows never slows the model down.
+
+Estimators step thousands of independent rows (samples, beams, many tasks at once). One huge batch
+is not the fastest way to step them: on a CPU a 20 000-row step runs slower per row than twenty
+1 000-row steps (the activations fall out of cache), while a GPU wants the largest batch memory
+allows. So rows go through the model in chunks whose size is measured once per model instance
+(and so per device): `step` is timed at doubling batch sizes and the smallest size within
+`TOLERANCE` of the best throughput wins (smaller chunks bound memory at no cost in speed).
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+import torch
+from torch import Tensor
+
+from seqq.models.counting import CallCounter
+from seqq.models.protocol import SequenceModel, State
+
+MAX_ELEMENTS = 2**26  # rows × V of one chunk's log-probs (256 MiB in float32): bounds memory
+# Candidate chunk sizes, 1 024 .. 65 536 rows: below ~1 000 rows the fixed cost of each step
+# (the estimators' tensor ops around the model, which this measurement does not see) shows.
+SIZES = tuple(2**k for k in range(10, 17))
+TOLERANCE = 0.05  # a chunk size within 5 % of the best throughput counts as just as fast
+SLOW_STEP_S = 0.1  # stop trying larger sizes once one step takes this long (CPU-bound models)
+BUDGET_S = 1.0  # no further measuring round after this long: the measurement stays cheap
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ChunkChoice:
+    """The chunk size picked for one model and the throughput (rows/s) measured per size."""
+
+    rows: int
+    device: str
+    throughput: dict[int, float]
+
+
+_CHOICES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _inner(model: SequenceModel) -> SequenceModel:
+    """The model behind a `CallCounter`: measuring through the counter would charge tasks."""
+    return model.model if isinstance(model, CallCounter) else model
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _largest(vocab_size: int, max_elements: int) -> int:
+    return max(1, max_elements // vocab_size)
+
+
+@torch.inference_mode()
+def measure_chunk_rows(model: SequenceModel, sizes: Sequence[int] = SIZES,
+                       max_elements: int = MAX_ELEMENTS, repeats: int = 3,
+                       rows_per_timing: int = 4096, slow_step_s: float = SLOW_STEP_S,
+                       budget_s: float = BUDGET_S) -> ChunkChoice:
+    """Time chained `step`s at each size, the sizes taken in turn up to `repeats` rounds (so a
+    burst of load from other processes hits all of them alike; no new round once `budget_s` is
+    spent) and the best timing of each kept; sizes stop at the memory cap or once one step takes
+    `slow_step_s`. Each timing steps at least `rows_per_timing` rows, so small sizes are not
+    timed on a few milliseconds of work."""
+    started = time.perf_counter()
+    model = _inner(model)
+    cap = _largest(model.vocab_size, max_elements)
+    log_probs, root = model.initial_state([[0]])
+    device = log_probs.device
+    generator = torch.Generator(device=device).manual_seed(0)
+    best: dict[int, float] = {}  # size -> best seconds per step
+    work: dict[int, tuple[State, Tensor, int]] = {}
+    for size in sorted({min(s, cap) for s in sizes}):
+        state = model.select(root, torch.zeros(size, dtype=torch.long, device=device))
+        tokens = torch.randint(model.vocab_size, (size,), generator=generator, device=device)
+        seconds = time_steps(model, state, tokens, 1, device)  # also the warm-up
+        work[size] = state, tokens, max(1, -(-rows_per_timing // size))
+        best[size] = seconds
+        if seconds > slow_step_s:
+            break
+    for _ in range(repeats):
+        for size, (state, tokens, steps) in work.items():
+            best[size] = min(best[size], time_steps(model, state, tokens, steps, device))
+        if time.perf_counter() - started > budget_s:
+            break
+    throughput = {size: size / seconds for size, seconds in best.items()}
+    return ChunkChoice(pick_rows(throughput), str(device), throughput)
+
+
+def time_steps(model: SequenceModel, state: State, tokens: Tensor, steps: int,
+               device: torch.device) -> float:
+    """Seconds per step of `steps` chained steps from `state`, the device's work included."""
+    _sync(device)
+    start = time.perf_counter()
+    for _ in range(steps):
+        _, state = model.step(state, tokens)
+    _sync(device)
+    return (time.perf_counter() - start) / steps
+
+
+def pick_rows(throughput: dict[int, float]) -> int:
+    """The smallest size whose rows/s is within `TOLERANCE` of the best."""
+    fastest = max(throughput.values())
+    return min(s for s, r in throughput.items() if r >= (1 - TOLERANCE) * fastest)
+
+
+def chunk_rows(model: SequenceModel) -> int:
+    """The chunk size for `model`, measured on first use and remembered for this instance."""
+    model = _inner(model)
+    choice = _CHOICES.get(model)
+    if choice is None:
+        choice = measure_chunk_rows(model)
+        _CHOICES[model] = choice
+    return choice.rows
+
+
+def set_chunk_rows(model: SequenceModel, rows: int, max_elements: int = MAX_ELEMENTS) -> None:
+    """Fix the chunk size of `model` instead of measuring it (capped by memory as usual)."""
+    if rows < 1:
+        raise ValueError(f"a chunk must hold at least one row, got {rows}")
+    model = _inner(model)
+    rows = min(rows, _largest(model.vocab_size, max_elements))
+    _CHOICES[model] = ChunkChoice(rows, "set", {})
+
+
+def map_row_chunks(model: SequenceModel, rows: Tensor, run: Callable[[Tensor], T],
+                   size: int | None = None) -> list[T]:
+    """`run` on consecutive chunks of the independent `rows` (e.g. whole rollouts of samples),
+    at most `size` rows each (by default the model's chunk size), all of nearly equal length so
+    that no small tail chunk runs below the device's speed. Small inputs are one chunk and never
+    trigger a measurement."""
+    if size is None:
+        size = len(rows) if len(rows) <= SIZES[0] else chunk_rows(model)
+    return [run(part) for part in even_chunks(rows, size)]
+
+
+def even_chunks(rows: Tensor, size: int) -> tuple[Tensor, ...]:
+    """`rows` cut into the fewest nearly equal consecutive chunks of at most `size` rows."""
+    return rows.tensor_split(max(1, -(-len(rows) // size)))
+
+
+def group_chunks(counts: Tensor, size: int) -> list[Tensor]:
+    """Consecutive groups (e.g. tasks) packed into chunks of at most `size` rows in all, never
+    splitting a group (for rows that interact, as beams and resampled particles of one task do);
+    a group larger than `size` is a chunk of its own. Returns the group ids of each chunk."""
+    chunks, start, total = [], 0, 0
+    for group, count in enumerate(counts.tolist()):
+        if total and total + count > size:
+            chunks.append(torch.arange(start, group))
+            start, total = group, 0
+        total += count
+    if len(counts):
+        chunks.append(torch.arange(start, len(counts)))
+    return chunks
+
+
+def step_in_chunks(model: SequenceModel, state: State, tokens: Tensor,
+                   size: int | None = None) -> tuple[Tensor, State]:
+    """One batched `step` over many rows, computed `size` rows at a time (by default the model's
+    chunk size) and joined again with the model's optional `concat(states)`; models without
+    `concat` take the whole step at once."""
+    concat = getattr(model, "concat", None)
+    if concat is None or len(tokens) <= SIZES[0]:
+        return model.step(state, tokens)
+    size = size or chunk_rows(model)
+    if len(tokens) <= size:
+        return model.step(state, tokens)
+    parts = [model.step(model.select(state, index), tokens[index])
+             for index in even_chunks(torch.arange(len(tokens), device=tokens.device), size)]
+    return torch.cat([log_probs for log_probs, _ in parts]), concat([s for _, s in parts])

@@ -1,0 +1,148 @@
+"""Row chunks (seqq.models.batching): the size rule, the cache, and that chunked work equals the
+unchunked work row for row. No timings are asserted: only which sizes are tried and picked."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from seqq.models import CallCounter, LSTMModel, LSTMNet, batching
+from seqq.models.batching import (
+    ChunkChoice,
+    chunk_rows,
+    group_chunks,
+    map_row_chunks,
+    measure_chunk_rows,
+    pick_rows,
+    set_chunk_rows,
+    step_in_chunks,
+)
+
+
+class ConcatLSTM(LSTMModel):
+    """An LSTM adapter with the optional `concat(states)` of the protocol."""
+
+    def concat(self, states):
+        return torch.cat([h for h, _ in states], 1), torch.cat([c for _, c in states], 1)
+
+
+def tiny_lstm(cls=LSTMModel, vocab: int = 7) -> LSTMModel:
+    torch.manual_seed(0)
+    return cls(LSTMNet(vocab, hidden_size=8, num_layers=2, dropout=0.0), device="cpu")
+
+
+def test_pick_rows_takes_the_smallest_size_within_tolerance_of_the_best():
+    assert pick_rows({256: 90.0, 512: 96.0, 1024: 100.0, 2048: 80.0}) == 512
+    assert pick_rows({256: 50.0, 512: 100.0}) == 512
+    assert pick_rows({256: 100.0, 512: 100.0}) == 256
+
+
+def test_measurement_stays_under_the_memory_cap_and_picks_a_measured_size():
+    model = tiny_lstm(vocab=7)
+    choice = measure_chunk_rows(model, sizes=(4, 8, 16, 64), max_elements=7 * 10, repeats=1,
+                                rows_per_timing=8)
+    assert list(choice.throughput) == [4, 8, 10]  # 16 and 64 rows exceed 70 elements / V=7
+    assert choice.rows in choice.throughput
+    assert all(r > 0 for r in choice.throughput.values())
+    assert choice.device == "cpu"
+
+
+def test_measurement_stops_growing_once_a_step_is_slow():
+    choice = measure_chunk_rows(tiny_lstm(), sizes=(4, 8, 16), repeats=1, slow_step_s=0.0)
+    assert list(choice.throughput) == [4]
+
+
+def test_chunk_rows_measures_once_per_model_instance_and_never_charges_tasks(monkeypatch):
+    measured = []
+
+    def fake(model, *args, **kwargs):
+        measured.append(model)
+        return ChunkChoice(512, "cpu", {512: 1.0})
+
+    monkeypatch.setattr(batching, "measure_chunk_rows", fake)
+    model, other = tiny_lstm(), tiny_lstm()
+    counter = CallCounter(model, num_tasks=2)
+    assert chunk_rows(counter) == 512  # the counter's model is what gets measured
+    assert chunk_rows(model) == 512
+    assert chunk_rows(other) == 512
+    assert measured == [model, other]
+    assert counter.calls.tolist() == [0, 0]
+
+
+def test_set_chunk_rows_overrides_and_respects_the_memory_cap(monkeypatch):
+    monkeypatch.setattr(batching, "measure_chunk_rows", pytest.fail)
+    model = tiny_lstm(vocab=7)
+    set_chunk_rows(model, 300)
+    assert chunk_rows(model) == 300
+    set_chunk_rows(model, 300, max_elements=7 * 20)
+    assert chunk_rows(model) == 20
+    with pytest.raises(ValueError, match="at least one row"):
+        set_chunk_rows(model, 0)
+
+
+def test_map_row_chunks_covers_every_row_in_order():
+    model = tiny_lstm()
+    rows = torch.arange(1000)
+    parts = map_row_chunks(model, rows, lambda r: r, size=300)
+    assert [len(p) for p in parts] == [250, 250, 250, 250]  # ≤ 300 each, none left small
+    assert torch.equal(torch.cat(parts), rows)
+
+
+def test_map_row_chunks_on_few_rows_is_one_chunk_without_measuring(monkeypatch):
+    monkeypatch.setattr(batching, "measure_chunk_rows", pytest.fail)
+    parts = map_row_chunks(tiny_lstm(), torch.arange(10), lambda r: r.sum())
+    assert [int(p) for p in parts] == [45]
+
+
+def test_map_row_chunks_uses_the_models_chunk_size():
+    model = tiny_lstm()
+    set_chunk_rows(model, 1024)
+    parts = map_row_chunks(model, torch.arange(2600), len)
+    assert parts == [867, 867, 866]
+
+
+@pytest.mark.parametrize("counts, size, expected", [
+    ([3, 4, 2, 5], 7, [[0, 1], [2, 3]]),
+    ([3, 4, 2, 5], 9, [[0, 1, 2], [3]]),
+    ([10, 1, 1], 4, [[0], [1, 2]]),  # an oversize group is a chunk of its own
+    ([1, 10, 1], 4, [[0], [1], [2]]),
+    ([0, 0, 2], 1, [[0, 1, 2]]),
+    ([], 4, []),
+])
+def test_group_chunks_packs_whole_groups(counts, size, expected):
+    chunks = group_chunks(torch.tensor(counts, dtype=torch.long), size)
+    assert [c.tolist() for c in chunks] == expected
+
+
+def test_step_in_chunks_equals_one_step_row_for_row():
+    model = tiny_lstm(ConcatLSTM)
+    _, root = model.initial_state([[1, 2], [3]])
+    rows = 2500
+    state = model.select(root, torch.arange(rows) % 2)
+    tokens = torch.randint(7, (rows,), generator=torch.Generator().manual_seed(1))
+    whole_lp, (whole_h, whole_c) = model.step(state, tokens)
+    chunk_lp, (chunk_h, chunk_c) = step_in_chunks(model, state, tokens, size=1024)
+    torch.testing.assert_close(chunk_lp, whole_lp)
+    torch.testing.assert_close(chunk_h, whole_h)
+    torch.testing.assert_close(chunk_c, whole_c)
+
+
+def test_step_in_chunks_through_a_counter_charges_each_row_once():
+    model = tiny_lstm(ConcatLSTM)
+    counter = CallCounter(model, num_tasks=2)
+    _, root = counter.initial_state([[1], [2]])
+    state = counter.select(root, torch.arange(2500) % 2)
+    counter.calls.zero_()
+    log_probs, _ = step_in_chunks(counter, state, torch.zeros(2500, dtype=torch.long), size=1024)
+    assert log_probs.shape == (2500, 7)
+    assert counter.calls.tolist() == [1250, 1250]
+
+
+def test_step_in_chunks_without_concat_takes_one_step(monkeypatch):
+    monkeypatch.setattr(batching, "measure_chunk_rows", pytest.fail)
+    model = tiny_lstm()
+    _, root = model.initial_state([[1]])
+    state = model.select(root, torch.zeros(2500, dtype=torch.long))
+    tokens = torch.zeros(2500, dtype=torch.long)
+    log_probs, _ = step_in_chunks(model, state, tokens)
+    torch.testing.assert_close(log_probs, model.step(state, tokens)[0])

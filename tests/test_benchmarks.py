@@ -1,0 +1,103 @@
+"""The benchmark suite (benchmarks/): the smoke plan runs every section on tiny models in seconds
+and writes every part of RESULTS.md. No timings are asserted, only what gets measured."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import compose_sweep
+from omegaconf import OmegaConf
+
+from benchmarks import e2e
+from benchmarks.__main__ import main
+from benchmarks.scaling import slope
+from benchmarks.throughput import exact_horizon, method_options
+from benchmarks.timing import StepRecorder
+from benchmarks.zoo import build
+from seqq.estimators import METHODS
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> str:
+    out = tmp_path_factory.mktemp("bench") / "RESULTS.md"
+    assert main(["--mode", "smoke", "--device", "cpu", "--out", str(out)]) == 0
+    return out.read_text()
+
+
+def test_results_have_the_header_and_every_section(results):
+    for field in ("- command: `python -m benchmarks --mode smoke", "- date:", "- git commit:",
+                  "- machine:", "threads, device cpu", "- load average"):
+        assert field in results
+    for title in ("## (a) Estimator throughput", "## (b) End-to-end wall time",
+                  "## (c) Scaling in N, S, K and V", "## (d) Ground-truth cost",
+                  "## (e) Row chunks"):
+        assert title in results
+    assert "make bench-e2e" in results  # (b) says how to measure it when skipped
+
+
+def test_throughput_covers_every_method_on_both_paths(results):
+    table = [line.split(" | ") for line in results.split("## (a)")[1].split("## (b)")[0]
+             .splitlines() if line.startswith("| lstm-8")]
+    for method in METHODS:
+        paths = {row[2] for row in table if row[1] == method}
+        assert paths == {"one query", "3 pairs"}, (method, paths)
+    ratios = [row[6] for row in table]
+    assert all(r.endswith("×") for r in ratios)
+
+
+def test_scaling_fits_every_axis(results):
+    section = results.split("## (c)")[1].split("## (d)")[0]
+    for axis in ("N", "S", "K", "V"):
+        assert f"| importance | {axis} |" in section
+
+
+def test_ground_truth_and_chunk_sections_report_numbers(results):
+    gt = results.split("## (d)")[1].split("## (e)")[0]
+    assert "| 2 | 12 |" in gt and "| 3 | 133 |" in gt  # enumeration: 1 + 11 (+ 121) calls
+    chunks = results.split("## (e)")[1]
+    assert "map_row_chunks, measured chunk" in chunks and "one batch of 2,000" in chunks
+
+
+def test_slope_recovers_power_laws():
+    sizes = [1.0, 2.0, 4.0, 8.0]
+    assert slope(sizes, [3 * s for s in sizes]) == pytest.approx(1.0)
+    assert slope(sizes, [0.5 * s**2 for s in sizes]) == pytest.approx(2.0)
+
+
+def test_exact_horizon_keeps_enumeration_cheap():
+    assert exact_horizon(100, 8) == 3  # 1 + 99 + 99² = 9 901 calls; K = 4 would be ~1 M
+    assert exact_horizon(12, 4) == 4
+    assert exact_horizon(50257, 5) == 0
+
+
+def test_method_options_pass_only_what_a_method_takes():
+    bench = build("lstm-tiny", "cpu")
+    assert method_options("importance", bench, 100) == {"samples": 100}
+    assert method_options("beam", bench, 100) == {"beam_width": 100}
+    assert method_options("hybrid", bench, 100) == {"samples": 100, "max_width": 100}
+    assert method_options("exact", bench, 100) == {}
+
+
+def test_step_recorder_counts_rows_and_changes_nothing():
+    model = build("lstm-tiny", "cpu").model
+    recorder = StepRecorder(model)
+    log_probs, state = recorder.initial_state([[1, 2]])
+    state = recorder.select(state, torch.zeros(5, dtype=torch.long))
+    out, _ = recorder.step(state, torch.arange(5))
+    expected, _ = model.step(model.select(model.initial_state([[1, 2]])[1],
+                                          torch.zeros(5, dtype=torch.long)), torch.arange(5))
+    torch.testing.assert_close(out, expected)
+    assert (recorder.steps, recorder.rows) == (1, 5)
+    assert recorder.vocab_size == model.vocab_size and log_probs.shape == (1, model.vocab_size)
+
+
+@pytest.mark.parametrize("device", [None, "cuda"])
+def test_end_to_end_commands_are_sweeps_the_configs_accept(tmp_path, device):
+    """(b) runs its sweeps as subprocesses; their overrides must compose (not run here)."""
+    runs = list(e2e.commands(str(tmp_path), device).values())
+    assert all(args[:3] == e2e.SEQQ and args[3] == "query-sweep" for args in runs)
+    demo, fig3 = (OmegaConf.to_container(compose_sweep(args[4:]), resolve=True) for args in runs)
+    assert demo["sweep"]["name"] == "demo" and demo["sweep"]["root"] == str(tmp_path)
+    assert fig3["sweep"]["name"] == "fig3" and fig3["sweep"]["histories"] == 100
+    assert fig3["dataset"]["name"] == "shakespeare"
+    assert fig3["model"]["device"] == (device or "auto")
