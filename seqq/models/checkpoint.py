@@ -6,49 +6,29 @@ the trainer's resume read it.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import torch
 
 from seqq.errors import CheckpointError
 from seqq.models.lstm import LSTMModel, LSTMNet
+from seqq.models.payload import load_payload, save_payload
 
 FORMAT = "seqq-lstm"
 VERSION = 1
 
 
 def save_checkpoint(path: str | Path, net: LSTMNet, vocab: list[str], **extra) -> None:
-    """Write atomically, so an interrupted save never replaces a good checkpoint with a bad one."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    payload = dict(format=FORMAT, version=VERSION, model_config=dict(net.config),
-                   state_dict={k: v.detach().cpu() for k, v in net.state_dict().items()},
-                   vocab=list(vocab), **extra)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    torch.save(payload, tmp)
-    os.replace(tmp, path)
+    save_payload(path, dict(format=FORMAT, version=VERSION, model_config=dict(net.config),
+                            state_dict={k: v.detach().cpu() for k, v in net.state_dict().items()},
+                            vocab=list(vocab), **extra))
 
 
 def read_checkpoint(path: str | Path) -> dict:
     """The checkpoint's contents, checked for format; every failure is a `CheckpointError`."""
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"checkpoint {path} not found; train one with `seqq train`")
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # torch raises many types for truncated or foreign files
-        raise CheckpointError(f"checkpoint {path} is corrupt or not a seqq checkpoint "
-                              f"({type(e).__name__}); delete it and train again") from e
-    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
-        raise CheckpointError(f"{path} is not a seqq LSTM checkpoint")
-    missing = {"model_config", "state_dict", "vocab"} - payload.keys()
-    if missing:
-        raise CheckpointError(f"{path} lacks {sorted(missing)}; it is incomplete")
-    if payload.get("version") != VERSION:
-        raise CheckpointError(f"{path} has checkpoint version {payload.get('version')}; "
-                              f"this seqq reads version {VERSION}")
-    return payload
+    return load_payload(path, kind="LSTM", format=FORMAT, version=VERSION,
+                        fields=("model_config", "state_dict", "vocab"),
+                        remake="seqq train dataset=<name>")
 
 
 def net_from_payload(payload: dict, path: str | Path) -> LSTMNet:

@@ -12,7 +12,6 @@ automaton (`ContextAutomaton`) and `seqq.exact` answers its queries by forward D
 from __future__ import annotations
 
 import copy
-import os
 import random
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,6 +22,7 @@ from torch import Tensor
 
 from seqq.errors import CheckpointError, QueryError
 from seqq.models.automaton import ContextAutomaton
+from seqq.models.payload import load_payload, save_payload
 
 FORMAT = "seqq-hpyp"
 VERSION = 1
@@ -161,38 +161,17 @@ class HPYPModel(ContextAutomaton):
 
     # --- checkpoint ---------------------------------------------------------------------------
     def save(self, path: str | Path) -> None:
-        """Tensors and plain values only (read back with `weights_only=True`), written atomically."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        payload = dict(format=FORMAT, version=VERSION, vocab=self.vocab, order=self.order,
-                       contexts=self.contexts.int(), pair_context=self.pair_context.int(),
-                       pair_symbol=self.pair_symbol.int(), customers=self.customers.int(),
-                       tables=self.tables.int(), discounts=self.discounts, info=self.info)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        torch.save(payload, tmp)
-        os.replace(tmp, path)
+        save_payload(path, dict(format=FORMAT, version=VERSION, vocab=self.vocab, order=self.order,
+                                contexts=self.contexts.int(), pair_context=self.pair_context.int(),
+                                pair_symbol=self.pair_symbol.int(), customers=self.customers.int(),
+                                tables=self.tables.int(), discounts=self.discounts, info=self.info))
 
     @classmethod
     def load(cls, path: str | Path) -> HPYPModel:
-        path = Path(path)
-        if not path.is_file():
-            raise CheckpointError(f"HPYP checkpoint {path} not found; fit one with "
-                                  f"`seqq train model=hpyp dataset=<name>`")
-        try:
-            payload = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as e:  # torch raises many types for truncated or foreign files
-            raise CheckpointError(f"{path} is corrupt or not a seqq checkpoint "
-                                  f"({type(e).__name__}); fit the model again") from e
-        if not isinstance(payload, dict) or payload.get("format") != FORMAT:
-            raise CheckpointError(f"{path} is not a seqq HPYP checkpoint")
-        if payload.get("version") != VERSION:
-            raise CheckpointError(f"{path} has HPYP checkpoint version {payload.get('version')}; "
-                                  f"this seqq reads version {VERSION}")
         fields = ("vocab", "order", "contexts", "pair_context", "pair_symbol", "customers",
                   "tables", "discounts")
-        missing = [f for f in fields if f not in payload]
-        if missing:
-            raise CheckpointError(f"{path} lacks {missing}; it is incomplete")
+        payload = load_payload(path, kind="HPYP", format=FORMAT, version=VERSION, fields=fields,
+                               remake="seqq train model=hpyp dataset=<name>")
         return cls(*(payload[f] for f in fields), info=payload.get("info"))
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from functools import partial
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -68,6 +69,29 @@ def _method_curves(ax: Axes, rows: pd.DataFrame, x: str, stat: str,
         ax.plot(curve.index, curve.values, "o-", ms=3, label=method, color=colors[method])
 
 
+def _cells(axes: np.ndarray, usable: list, keys: list,
+           select: Callable[[pd.DataFrame, Any], pd.Series], label: Callable[[Any], str]
+           ) -> Iterator[tuple[Axes, pd.DataFrame]]:
+    """(axes, rows) of every grid cell, columns = panels, rows = `keys`; each cell titled, and
+    a cell without rows marked as such instead of drawn."""
+    for j, (panel, block) in enumerate(usable):
+        for i, key in enumerate(keys):
+            ax, rows = axes[i, j], block[select(block, key)]
+            panel_title(ax, panel.title, label(key))
+            if rows.empty:
+                empty(ax, f"no runs at {label(key)}")
+                continue
+            yield ax, rows
+
+
+def _at_level(block: pd.DataFrame, level: int) -> pd.Series:
+    return block.budget_level == level
+
+
+def _level_label(level: int) -> str:
+    return f"S={level}"
+
+
 def rae_vs_k(results: pd.DataFrame, stat: str = "median") -> dict[str, Figure]:
     """Fig. 3/5/6: median (or mean) RAE vs K; rows = budget levels S, columns = panels."""
     data = finite(_base(results))
@@ -77,16 +101,10 @@ def rae_vs_k(results: pd.DataFrame, stat: str = "median") -> dict[str, Figure]:
     levels = sorted({level for _, b in usable for level in b.budget_level.unique()})
     colors = method_colors(data.method)
     fig, axes = grid(len(levels), len(usable))
-    for j, (panel, block) in enumerate(usable):
-        for i, level in enumerate(levels):
-            ax, rows = axes[i, j], block[block.budget_level == level]
-            panel_title(ax, panel.title, f"S={level}")
-            if rows.empty:
-                empty(ax, f"no runs at S={level}")
-                continue
-            _method_curves(ax, rows, "K", stat, colors)
-            ax.set(xlabel="horizon K", ylabel=f"{stat} RAE", ylim=(0, None))
-            integer_ticks(ax)
+    for ax, rows in _cells(axes, usable, levels, _at_level, _level_label):
+        _method_curves(ax, rows, "K", stat, colors)
+        ax.set(xlabel="horizon K", ylabel=f"{stat} RAE", ylim=(0, None))
+        integer_ticks(ax)
     suptitle(fig, f"{stat.capitalize()} relative absolute error |p̂ − p| / p over queries, "
                   "vs horizon K")
     legend(fig, axes)
@@ -103,22 +121,16 @@ def rae_vs_entropy(results: pd.DataFrame) -> dict[str, Figure]:
     levels = sorted(data.budget_level.unique())
     colors = method_colors(data.method)
     fig, axes = grid(len(levels), len(usable))
-    for j, (panel, block) in enumerate(usable):
-        for i, level in enumerate(levels):
-            ax, rows = axes[i, j], block[block.budget_level == level]
-            panel_title(ax, panel.title, f"S={level}")
-            if rows.empty:
-                empty(ax, f"no runs at S={level}")
-                continue
-            for method, m in rows.groupby("method"):
-                color = colors[method]
-                ax.scatter(m.entropy, m.rae, s=4, alpha=0.3, color=color, rasterized=True)
-                ax.plot([], [], "o-", ms=4, color=color, label=method)  # legend: dots + fit
-                if m.entropy.nunique() > 1:
-                    slope, intercept = np.polyfit(m.entropy, m.rae, 1)
-                    xs = np.linspace(m.entropy.min(), m.entropy.max(), 20)
-                    ax.plot(xs, slope * xs + intercept, color=color, lw=1.5)
-            ax.set(xlabel="restricted entropy H(q) [nats]", ylabel="RAE")
+    for ax, rows in _cells(axes, usable, levels, _at_level, _level_label):
+        for method, m in rows.groupby("method"):
+            color = colors[method]
+            ax.scatter(m.entropy, m.rae, s=4, alpha=0.3, color=color, rasterized=True)
+            ax.plot([], [], "o-", ms=4, color=color, label=method)  # legend: dots + fit
+            if m.entropy.nunique() > 1:
+                slope, intercept = np.polyfit(m.entropy, m.rae, 1)
+                xs = np.linspace(m.entropy.min(), m.entropy.max(), 20)
+                ax.plot(xs, slope * xs + intercept, color=color, lw=1.5)
+        ax.set(xlabel="restricted entropy H(q) [nats]", ylabel="RAE")
     suptitle(fig, "Per-query RAE vs restricted entropy; lines: least-squares fit per method "
                   "at each budget S")
     legend(fig, axes)
@@ -140,18 +152,14 @@ def rae_vs_temperature(results: pd.DataFrame) -> dict[str, Figure]:
     cells = sorted({cell for _, b in usable for cell in zip(b.budget_level, b["K"], strict=True)})
     colors = method_colors(data.method)
     fig, axes = grid(len(cells), len(usable))
-    for j, (panel, block) in enumerate(usable):
-        for i, (level, k) in enumerate(cells):
-            ax, rows = axes[i, j], block[(block.budget_level == level) & (block["K"] == k)]
-            panel_title(ax, panel.title, f"S={level} · K={k}")
-            if rows.empty:
-                empty(ax, f"no runs at S={level}, K={k}")
-                continue
-            for method, m in rows.groupby("method"):
-                q = m.groupby("temperature").rae.quantile([0.25, 0.5, 0.75]).unstack()
-                ax.plot(q.index, q[0.5], "o-", ms=3, color=colors[method], label=method)
-                ax.fill_between(q.index, q[0.25], q[0.75], color=colors[method], alpha=0.2)
-            ax.set(xlabel="temperature T", ylabel="median RAE", ylim=(0, None))
+    for ax, rows in _cells(axes, usable, cells,
+                           lambda b, c: (b.budget_level == c[0]) & (b["K"] == c[1]),
+                           lambda c: f"S={c[0]} · K={c[1]}"):
+        for method, m in rows.groupby("method"):
+            q = m.groupby("temperature").rae.quantile([0.25, 0.5, 0.75]).unstack()
+            ax.plot(q.index, q[0.5], "o-", ms=3, color=colors[method], label=method)
+            ax.fill_between(q.index, q[0.25], q[0.75], color=colors[method], alpha=0.2)
+        ax.set(xlabel="temperature T", ylabel="median RAE", ylim=(0, None))
     suptitle(fig, "Median RAE vs model temperature; bands: interquartile range over queries")
     legend(fig, axes)
     return {"rae_vs_temperature": fig}
@@ -222,16 +230,10 @@ def rae_vs_budget(results: pd.DataFrame, stat: str = "median") -> dict[str, Figu
     ks = _spread(sorted({k for _, b in usable for k in b.K.unique()}), 3)
     colors = method_colors(data.method)
     fig, axes = grid(len(ks), len(usable))
-    for j, (panel, block) in enumerate(usable):
-        for i, k in enumerate(ks):
-            ax, rows = axes[i, j], block[block["K"] == k]
-            panel_title(ax, panel.title, f"K={k}")
-            if rows.empty:
-                empty(ax, f"no runs at K={k}")
-                continue
-            _method_curves(ax, rows, "budget_level", stat, colors)
-            log_axes(ax)
-            ax.set(xlabel="budget level S", ylabel=f"{stat} RAE")
+    for ax, rows in _cells(axes, usable, ks, lambda b, k: b["K"] == k, lambda k: f"K={k}"):
+        _method_curves(ax, rows, "budget_level", stat, colors)
+        log_axes(ax)
+        ax.set(xlabel="budget level S", ylabel=f"{stat} RAE")
     suptitle(fig, f"{stat.capitalize()} RAE vs budget level S")
     legend(fig, axes)
     return {f"rae_vs_budget_{stat}": fig}
