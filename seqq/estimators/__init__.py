@@ -4,6 +4,7 @@ from seqq.estimators.estimate import Estimate
 from seqq.estimators.exact import exact
 from seqq.estimators.montecarlo import importance, naive, uniform
 from seqq.estimators.search import coverage, hybrid, tail, top_b
+from seqq.estimators.wor import hindsight_gumbel, wor
 
 METHODS = {
     "exact": exact,
@@ -14,6 +15,8 @@ METHODS = {
     "coverage_beam": coverage,
     "tail_beam": tail,
     "hybrid": hybrid,
+    "wor": wor,
+    "hindsight_gumbel": hindsight_gumbel,
 }
 
 __all__ = ["METHODS", "Estimate"]

@@ -33,3 +33,7 @@ class TemperatureModel:
 
     def select(self, state: State, index: Tensor) -> State:
         return self.model.select(state, index)
+
+    @property
+    def concat(self):
+        return getattr(self.model, "concat", None)

@@ -1,0 +1,196 @@
+"""Sampling without replacement over Q through the prefix trie (UniqueRandomizer, 004), and the
+sum-and-sample estimator (001 Eq. 4) that the hybrid shares.
+
+Sum-and-sample: a head S of distinct paths of Q is summed exactly, and the rest is importance
+sampled from the residual q(· | ∉ S):  p̂ = p(S) + (1 − q(S)) · mean p(x)/q(x),  x ~ q(· | ∉ S).
+It is unbiased for *any* head, however it was chosen (beam search for the hybrid, WOR draws
+here), because the tail draws are fresh given S. When S exhausts Q the estimate is exact. The
+head also gives bounds that hold with certainty: p(S) ≤ p(Q) ≤ p(S) + 1 − q(S) (Thm. 1).
+
+`wor` grows its head with batched WOR rounds (stochastic beam search over the trie's residual
+masses), then draws the tail; `hindsight_gumbel` spends everything on WOR draws and weights
+them with the Hindsight Gumbel Estimator.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import Tensor
+
+from seqq.errors import BudgetError, QueryError
+from seqq.estimators.batch import Batch
+from seqq.estimators.draws import affordable, cost_per_draw, iid_draws
+from seqq.estimators.estimate import Estimate
+from seqq.estimators.summary import BranchResult, group_logsumexp, segment_average, segment_mean, \
+    to_estimates
+from seqq.estimators.trie import Trie
+
+DEFAULT_WOR_SAMPLES = 100
+
+
+def log_one_minus(log_x: Tensor) -> Tensor:
+    """log(1 − x) for x = exp(log_x) ≤ 1; −inf where x ≥ 1."""
+    return torch.log(-torch.expm1(log_x.clamp_max(0))).nan_to_num(nan=-math.inf)
+
+
+def head_plus_tail(trie: Trie, budgets: Sequence[int] | None, samples: int | None,
+                   log_head: Tensor, head_entropy: Tensor,
+                   too_small: Callable[[int], str]) -> BranchResult:
+    """p(S) + R·mean w over tail draws from the trie's residual (S already removed from it).
+
+    `log_head` is log p(S) per branch, `head_entropy` Σ_{x∈S} −q log q; R = the root's
+    residual mass. Branches whose residual is empty are exact (variance 0)."""
+    N = len(trie.batch.branch_task)
+    log_rest = trie.root_residual()
+    eligible = torch.isfinite(log_rest)
+    draws = iid_draws(trie, budgets, samples, "residual", eligible, too_small)
+    log_tail, var_tail, count = segment_mean(draws.log_w, draws.row_branch, N)
+    has_tail = count > 0
+    log_value = torch.where(has_tail, torch.logaddexp(log_head, log_rest + log_tail), log_head)
+    variance = torch.where(has_tail, var_tail * torch.exp(2 * log_rest), 0.0)
+    tail_entropy = segment_average(-draws.log_q, draws.row_branch, N)
+    entropy = head_entropy + torch.where(has_tail, log_rest.exp() * tail_entropy, 0.0)
+    return BranchResult(log_value, variance, count.long(), entropy, log_head, log_rest)
+
+
+def _grow_head(trie: Trie, draws_per_branch: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """One WOR round: draw, remove from the residual, return (depth, leaf, branch) in order."""
+    depths, leaves, branch = trie.sample_without_replacement(draws_per_branch)
+    trie.remove([(d, leaves[depths == d]) for d in torch.unique(depths).tolist()])
+    return depths, leaves, branch
+
+
+def _wor_rounds(trie: Trie, budgets: Sequence[int] | None, samples: int | None,
+                share: float, method: str) -> list[tuple[Tensor, Tensor, Tensor]]:
+    """WOR rounds: `samples` draws per product in one round, or, with a budget, rounds that
+    each draw what the calls left in this phase (`share` of the budget) pay for at full price."""
+    batch = trie.batch
+    alive = torch.ones(len(batch.branch_task), dtype=torch.bool)
+    if budgets is None:
+        count = DEFAULT_WOR_SAMPLES if samples is None else samples
+        return [_grow_head(trie, torch.where(alive, count, 0))]
+    cost = cost_per_draw(trie, alive)
+    phase = [int(b * share) for b in budgets]
+    m = affordable(phase, trie, cost)
+    if (m < 1).any() and share == 1.0:
+        t = int((m < 1).nonzero()[0])
+        raise BudgetError(f"{method}: a budget of {int(budgets[t])} model calls cannot buy one "
+                          f"sample (that needs {1 + int(cost[t])}); raise the budget")
+    rounds, drawn = [], torch.zeros_like(m)
+    cap = torch.full_like(m, samples) if samples is not None else None
+    while (m > 0).any() and (cost > 0).any():
+        if cap is not None:
+            m = torch.minimum(m, cap - drawn)
+        rounds.append(_grow_head(trie, m[batch.branch_task].clamp_min(0)))
+        drawn += m
+        exhausted = torch.zeros(batch.num_tasks, dtype=torch.bool).index_fill_(
+            0, batch.branch_task[~torch.isfinite(trie.root_residual())], True)
+        m = torch.where(exhausted | (cost == 0), 0, affordable(phase, trie, cost))
+    return rounds
+
+
+def _head_sums(trie: Trie, rounds: list[tuple[Tensor, Tensor, Tensor]], N: int
+               ) -> tuple[Tensor, Tensor]:
+    """log p(S) and Σ_{x∈S} −q log q per branch over all WOR draws."""
+    log_head = torch.full((N,), -math.inf, dtype=torch.float64)
+    entropy = torch.zeros(N, dtype=torch.float64)
+    for depths, leaves, branch in rounds:
+        log_p = trie.node_values(depths, leaves, "log_p")
+        log_q = trie.node_values(depths, leaves, "log_q")
+        log_head = torch.logaddexp(log_head, group_logsumexp(log_p, branch, N))
+        entropy.index_add_(0, branch, -log_q.exp() * log_q)
+    return log_head, entropy
+
+
+def wor(batch: Batch, budgets: Sequence[int] | None, samples: int | None = None,
+        tail_samples: int | None = None, head_share: float = 0.5) -> list[Estimate]:
+    """Sum-and-sample over a WOR head: p(S) + (1 − q(S))·mean w, tail drawn from q(· | ∉ S).
+
+    Options: `samples` WOR draws per product for the head (default 100), `tail_samples` i.i.d.
+    tail draws (default as many); with a budget, the head gets `head_share` of it in WOR rounds
+    and the tail the rest (drawn until spent). Exact, with stderr 0, once the head exhausts Q.
+    Bounds: [p(S), p(S) + 1 − q(S)].
+    """
+    if not 0 < head_share < 1:
+        raise QueryError(f"wor: head_share must lie in (0, 1), got {head_share}")
+    trie = Trie(batch)
+    N = len(batch.branch_task)
+    rounds = _wor_rounds(trie, budgets, samples, head_share, "wor")
+    log_head, head_entropy = _head_sums(trie, rounds, N)
+    if budgets is None:
+        tail_samples = tail_samples or (DEFAULT_WOR_SAMPLES if samples is None else samples)
+    result = head_plus_tail(trie, budgets, tail_samples, log_head, head_entropy, lambda t: (
+        f"wor: the head used {int(batch.counter.calls[t])} of the {int(budgets[t])} model "
+        "calls, leaving none for a tail sample; raise the budget or lower head_share"))
+    head_sizes = torch.bincount(torch.cat([r[2] for r in rounds]) if rounds else
+                                torch.zeros(0, dtype=torch.long), minlength=N)
+    extras = [{"head_size": int(head_sizes[b].sum())} for b in batch.task_branches()]
+    return to_estimates(batch, "wor", result, False, extras)
+
+
+def hindsight_gumbel(batch: Batch, budgets: Sequence[int] | None, samples: int | None = None,
+                     repeats: int = 1) -> list[Estimate]:
+    """The Hindsight Gumbel Estimator (004) over WOR draws s_1..s_n: Σ p(s_i)/q_κ(s_i),
+    q_κ(s) = 1 − exp(−q(s)·e^{−κ}), where κ is the (n+1)-th Gumbel of the sampling process,
+    drawn in hindsight from the residual masses R_0 = 1, R_1, …, R_n:
+    e^{−κ} = Σ_{i=0}^{n} E_i / R_i with E_i ~ Exp(1). `repeats` > 1 averages several κ
+    (repeated HGE). Options: `samples` draws per product (default 100), or all the budget's
+    calls in WOR rounds. Exact once the draws exhaust Q; bounds [p(S), p(S) + 1 − q(S)].
+    """
+    if repeats < 1:
+        raise QueryError(f"hindsight_gumbel: repeats must be ≥ 1, got {repeats}")
+    trie = Trie(batch)
+    N = len(batch.branch_task)
+    rounds = _wor_rounds(trie, budgets, samples, 1.0, "hindsight_gumbel")
+    log_head, _ = _head_sums(trie, rounds, N)
+    if rounds:
+        depths = torch.cat([r[0] for r in rounds])
+        leaves = torch.cat([r[1] for r in rounds])
+        branch = torch.cat([r[2] for r in rounds])
+        order = torch.sort(branch, stable=True).indices  # rounds in order, then by branch
+        depths, leaves, branch = depths[order], leaves[order], branch[order]
+    else:
+        depths = leaves = branch = torch.zeros(0, dtype=torch.long)
+    log_p = trie.node_values(depths, leaves, "log_p")
+    log_q = trie.node_values(depths, leaves, "log_q")
+    # R_i after draw i = final residual + the q-mass of the draws after i (sums, no cancellation)
+    log_final = trie.root_residual()[branch]
+    log_R = torch.logaddexp(log_final, _log_mass_after(log_q, branch))  # R_i, i = 1..n
+    count = torch.bincount(branch, minlength=N)
+    generator = batch.generator
+    values = []
+    for _ in range(repeats):
+        e0 = _exponential(N, generator)  # E_0 / R_0 with R_0 = 1
+        ei = _exponential(len(branch), generator)
+        inv = torch.where(torch.isneginf(log_R), math.inf, ei * torch.exp(-log_R))
+        scale = e0.clone().index_add_(0, branch, inv)  # e^{−κ} per branch
+        q_kappa = -torch.expm1(-log_q.exp() * scale[branch])
+        terms = torch.exp(log_p - torch.log(q_kappa))
+        values.append(torch.zeros(N, dtype=torch.float64).index_add_(0, branch, terms))
+    value = torch.stack(values).mean(0)
+    log_value = torch.where(count > 0, value.log(), -math.inf)
+    result = BranchResult(log_value, None, count, None, log_head, trie.root_residual())
+    return to_estimates(batch, "hindsight_gumbel", result, False)
+
+
+def _log_mass_after(log_q: Tensor, branch: Tensor) -> Tensor:
+    """log Σ_{j>i, same branch} q_j for draws grouped by branch in order (−inf for the last);
+    summed from the end of each group in a padded layout, so nothing is subtracted."""
+    if not len(branch):
+        return log_q
+    _, sizes = torch.unique_consecutive(branch, return_counts=True)
+    group = torch.repeat_interleave(torch.arange(len(sizes)), sizes)
+    column = torch.arange(len(branch)) - (torch.cumsum(sizes, 0) - sizes)[group]
+    padded = torch.zeros(len(sizes), int(sizes.max()), dtype=torch.float64)
+    padded[group, column] = log_q.exp()
+    suffix = padded.flip(1).cumsum(1).flip(1)  # Σ_{j≥i}
+    after = torch.cat([suffix[:, 1:], torch.zeros(len(sizes), 1, dtype=torch.float64)], 1)
+    return after[group, column].log()
+
+
+def _exponential(n: int, generator: torch.Generator) -> Tensor:
+    u = torch.rand(n, generator=generator, device=generator.device, dtype=torch.float64).cpu()
+    return -torch.log1p(-u)
