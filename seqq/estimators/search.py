@@ -48,7 +48,7 @@ def widths_for_budget(batch: Batch, budgets: Sequence[int] | None, width: int,
         t = int((narrowest > budgets_t).nonzero()[0])
         raise BudgetError(f"{method}: a budget of {int(budgets_t[t])} model calls cannot pay for "
                           f"a beam of width 1 ({int(narrowest[t])} calls)")
-    high = torch.full_like(low, width)
+    high = torch.full_like(low, int(min(width, budgets_t.max().item())))  # a level costs ≤ width
     while (low < high).any():  # largest width with calls ≤ budget, per task
         mid = (low + high + 1) // 2
         fits = tree_calls(batch, mid[batch.branch_task].double()) <= budgets_t
@@ -76,7 +76,7 @@ def top_b(batch: Batch, budgets: Sequence[int] | None, beam_width: int | None = 
     if budgets is None:
         width = beam_width or DEFAULT_BEAM_WIDTH
     else:
-        width = beam_width or int(tree_calls(batch).max().item())  # no cap but Q itself
+        width = beam_width or int(min(tree_calls(batch).max().item(), max(budgets)))
     return beam(batch, "beam", TopB(widths_for_budget(batch, budgets, width, "beam")))
 
 
