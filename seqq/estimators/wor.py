@@ -38,14 +38,16 @@ def log_one_minus(log_x: Tensor) -> Tensor:
 
 def head_plus_tail(trie: Trie, budgets: Sequence[int] | None, samples: int | None,
                    log_head: Tensor, head_entropy: Tensor,
-                   too_small: Callable[[int], str]) -> BranchResult:
+                   too_small: Callable[[int], str], active: Tensor | None = None
+                   ) -> BranchResult:
     """p(S) + R·mean w over tail draws from the trie's residual (S already removed from it).
 
     `log_head` is log p(S) per branch, `head_entropy` Σ_{x∈S} −q log q; R = the root's
-    residual mass. Branches whose residual is empty are exact (variance 0)."""
+    residual mass. Branches whose residual is empty are exact (variance 0); only `active`
+    branches (default all) draw."""
     N = len(trie.batch.branch_task)
     log_rest = trie.root_residual()
-    eligible = torch.isfinite(log_rest)
+    eligible = torch.isfinite(log_rest) if active is None else torch.isfinite(log_rest) & active
     draws = iid_draws(trie, budgets, samples, "residual", eligible, too_small)
     log_tail, var_tail, count = segment_mean(draws.log_w, draws.row_branch, N)
     has_tail = count > 0
@@ -194,3 +196,41 @@ def _log_mass_after(log_q: Tensor, branch: Tensor) -> Tensor:
 def _exponential(n: int, generator: torch.Generator) -> Tensor:
     u = torch.rand(n, generator=generator, device=generator.device, dtype=torch.float64).cpu()
     return -torch.log1p(-u)
+
+
+def wor_until(batch: Batch, rel_tol: float, max_calls: int, draws: int = 100,
+              on_stage: Callable[[int], None] | None = None) -> tuple[list[Estimate], Tensor]:
+    """Sum-and-sample in doubling stages on one trie until each task's relative standard error
+    is below `rel_tol`, its head exhausts Q (exact), or it has spent `max_calls`: stage j adds
+    draws·2^j WOR draws per product to the head, then estimates the rest from draws·2^j fresh
+    tail draws. Returns each task's last stage's estimate and which tasks met the target.
+    `on_stage(done)` reports progress (tasks finished so far)."""
+    trie = Trie(batch)
+    N, T = len(batch.branch_task), batch.num_tasks
+    task = batch.branch_task
+    active = torch.ones(T, dtype=torch.bool)
+    met = torch.zeros(T, dtype=torch.bool)
+    final: list[Estimate | None] = [None] * T
+    rounds: list[tuple[Tensor, Tensor, Tensor]] = []
+    stage = 0
+    while active.any():
+        count = draws * 2**stage
+        rounds.append(_grow_head(trie, torch.where(active[task], count, 0)))
+        log_head, head_entropy = _head_sums(trie, rounds, N)
+        result = head_plus_tail(trie, None, count, log_head, head_entropy, str,
+                                active=active[task])
+        estimates = to_estimates(batch, "wor", result, False)
+        for t in active.nonzero().flatten().tolist():
+            e = estimates[t]
+            final[t] = e
+            exact = e.stderr == 0.0
+            precise = e.stderr is not None and e.value > 0 and e.stderr < rel_tol * e.value
+            if exact or precise or e.value == 0.0:
+                met[t] = exact or precise
+                active[t] = False
+            elif batch.counter.calls[t] >= max_calls:
+                active[t] = False
+        stage += 1
+        if on_stage is not None:
+            on_stage(int((~active).sum()))
+    return final, met  # type: ignore[return-value]
