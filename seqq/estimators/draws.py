@@ -88,5 +88,7 @@ def iid_draws(trie: Trie, budgets: Sequence[int] | None, samples: int | None, po
         parts.append(draw_paths(trie, torch.where(eligible, m[task_of], 0), policy))
         drawn += m
         active &= (m > 0) & (drawn < cap) & (cost > 0)
+    if not parts:  # nothing to draw: every eligible residual is empty
+        return draw_paths(trie, torch.zeros(len(task_of), dtype=torch.long), policy)
     return Draws(*(torch.cat([getattr(p, f) for p in parts])
                    for f in ("row_branch", "log_w", "log_q")))

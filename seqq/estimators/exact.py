@@ -32,7 +32,9 @@ def exact(batch: Batch, budgets=None) -> list[Estimate]:
         zero = torch.zeros(1, dtype=torch.float64)
         log_value[b], entropy[b] = _enumerate(batch, b, batch.root_log_probs[task], state, zero,
                                               zero, 0)
-    return to_estimates(batch, "exact", BranchResult(log_value, None, None, entropy), False)
+    no_gap = torch.full_like(log_value, -math.inf)
+    return to_estimates(batch, "exact", BranchResult(log_value, None, None, entropy, log_value,
+                                                     no_gap), False)
 
 
 def _enumerate(batch: Batch, b: int, log_probs: Tensor, state: State, log_p: Tensor,
