@@ -8,7 +8,6 @@ of a tail sample is p(x)·(1 − q(B)) / q(x) (decisions.md §5).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import torch

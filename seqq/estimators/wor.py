@@ -24,8 +24,7 @@ from seqq.errors import BudgetError, QueryError
 from seqq.estimators.batch import Batch
 from seqq.estimators.draws import affordable, cost_per_draw, iid_draws
 from seqq.estimators.estimate import Estimate
-from seqq.estimators.summary import BranchResult, group_logsumexp, segment_average, segment_mean, \
-    to_estimates
+from seqq.estimators.summary import BranchResult, group_logsumexp, segment_average, segment_mean, to_estimates
 from seqq.estimators.trie import Trie
 
 DEFAULT_WOR_SAMPLES = 100
