@@ -21,7 +21,7 @@ from seqq.errors import BudgetError
 from seqq.estimators.trie import Policy, Trie
 
 DEFAULT_SAMPLES = 1000
-CAP_FACTOR = 10
+CAP_FACTOR = 100
 ROW_ELEMENTS = 2**24  # rows × V per walk: bounds the memory of one batched step
 
 
