@@ -40,8 +40,8 @@ def test_wor_to_exhaustion_is_exact(case):
 
 
 @pytest.mark.parametrize("method, options", [
-    ("wor", {"samples": 3, "tail_samples": 2}),
-    ("wor", {"budget": 25, "head_share": 0.6}),
+    ("wor", {"samples": 5}),
+    ("wor", {"budget": 25}),
     ("hindsight_gumbel", {"samples": 4}),
     ("hindsight_gumbel", {"samples": 4, "repeats": 5}),
 ])
@@ -53,8 +53,6 @@ def test_wor_estimators_are_unbiased_and_bounded(case, method, options):
     assert abs(values.mean().item() - truth) <= 4 * se + 1e-12, (values.mean(), truth, se)
     for e in estimates:
         assert e.lower <= truth * (1 + 1e-9) and truth <= e.upper * (1 + 1e-9)
-        if method == "wor":
-            assert e.lower <= e.value * (1 + 1e-9) and e.value <= e.upper * (1 + 1e-9)
         if "budget" in options:
             assert e.model_calls <= options["budget"]
 
@@ -90,7 +88,7 @@ def test_long_horizon_against_forward_dp():
 
 def test_bad_options_are_named():
     model = random_markov(4, 1)
-    with pytest.raises(QueryError, match="head_share"):
-        seqq.estimate(model, [0], Q.hitting_time(1, 3), "wor", head_share=1.5)
+    with pytest.raises(QueryError, match="no option 'head_share'"):
+        seqq.estimate(model, [0], Q.hitting_time(1, 3), "wor", head_share=0.5)
     with pytest.raises(QueryError, match="repeats"):
         seqq.estimate(model, [0], Q.hitting_time(1, 3), "hindsight_gumbel", repeats=0)

@@ -7,9 +7,10 @@ It is unbiased for *any* head, however it was chosen (beam search for the hybrid
 here), because the tail draws are fresh given S. When S exhausts Q the estimate is exact. The
 head also gives bounds that hold with certainty: p(S) ≤ p(Q) ≤ p(S) + 1 − q(S) (Thm. 1).
 
-`wor` grows its head with batched WOR rounds (stochastic beam search over the trie's residual
-masses), then draws the tail; `hindsight_gumbel` spends everything on WOR draws and weights
-them with the Hindsight Gumbel Estimator.
+`wor` draws batched WOR rounds (stochastic beam search over the trie's residual masses) and
+averages the sequential sum-and-sample terms, each draw being the one-sample tail of the draws
+before it; `hindsight_gumbel` weights the same draws with the Hindsight Gumbel Estimator;
+`wor_until` (ground truth) grows a head and draws fresh tails in doubling stages.
 """
 
 from __future__ import annotations
@@ -65,18 +66,17 @@ def _grow_head(trie: Trie, draws_per_branch: Tensor) -> tuple[Tensor, Tensor, Te
 
 
 def _wor_rounds(trie: Trie, budgets: Sequence[int] | None, samples: int | None,
-                share: float, method: str) -> list[tuple[Tensor, Tensor, Tensor]]:
+                method: str) -> list[tuple[Tensor, Tensor, Tensor]]:
     """WOR rounds: `samples` draws per product in one round, or, with a budget, rounds that
-    each draw what the calls left in this phase (`share` of the budget) pay for at full price."""
+    each draw what the calls left pay for at full price (`samples` then caps the draws)."""
     batch = trie.batch
     alive = torch.ones(len(batch.branch_task), dtype=torch.bool)
     if budgets is None:
         count = DEFAULT_WOR_SAMPLES if samples is None else samples
         return [_grow_head(trie, torch.where(alive, count, 0))]
     cost = cost_per_draw(trie, alive)
-    phase = [int(b * share) for b in budgets]
-    m = affordable(phase, trie, cost)
-    if (m < 1).any() and share == 1.0:
+    m = affordable(budgets, trie, cost)
+    if (m < 1).any():
         t = int((m < 1).nonzero()[0])
         raise BudgetError(f"{method}: a budget of {int(budgets[t])} model calls cannot buy one "
                           f"sample (that needs {1 + int(cost[t])}); raise the budget")
@@ -89,7 +89,7 @@ def _wor_rounds(trie: Trie, budgets: Sequence[int] | None, samples: int | None,
         drawn += m
         exhausted = torch.zeros(batch.num_tasks, dtype=torch.bool).index_fill_(
             0, batch.branch_task[~torch.isfinite(trie.root_residual())], True)
-        m = torch.where(exhausted | (cost == 0), 0, affordable(phase, trie, cost))
+        m = torch.where(exhausted | (cost == 0), 0, affordable(budgets, trie, cost))
     return rounds
 
 
@@ -106,30 +106,91 @@ def _head_sums(trie: Trie, rounds: list[tuple[Tensor, Tensor, Tensor]], N: int
     return log_head, entropy
 
 
-def wor(batch: Batch, budgets: Sequence[int] | None, samples: int | None = None,
-        tail_samples: int | None = None, head_share: float = 0.5) -> list[Estimate]:
-    """Sum-and-sample over a WOR head: p(S) + (1 − q(S))·mean w, tail drawn from q(· | ∉ S).
+def wor(batch: Batch, budgets: Sequence[int] | None, samples: int | None = None
+        ) -> list[Estimate]:
+    """Sequential sum-and-sample over WOR draws s_1, s_2, … from q restricted to Q (004 + 001):
+    Ê_i = p(s_1..s_{i−1}) + R_{i−1}·p(s_i)/q(s_i), with R_{i−1} = 1 − q(s_1..s_{i−1}) the
+    residual before draw i; each Ê_i is unbiased given the draws before it, and p̂ = mean Ê_i.
+    Early draws act as plain importance samples, later ones sum an ever larger head exactly, so
+    it is never much worse than IS and far better when q is peaked. Exact (stderr 0) once the
+    draws exhaust Q. Bounds: [p(S), p(S) + 1 − q(S)] over all draws S.
 
-    Options: `samples` WOR draws per product for the head (default 100), `tail_samples` i.i.d.
-    tail draws (default as many); with a budget, the head gets `head_share` of it in WOR rounds
-    and the tail the rest (drawn until spent). Exact, with stderr 0, once the head exhausts Q.
-    Bounds: [p(S), p(S) + 1 − q(S)].
+    Options: `samples` WOR draws per product (default 100, one batched round: unbiased), or
+    WOR rounds until the budget is spent (the draw count then depends on earlier draws' costs).
+    The stderr treats the Ê_i as uncorrelated (they are martingale differences around p).
     """
-    if not 0 < head_share < 1:
-        raise QueryError(f"wor: head_share must lie in (0, 1), got {head_share}")
     trie = Trie(batch)
     N = len(batch.branch_task)
-    rounds = _wor_rounds(trie, budgets, samples, head_share, "wor")
-    log_head, head_entropy = _head_sums(trie, rounds, N)
-    if budgets is None:
-        tail_samples = tail_samples or (DEFAULT_WOR_SAMPLES if samples is None else samples)
-    result = head_plus_tail(trie, budgets, tail_samples, log_head, head_entropy, lambda t: (
-        f"wor: the head used {int(batch.counter.calls[t])} of the {int(budgets[t])} model "
-        "calls, leaving none for a tail sample; raise the budget or lower head_share"))
-    head_sizes = torch.bincount(torch.cat([r[2] for r in rounds]) if rounds else
-                                torch.zeros(0, dtype=torch.long), minlength=N)
-    extras = [{"head_size": int(head_sizes[b].sum())} for b in batch.task_branches()]
-    return to_estimates(batch, "wor", result, False, extras)
+    order = _in_order(_wor_rounds(trie, budgets, samples, "wor"))
+    depths, leaves, branch = order
+    log_p = trie.node_values(depths, leaves, "log_p")
+    log_q = trie.node_values(depths, leaves, "log_q")
+    log_w = trie.node_values(depths, leaves, "log_w")
+    log_final = trie.root_residual()
+    log_before, log_from = _exclusive_prefix_and_suffix(log_p, log_q, branch)
+    log_R = torch.logaddexp(log_final[branch], log_from)  # R_{i−1}
+    log_terms = torch.logaddexp(log_before, log_R + log_w)  # log Ê_i
+    log_value, variance, count = segment_mean(log_terms, branch, N)
+    log_head = group_logsumexp(log_p, branch, N)
+    exhausted = torch.isneginf(log_final) & (count > 0)
+    log_value = torch.where(exhausted, log_head, log_value)
+    variance = torch.where(exhausted, 0.0, variance)
+    entropy = _sequential_entropy(log_q, log_R, branch, N, log_final)
+    result = BranchResult(log_value, variance, count.long(), entropy, log_head, log_final)
+    return to_estimates(batch, "wor", result, False)
+
+
+def _in_order(rounds: list[tuple[Tensor, Tensor, Tensor]]) -> tuple[Tensor, Tensor, Tensor]:
+    """All draws grouped by branch, each branch's draws in sampling order (round, then Gumbel)."""
+    if not rounds:
+        empty = torch.zeros(0, dtype=torch.long)
+        return empty, empty, empty
+    depths, leaves, branch = (torch.cat([r[i] for r in rounds]) for i in range(3))
+    order = torch.sort(branch, stable=True).indices
+    return depths[order], leaves[order], branch[order]
+
+
+def _sequential_entropy(log_q: Tensor, log_R: Tensor, branch: Tensor, N: int,
+                        log_final: Tensor) -> Tensor:
+    """H(q) the same way: Ĥ_i = Σ_{j<i} −q_j log q_j + R_{i−1}·(−log q_i), averaged."""
+    q_term = -log_q.exp() * log_q
+    before = _exclusive_prefix(q_term, branch)
+    terms = before + log_R.exp() * -log_q
+    mean = segment_average(terms, branch, N)
+    total = torch.zeros(N, dtype=torch.float64).index_add_(0, branch, q_term)
+    return torch.where(torch.isneginf(log_final), total, mean)
+
+
+def _padded(values: Tensor, branch: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Values of draws grouped by branch laid out as [groups, longest] (zeros after the end)."""
+    _, sizes = torch.unique_consecutive(branch, return_counts=True)
+    group = torch.repeat_interleave(torch.arange(len(sizes)), sizes)
+    column = torch.arange(len(branch)) - (torch.cumsum(sizes, 0) - sizes)[group]
+    padded = torch.zeros(len(sizes), int(sizes.max()), dtype=torch.float64)
+    padded[group, column] = values
+    return padded, group, column
+
+
+def _exclusive_prefix(values: Tensor, branch: Tensor) -> Tensor:
+    """Σ_{j<i, same branch} values_j, for draws grouped by branch."""
+    if not len(branch):
+        return values
+    padded, group, column = _padded(values, branch)
+    return (padded.cumsum(1) - padded)[group, column]
+
+
+def _exclusive_prefix_and_suffix(log_p: Tensor, log_q: Tensor, branch: Tensor,
+                                 shift: int = 0) -> tuple[Tensor, Tensor]:
+    """log Σ_{j<i} p_j and log Σ_{j≥i+shift} q_j within each branch, summed in order (the
+    suffix is summed from the end, so small residuals are not lost to cancellation)."""
+    if not len(branch):
+        return log_p, log_q
+    p, group, column = _padded(log_p.exp(), branch)
+    q, _, _ = _padded(log_q.exp(), branch)
+    before = (p.cumsum(1) - p)[group, column]
+    suffix = q.flip(1).cumsum(1).flip(1)
+    suffix = torch.cat([suffix[:, shift:], torch.zeros(len(q), shift, dtype=torch.float64)], 1)
+    return before.log(), suffix[group, column].log()
 
 
 def hindsight_gumbel(batch: Batch, budgets: Sequence[int] | None, samples: int | None = None,
@@ -145,21 +206,14 @@ def hindsight_gumbel(batch: Batch, budgets: Sequence[int] | None, samples: int |
         raise QueryError(f"hindsight_gumbel: repeats must be ≥ 1, got {repeats}")
     trie = Trie(batch)
     N = len(batch.branch_task)
-    rounds = _wor_rounds(trie, budgets, samples, 1.0, "hindsight_gumbel")
-    log_head, _ = _head_sums(trie, rounds, N)
-    if rounds:
-        depths = torch.cat([r[0] for r in rounds])
-        leaves = torch.cat([r[1] for r in rounds])
-        branch = torch.cat([r[2] for r in rounds])
-        order = torch.sort(branch, stable=True).indices  # rounds in order, then by branch
-        depths, leaves, branch = depths[order], leaves[order], branch[order]
-    else:
-        depths = leaves = branch = torch.zeros(0, dtype=torch.long)
+    depths, leaves, branch = _in_order(_wor_rounds(trie, budgets, samples,
+                                                   "hindsight_gumbel"))
     log_p = trie.node_values(depths, leaves, "log_p")
     log_q = trie.node_values(depths, leaves, "log_q")
+    log_head = group_logsumexp(log_p, branch, N)
     # R_i after draw i = final residual + the q-mass of the draws after i (sums, no cancellation)
-    log_final = trie.root_residual()[branch]
-    log_R = torch.logaddexp(log_final, _log_mass_after(log_q, branch))  # R_i, i = 1..n
+    log_after = _exclusive_prefix_and_suffix(log_p, log_q, branch, shift=1)[1]
+    log_R = torch.logaddexp(trie.root_residual()[branch], log_after)  # R_i, i = 1..n
     count = torch.bincount(branch, minlength=N)
     generator = batch.generator
     values = []
@@ -175,21 +229,6 @@ def hindsight_gumbel(batch: Batch, budgets: Sequence[int] | None, samples: int |
     log_value = torch.where(count > 0, value.log(), -math.inf)
     result = BranchResult(log_value, None, count, None, log_head, trie.root_residual())
     return to_estimates(batch, "hindsight_gumbel", result, False)
-
-
-def _log_mass_after(log_q: Tensor, branch: Tensor) -> Tensor:
-    """log Σ_{j>i, same branch} q_j for draws grouped by branch in order (−inf for the last);
-    summed from the end of each group in a padded layout, so nothing is subtracted."""
-    if not len(branch):
-        return log_q
-    _, sizes = torch.unique_consecutive(branch, return_counts=True)
-    group = torch.repeat_interleave(torch.arange(len(sizes)), sizes)
-    column = torch.arange(len(branch)) - (torch.cumsum(sizes, 0) - sizes)[group]
-    padded = torch.zeros(len(sizes), int(sizes.max()), dtype=torch.float64)
-    padded[group, column] = log_q.exp()
-    suffix = padded.flip(1).cumsum(1).flip(1)  # Σ_{j≥i}
-    after = torch.cat([suffix[:, 1:], torch.zeros(len(sizes), 1, dtype=torch.float64)], 1)
-    return after[group, column].log()
 
 
 def _exponential(n: int, generator: torch.Generator) -> Tensor:
