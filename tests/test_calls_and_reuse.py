@@ -55,7 +55,7 @@ def test_importance_pays_once_per_distinct_prefix(K, S):
 
 @pytest.mark.parametrize("method, options", [
     ("hybrid", {"samples": 40, "max_width": 4}),
-    ("wor", {"samples": 40}),
+    ("wor", {"samples": 20, "tail_samples": 20}),
     ("hindsight_gumbel", {"samples": 30}),
     ("importance", {"samples": 50}),
 ])

@@ -48,7 +48,7 @@ def case(request):
     ("hybrid", {"samples": 5, "max_width": 6}),
     ("naive", {"samples": 50}),
     ("uniform", {"samples": 20}),
-    ("wor", {"samples": 6}),
+    ("wor", {"samples": 3, "tail_samples": 3}),
     ("hindsight_gumbel", {"samples": 6, "repeats": 2}),
     ("importance", {"budget": 40}),
     ("hybrid", {"budget": 60, "max_width": 4}),

@@ -7,10 +7,10 @@ It is unbiased for *any* head, however it was chosen (beam search for the hybrid
 here), because the tail draws are fresh given S. When S exhausts Q the estimate is exact. The
 head also gives bounds that hold with certainty: p(S) ≤ p(Q) ≤ p(S) + 1 − q(S) (Thm. 1).
 
-`wor` draws batched WOR rounds (stochastic beam search over the trie's residual masses) and
-averages the sequential sum-and-sample terms, each draw being the one-sample tail of the draws
-before it; `hindsight_gumbel` weights the same draws with the Hindsight Gumbel Estimator;
-`wor_until` (ground truth) grows a head and draws fresh tails in doubling stages.
+`wor` grows its head with batched WOR rounds (stochastic beam search over the trie's residual
+masses), then draws the tail; `hindsight_gumbel` spends everything on WOR draws and weights
+them with the Hindsight Gumbel Estimator; `wor_until` (ground truth) grows the head and draws
+fresh tails in doubling stages until a relative standard error is met.
 """
 
 from __future__ import annotations
@@ -106,38 +106,60 @@ def _head_sums(trie: Trie, rounds: list[tuple[Tensor, Tensor, Tensor]], N: int
     return log_head, entropy
 
 
-def wor(batch: Batch, budgets: Sequence[int] | None, samples: int | None = None
-        ) -> list[Estimate]:
-    """Sequential sum-and-sample over WOR draws s_1, s_2, … from q restricted to Q (004 + 001):
-    Ê_i = p(s_1..s_{i−1}) + R_{i−1}·p(s_i)/q(s_i), with R_{i−1} = 1 − q(s_1..s_{i−1}) the
-    residual before draw i; each Ê_i is unbiased given the draws before it, and p̂ = mean Ê_i.
-    Early draws act as plain importance samples, later ones sum an ever larger head exactly, so
-    it is never much worse than IS and far better when q is peaked. Exact (stderr 0) once the
-    draws exhaust Q. Bounds: [p(S), p(S) + 1 − q(S)] over all draws S.
+def wor(batch: Batch, budgets: Sequence[int] | None, samples: int | None = None,
+        tail_samples: int | None = None) -> list[Estimate]:
+    """Sum-and-sample over a WOR head: p(S) + (1 − q(S))·mean w, tail drawn from q(· | ∉ S).
 
-    Options: `samples` WOR draws per product (default 100, one batched round: unbiased), or
-    WOR rounds until the budget is spent (the draw count then depends on earlier draws' costs).
-    The stderr treats the Ê_i as uncorrelated (they are martingale differences around p).
+    Options: `samples` WOR draws per product for the head (default 100) and `tail_samples`
+    i.i.d. tail draws (default as many). With a budget, the head grows in WOR rounds of an
+    eighth of the budget for as long as they pay: a round continues the head only if the last
+    one shrank the residual R enough that R²/(calls left) — the tail's variance per call —
+    fell; the rest of the budget (at least a fifth) goes to the tail, drawn until spent. The
+    head may be chosen any way at all, so this adaptivity keeps the estimate unbiased. Exact,
+    with stderr 0, once the head exhausts Q. Bounds: [p(S), p(S) + 1 − q(S)].
     """
     trie = Trie(batch)
     N = len(batch.branch_task)
-    order = _in_order(_wor_rounds(trie, budgets, samples, "wor"))
-    depths, leaves, branch = order
-    log_p = trie.node_values(depths, leaves, "log_p")
-    log_q = trie.node_values(depths, leaves, "log_q")
-    log_w = trie.node_values(depths, leaves, "log_w")
-    log_final = trie.root_residual()
-    log_before, log_from = _exclusive_prefix_and_suffix(log_p, log_q, branch)
-    log_R = torch.logaddexp(log_final[branch], log_from)  # R_{i−1}
-    log_terms = torch.logaddexp(log_before, log_R + log_w)  # log Ê_i
-    log_value, variance, count = segment_mean(log_terms, branch, N)
-    log_head = group_logsumexp(log_p, branch, N)
-    exhausted = torch.isneginf(log_final) & (count > 0)
-    log_value = torch.where(exhausted, log_head, log_value)
-    variance = torch.where(exhausted, 0.0, variance)
-    entropy = _sequential_entropy(log_q, log_R, branch, N, log_final)
-    result = BranchResult(log_value, variance, count.long(), entropy, log_head, log_final)
-    return to_estimates(batch, "wor", result, False)
+    if budgets is None:
+        count = DEFAULT_WOR_SAMPLES if samples is None else samples
+        rounds = [_grow_head(trie, torch.full((N,), count))]
+        tail_samples = tail_samples or count
+    else:
+        rounds = _adaptive_head(trie, budgets)
+    log_head, head_entropy = _head_sums(trie, rounds, N)
+    result = head_plus_tail(trie, budgets, tail_samples, log_head, head_entropy, lambda t: (
+        f"wor: a budget of {int(budgets[t])} model calls leaves none for a tail sample after "
+        "the first head round; raise the budget"))
+    head_sizes = torch.bincount(torch.cat([r[2] for r in rounds]) if rounds else
+                                torch.zeros(0, dtype=torch.long), minlength=N)
+    extras = [{"head_size": int(head_sizes[b].sum())} for b in batch.task_branches()]
+    return to_estimates(batch, "wor", result, False, extras)
+
+
+def _adaptive_head(trie: Trie, budgets: Sequence[int]) -> list[tuple[Tensor, Tensor, Tensor]]:
+    """Head rounds of budget/8 calls (at full price) while they shrink R²/(calls left)."""
+    batch = trie.batch
+    T = batch.num_tasks
+    total = torch.as_tensor(list(budgets), dtype=torch.long)
+    cost = cost_per_draw(trie, torch.ones(len(batch.branch_task), dtype=torch.bool))
+    reserve = total // 5
+    active = cost > 0
+    rounds = []
+    while active.any():
+        left = total - batch.counter.calls
+        room = torch.minimum(total // 8, left - reserve).clamp_min(0)
+        m = torch.where(active, room // cost.clamp_min(1), 0)
+        if not (m > 0).any():
+            break
+        log_R = group_logsumexp(trie.root_residual(), batch.branch_task, T)
+        before = batch.counter.calls.clone()
+        rounds.append(_grow_head(trie, m[batch.branch_task]))
+        shrink = torch.exp(2 * (group_logsumexp(trie.root_residual(), batch.branch_task, T)
+                                - log_R)).nan_to_num(0.0)
+        spent = (batch.counter.calls - before).double()
+        worth = shrink < 1 - spent / left.double().clamp_min(1)
+        active &= (m > 0) & worth & torch.isfinite(log_R)
+    return rounds
 
 
 def _in_order(rounds: list[tuple[Tensor, Tensor, Tensor]]) -> tuple[Tensor, Tensor, Tensor]:
@@ -150,17 +172,6 @@ def _in_order(rounds: list[tuple[Tensor, Tensor, Tensor]]) -> tuple[Tensor, Tens
     return depths[order], leaves[order], branch[order]
 
 
-def _sequential_entropy(log_q: Tensor, log_R: Tensor, branch: Tensor, N: int,
-                        log_final: Tensor) -> Tensor:
-    """H(q) the same way: Ĥ_i = Σ_{j<i} −q_j log q_j + R_{i−1}·(−log q_i), averaged."""
-    q_term = -log_q.exp() * log_q
-    before = _exclusive_prefix(q_term, branch)
-    terms = before + log_R.exp() * -log_q
-    mean = segment_average(terms, branch, N)
-    total = torch.zeros(N, dtype=torch.float64).index_add_(0, branch, q_term)
-    return torch.where(torch.isneginf(log_final), total, mean)
-
-
 def _padded(values: Tensor, branch: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """Values of draws grouped by branch laid out as [groups, longest] (zeros after the end)."""
     _, sizes = torch.unique_consecutive(branch, return_counts=True)
@@ -169,14 +180,6 @@ def _padded(values: Tensor, branch: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     padded = torch.zeros(len(sizes), int(sizes.max()), dtype=torch.float64)
     padded[group, column] = values
     return padded, group, column
-
-
-def _exclusive_prefix(values: Tensor, branch: Tensor) -> Tensor:
-    """Σ_{j<i, same branch} values_j, for draws grouped by branch."""
-    if not len(branch):
-        return values
-    padded, group, column = _padded(values, branch)
-    return (padded.cumsum(1) - padded)[group, column]
 
 
 def _exclusive_prefix_and_suffix(log_p: Tensor, log_q: Tensor, branch: Tensor,
