@@ -28,8 +28,9 @@ def estimate_many(
 
     `budget` (model calls, one for all or one per pair) makes each method do the most it can
     within it (decisions.md §2). Options: `samples` (importance/naive/uniform samples per
-    product; hybrid tail samples), `beam_width` (beam), `alpha` (coverage_beam), `max_width`
-    (tail_beam/hybrid).
+    product; hybrid tail samples; wor head draws; hindsight_gumbel draws), `tail_samples`
+    (wor), `repeats` (hindsight_gumbel), `beam_width` (beam), `alpha` (coverage_beam),
+    `max_width` (tail_beam/hybrid). Each method's docstring in `seqq.estimators` says more.
     """
     if method not in METHODS:
         raise QueryError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
