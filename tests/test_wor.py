@@ -94,3 +94,14 @@ def test_bad_options_are_named():
         seqq.estimate(model, [0], Q.hitting_time(1, 3), "wor", head_share=0.5)
     with pytest.raises(QueryError, match="repeats"):
         seqq.estimate(model, [0], Q.hitting_time(1, 3), "hindsight_gumbel", repeats=0)
+
+
+def test_relative_error_target_stops_when_met_and_respects_the_budget():
+    model = random_markov(10, 1, seed=4)
+    query = Q.hitting_time(3, 6)
+    truth = seqq.exact(model, [0], query)
+    est = seqq.estimate(model, [0], query, "wor", rel_tol=0.02, seed=1)
+    assert est.stderr < 0.02 * est.value and abs(est.value - truth) <= 4 * est.stderr
+    assert est.lower <= truth <= est.upper
+    capped = seqq.estimate(model, [0], query, "wor", rel_tol=1e-6, budget=500, seed=1)
+    assert capped.model_calls <= 500

@@ -63,16 +63,18 @@ def draw_paths(trie: Trie, per_branch: Tensor, policy: Policy) -> Draws:
                  torch.cat(log_q) if log_q else empty)
 
 
-def iid_draws(trie: Trie, budgets: Sequence[int] | None, samples: int | None, policy: Policy,
+def iid_draws(trie: Trie, budgets: Sequence[int] | None, samples: int | Tensor | None,
+              policy: Policy,
               eligible: Tensor, too_small: Callable[[int], str]) -> Draws:
     """Draws for the eligible branches: `samples` each, or rounds until the budget is spent
     (then `samples`, if given, caps the draws). `too_small(task)` words the error when a budget
     cannot pay for a single draw."""
     batch = trie.batch
     task_of = batch.branch_task
-    if budgets is None:
-        count = samples or DEFAULT_SAMPLES
-        return draw_paths(trie, torch.where(eligible, count, 0), policy)
+    if budgets is None:  # `samples` may also be a tensor of draws per task
+        count = torch.as_tensor(DEFAULT_SAMPLES if samples is None else samples)
+        return draw_paths(trie, torch.where(eligible, count.expand(batch.num_tasks)[task_of], 0),
+                          policy)
     cost = cost_per_draw(trie, eligible)
     needs = torch.zeros(batch.num_tasks, dtype=torch.bool).index_fill_(
         0, task_of[eligible], True)

@@ -29,6 +29,7 @@ from seqq.estimators.summary import BranchResult, group_logsumexp, segment_avera
 from seqq.estimators.trie import Trie
 
 DEFAULT_WOR_SAMPLES = 100
+DEFAULT_MAX_CALLS = 1_000_000
 
 
 def log_one_minus(log_x: Tensor) -> Tensor:
@@ -36,7 +37,7 @@ def log_one_minus(log_x: Tensor) -> Tensor:
     return torch.log(-torch.expm1(log_x.clamp_max(0))).nan_to_num(nan=-math.inf)
 
 
-def head_plus_tail(trie: Trie, budgets: Sequence[int] | None, samples: int | None,
+def head_plus_tail(trie: Trie, budgets: Sequence[int] | None, samples: int | Tensor | None,
                    log_head: Tensor, head_entropy: Tensor,
                    too_small: Callable[[int], str], active: Tensor | None = None
                    ) -> BranchResult:
@@ -107,7 +108,7 @@ def _head_sums(trie: Trie, rounds: list[tuple[Tensor, Tensor, Tensor]], N: int
 
 
 def wor(batch: Batch, budgets: Sequence[int] | None, samples: int | None = None,
-        tail_samples: int | None = None) -> list[Estimate]:
+        tail_samples: int | None = None, rel_tol: float | None = None) -> list[Estimate]:
     """Sum-and-sample over a WOR head: p(S) + (1 − q(S))·mean w, tail drawn from q(· | ∉ S).
 
     Options: `samples` WOR draws per product for the head (default 100) and `tail_samples`
@@ -117,7 +118,17 @@ def wor(batch: Batch, budgets: Sequence[int] | None, samples: int | None = None,
     fell; the rest of the budget (at least a fifth) goes to the tail, drawn until spent. The
     head may be chosen any way at all, so this adaptivity keeps the estimate unbiased. Exact,
     with stderr 0, once the head exhausts Q. Bounds: [p(S), p(S) + 1 − q(S)].
+
+    `rel_tol` instead runs doubling stages (`wor_until`) until the relative standard error is
+    below it, the head exhausts Q, or the budget (default 10^6 calls) is spent; stopping on
+    the observed error makes that mode a (slightly biased) surrogate, as adaptive IS is.
     """
+    if rel_tol is not None:
+        if not 0 < rel_tol < 1:
+            raise QueryError(f"wor: rel_tol must lie in (0, 1), got {rel_tol}")
+        limit = torch.as_tensor(list(budgets) if budgets is not None
+                                else [DEFAULT_MAX_CALLS] * batch.num_tasks)
+        return wor_until(batch, rel_tol, limit, draws=samples or DEFAULT_WOR_SAMPLES)[0]
     trie = Trie(batch)
     N = len(batch.branch_task)
     if budgets is None:
@@ -239,7 +250,7 @@ def _exponential(n: int, generator: torch.Generator) -> Tensor:
     return -torch.log1p(-u)
 
 
-def wor_until(batch: Batch, rel_tol: float, max_calls: int, draws: int = 100,
+def wor_until(batch: Batch, rel_tol: float, max_calls: int | Tensor, draws: int = 100,
               on_stage: Callable[[int], None] | None = None) -> tuple[list[Estimate], Tensor]:
     """Sum-and-sample in doubling stages on one trie until each task's relative standard error
     is below `rel_tol`, its head exhausts Q (exact), or it has spent `max_calls`: stage j adds
@@ -249,14 +260,25 @@ def wor_until(batch: Batch, rel_tol: float, max_calls: int, draws: int = 100,
     trie = Trie(batch)
     N, T = len(batch.branch_task), batch.num_tasks
     task = batch.branch_task
+    limit = torch.as_tensor(max_calls).expand(T)
     active = torch.ones(T, dtype=torch.bool)
     met = torch.zeros(T, dtype=torch.bool)
     final: list[Estimate | None] = [None] * T
     rounds: list[tuple[Tensor, Tensor, Tensor]] = []
     stage = 0
+    cost = cost_per_draw(trie, torch.ones(N, dtype=torch.bool)).clamp_min(1)
     while active.any():
-        count = draws * 2**stage
-        rounds.append(_grow_head(trie, torch.where(active[task], count, 0)))
+        # head and tail each get at most half of what is left, at full price
+        room = (limit - batch.counter.calls).clamp_min(0) // (2 * cost)
+        count = torch.where(active, torch.minimum(room, torch.tensor(draws * 2**stage)), 0)
+        if stage == 0 and (count < 1).any():
+            t = int((count < 1).nonzero()[0])
+            raise BudgetError(f"wor: {int(limit[t])} model calls cannot pay for one head and one "
+                              f"tail draw (that needs {1 + 2 * int(cost[t])}); raise the budget")
+        active &= count > 0
+        if not active.any():
+            break
+        rounds.append(_grow_head(trie, count[task]))
         log_head, head_entropy = _head_sums(trie, rounds, N)
         result = head_plus_tail(trie, None, count, log_head, head_entropy, str,
                                 active=active[task])
@@ -268,8 +290,6 @@ def wor_until(batch: Batch, rel_tol: float, max_calls: int, draws: int = 100,
             precise = e.stderr is not None and e.value > 0 and e.stderr < rel_tol * e.value
             if exact or precise or e.value == 0.0:
                 met[t] = exact or precise
-                active[t] = False
-            elif batch.counter.calls[t] >= max_calls:
                 active[t] = False
         stage += 1
         if on_stage is not None:
