@@ -69,3 +69,17 @@ def test_relative_rule_stops_when_precise():
                            seed=1, exact_max_calls=10, rule="relative", rel_tol=0.05,
                            progress=False)
     assert gt.rel_stderr < 0.05 and gt.model_calls < 20_000
+
+
+def test_mixed_batches_give_each_query_its_own_rule():
+    # cheap queries enumerate, the rest run WOR on a subset whose calls go to the right tasks
+    markov = random_markov(6, 1, seed=2)
+    queries = [Q.hitting_time(1, 3), Q.hitting_time(2, 7), Q.next_event(3), Q.count(0, 2, 6)]
+    gts = seqq.ground_truth_many(opaque(markov), [[0]] * 4, queries, seed=0, exact_max_calls=40,
+                                 rule="relative", rel_tol=0.02, progress=False)
+    assert [g.method for g in gts] == ["enumeration", "wor", "enumeration", "wor"]
+    assert gts[0].model_calls == 1 + 5 + 25 and gts[2].model_calls == 1
+    for gt, query in zip(gts, queries, strict=True):
+        truth = seqq.exact(markov, [0], query)
+        assert abs(gt.value - truth) <= 4 * gt.rel_stderr * gt.value + 1e-12
+        assert gt.model_calls >= 1

@@ -41,7 +41,7 @@ def cost_per_draw(trie: Trie, eligible: Tensor) -> Tensor:
 
 def affordable(budgets: Sequence[int] | Tensor, trie: Trie, cost: Tensor) -> Tensor:
     """Draws per task that the calls left surely pay for (cost 0: the budget's worth)."""
-    left = torch.as_tensor(list(budgets), dtype=torch.long) - trie.batch.counter.calls
+    left = torch.as_tensor(list(budgets), dtype=torch.long) - trie.batch.task_calls()
     return torch.where(cost > 0, left.clamp_min(0) // cost.clamp_min(1), left.clamp_min(0))
 
 

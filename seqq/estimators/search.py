@@ -112,7 +112,7 @@ def hybrid(batch: Batch, budgets: Sequence[int] | None, samples: int | None = No
     tail_samples = samples if budgets is not None else samples or DEFAULT_TAIL_SAMPLES
     result = head_plus_tail(trie, budgets, tail_samples, log_pB,
                             _beam_entropy(levels, N), lambda t: (
-        f"hybrid: the beam used {int(batch.counter.calls[t])} of the {int(budgets[t])} model "
+        f"hybrid: the beam used {int(batch.task_calls()[t])} of the {int(budgets[t])} model "
         "calls, leaving none for a tail sample"))
     sizes = beam_sizes(levels, N)
     extras = [{"beam_sizes": sizes[b].tolist(), "beam_mass": log_pB[b].exp().sum().item()}

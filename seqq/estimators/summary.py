@@ -54,7 +54,7 @@ def to_estimates(batch: Batch, method: str, result: BranchResult, lower_bound: b
         if len(b) == 0:
             estimates.append(Estimate(
                 method=method, value=0.0, log_value=-math.inf, stderr=0.0,
-                model_calls=int(batch.counter.calls[t]), is_lower_bound=lower_bound,
+                model_calls=int(batch.task_calls()[t]), is_lower_bound=lower_bound,
                 note="the query is empty: some position allows no symbol, so p = 0",
                 extras=extras[t] if extras else {}, lower=0.0, upper=0.0))
             continue
@@ -77,7 +77,7 @@ def to_estimates(batch: Batch, method: str, result: BranchResult, lower_bound: b
             upper = min(1.0, lower + gap)
         estimates.append(Estimate(
             method=method, value=math.exp(log_value), log_value=log_value, stderr=stderr,
-            model_calls=int(batch.counter.calls[t]), is_lower_bound=lower_bound,
+            model_calls=int(batch.task_calls()[t]), is_lower_bound=lower_bound,
             entropy=entropy, num_samples=samples, extras=extras[t] if extras else {},
             lower=lower, upper=upper))
     return estimates

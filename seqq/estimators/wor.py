@@ -157,17 +157,17 @@ def _adaptive_head(trie: Trie, budgets: Sequence[int]) -> list[tuple[Tensor, Ten
     active = cost > 0
     rounds = []
     while active.any():
-        left = total - batch.counter.calls
+        left = total - batch.task_calls()
         room = torch.minimum(total // 8, left - reserve).clamp_min(0)
         m = torch.where(active, room // cost.clamp_min(1), 0)
         if not (m > 0).any():
             break
         log_R = group_logsumexp(trie.root_residual(), batch.branch_task, T)
-        before = batch.counter.calls.clone()
+        before = batch.task_calls().clone()
         rounds.append(_grow_head(trie, m[batch.branch_task]))
         shrink = torch.exp(2 * (group_logsumexp(trie.root_residual(), batch.branch_task, T)
                                 - log_R)).nan_to_num(0.0)
-        spent = (batch.counter.calls - before).double()
+        spent = (batch.task_calls() - before).double()
         worth = shrink < 1 - spent / left.double().clamp_min(1)
         active &= (m > 0) & worth & torch.isfinite(log_R)
     return rounds
@@ -269,7 +269,7 @@ def wor_until(batch: Batch, rel_tol: float, max_calls: int | Tensor, draws: int 
     cost = cost_per_draw(trie, torch.ones(N, dtype=torch.bool)).clamp_min(1)
     while active.any():
         # head and tail each get at most half of what is left, at full price
-        room = (limit - batch.counter.calls).clamp_min(0) // (2 * cost)
+        room = (limit - batch.task_calls()).clamp_min(0) // (2 * cost)
         count = torch.where(active, torch.minimum(room, torch.tensor(draws * 2**stage)), 0)
         if stage == 0 and (count < 1).any():
             t = int((count < 1).nonzero()[0])
