@@ -23,7 +23,7 @@ from torch import Tensor
 
 from seqq.errors import BudgetError, QueryError
 from seqq.estimators.batch import Batch
-from seqq.estimators.draws import affordable, cost_per_draw, iid_draws
+from seqq.estimators.draws import Draws, affordable, cost_per_draw, iid_draws
 from seqq.estimators.estimate import Estimate
 from seqq.estimators.summary import BranchResult, group_logsumexp, segment_average, segment_mean, to_estimates
 from seqq.estimators.trie import Trie
@@ -46,10 +46,16 @@ def head_plus_tail(trie: Trie, budgets: Sequence[int] | None, samples: int | Ten
     `log_head` is log p(S) per branch, `head_entropy` Σ_{x∈S} −q log q; R = the root's
     residual mass. Branches whose residual is empty are exact (variance 0); only `active`
     branches (default all) draw."""
-    N = len(trie.batch.branch_task)
     log_rest = trie.root_residual()
     eligible = torch.isfinite(log_rest) if active is None else torch.isfinite(log_rest) & active
     draws = iid_draws(trie, budgets, samples, "residual", eligible, too_small)
+    return _combine(log_head, head_entropy, log_rest, draws)
+
+
+def _combine(log_head: Tensor, head_entropy: Tensor, log_rest: Tensor, draws: Draws
+             ) -> BranchResult:
+    """The sum-and-sample estimate per branch from its head sums and its tail draws."""
+    N = len(log_head)
     log_tail, var_tail, count = segment_mean(draws.log_w, draws.row_branch, N)
     has_tail = count > 0
     log_value = torch.where(has_tail, torch.logaddexp(log_head, log_rest + log_tail), log_head)
@@ -253,22 +259,29 @@ def _exponential(n: int, generator: torch.Generator) -> Tensor:
 def wor_until(batch: Batch, rel_tol: float, max_calls: int | Tensor, draws: int = 100,
               on_stage: Callable[[int], None] | None = None) -> tuple[list[Estimate], Tensor]:
     """Sum-and-sample in doubling stages on one trie until each task's relative standard error
-    is below `rel_tol`, its head exhausts Q (exact), or it has spent `max_calls`: stage j adds
-    draws·2^j WOR draws per product to the head, then estimates the rest from draws·2^j fresh
-    tail draws. Returns each task's last stage's estimate and which tasks met the target.
-    `on_stage(done)` reports progress (tasks finished so far)."""
+    is below `rel_tol`, its head exhausts Q (exact), or its calls reach `max_calls`.
+
+    Stage j adds up to draws·2^j WOR draws per product to the head and draws as many tail
+    samples (each at most half of the calls left, at full price). Tail draws stay valid until
+    the head changes, so they accumulate; once a head stage shrinks the residual R by less than
+    a third, the head is frozen and the method becomes importance sampling from the residual
+    (high-entropy queries, where WOR draws rarely pay). Stopping on the observed error makes
+    this a surrogate (slightly biased, like adaptive IS). Returns each task's estimate and
+    whether it met the target; `on_stage(done)` reports progress (tasks finished so far)."""
     trie = Trie(batch)
     N, T = len(batch.branch_task), batch.num_tasks
     task = batch.branch_task
     limit = torch.as_tensor(max_calls).expand(T)
     active = torch.ones(T, dtype=torch.bool)
+    frozen = torch.zeros(T, dtype=torch.bool)
     met = torch.zeros(T, dtype=torch.bool)
     final: list[Estimate | None] = [None] * T
     rounds: list[tuple[Tensor, Tensor, Tensor]] = []
-    stage = 0
+    tails: list[tuple[int, Draws]] = []
+    head_stage = torch.zeros(N, dtype=torch.long)  # tail draws older than this are stale
     cost = cost_per_draw(trie, torch.ones(N, dtype=torch.bool)).clamp_min(1)
+    stage = 0
     while active.any():
-        # head and tail each get at most half of what is left, at full price
         room = (limit - batch.task_calls()).clamp_min(0) // (2 * cost)
         count = torch.where(active, torch.minimum(room, torch.tensor(draws * 2**stage)), 0)
         if stage == 0 and (count < 1).any():
@@ -278,10 +291,22 @@ def wor_until(batch: Batch, rel_tol: float, max_calls: int | Tensor, draws: int 
         active &= count > 0
         if not active.any():
             break
-        rounds.append(_grow_head(trie, count[task]))
+        grow = active & ~frozen
+        if grow.any():
+            log_R = group_logsumexp(trie.root_residual(), task, T)
+            rounds.append(_grow_head(trie, torch.where(grow, count, 0)[task]))
+            shrink = torch.exp(group_logsumexp(trie.root_residual(), task, T) - log_R)
+            frozen |= grow & (shrink.nan_to_num(0.0) > 2 / 3)
+            head_stage = torch.where(grow[task], stage, head_stage)
+        log_rest = trie.root_residual()
+        eligible = active[task] & torch.isfinite(log_rest)
+        tails.append((stage, iid_draws(trie, None, count, "residual", eligible, str)))
+        valid = [(d, d.row_branch.new_full(d.row_branch.shape, s) >= head_stage[d.row_branch])
+                 for s, d in tails]
+        current = Draws(*(torch.cat([getattr(d, f)[keep] for d, keep in valid])
+                          for f in ("row_branch", "log_w", "log_q")))
         log_head, head_entropy = _head_sums(trie, rounds, N)
-        result = head_plus_tail(trie, None, count, log_head, head_entropy, str,
-                                active=active[task])
+        result = _combine(log_head, head_entropy, log_rest, current)
         estimates = to_estimates(batch, "wor", result, False)
         for t in active.nonzero().flatten().tolist():
             e = estimates[t]
