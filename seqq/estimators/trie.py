@@ -26,7 +26,6 @@ from torch import Tensor
 
 from seqq.estimators.batch import Batch
 from seqq.estimators.rollout import conditional, restrict, restricted_cdf, sample_from_cdf
-from seqq.estimators.summary import group_logsumexp
 from seqq.models.counting import OwnedState
 
 Policy = Literal["proposal", "residual"]
@@ -320,6 +319,3 @@ def _top_per_group(values: Tensor, group: Tensor, count: Tensor) -> Tensor:
     keep = (rank < count[g]) & torch.isfinite(values[order])
     return order[keep]
 
-
-def log_sum_per_branch(values: Tensor, branch: Tensor, num_branches: int) -> Tensor:
-    return group_logsumexp(values, branch, num_branches)
