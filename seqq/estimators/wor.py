@@ -9,8 +9,8 @@ head also gives bounds that hold with certainty: p(S) ≤ p(Q) ≤ p(S) + 1 − 
 
 `wor` grows its head with batched WOR rounds (stochastic beam search over the trie's residual
 masses), then draws the tail; `hindsight_gumbel` spends everything on WOR draws and weights
-them with the Hindsight Gumbel Estimator; `wor_until` (ground truth) grows the head and draws
-fresh tails in doubling stages until a relative standard error is met.
+them with the Hindsight Gumbel Estimator; `wor_until` (ground truth, `wor(rel_tol=)`) grows
+the head and the tail in doubling stages until a relative standard error is met.
 """
 
 from __future__ import annotations
@@ -25,7 +25,13 @@ from seqq.errors import BudgetError, QueryError
 from seqq.estimators.batch import Batch
 from seqq.estimators.draws import Draws, affordable, cost_per_draw, iid_draws
 from seqq.estimators.estimate import Estimate
-from seqq.estimators.summary import BranchResult, group_logsumexp, segment_average, segment_mean, to_estimates
+from seqq.estimators.summary import (
+    BranchResult,
+    group_logsumexp,
+    segment_average,
+    segment_mean,
+    to_estimates,
+)
 from seqq.estimators.trie import Trie
 
 DEFAULT_WOR_SAMPLES = 100
