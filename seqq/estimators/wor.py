@@ -268,7 +268,8 @@ def wor_until(batch: Batch, rel_tol: float, max_calls: int | Tensor, draws: int 
     is below `rel_tol`, its head exhausts Q (exact), or its calls reach `max_calls`.
 
     Stage j adds up to draws·2^j WOR draws per product to the head and draws as many tail
-    samples (each at most half of the calls left, at full price). Tail draws stay valid until
+    samples (each at most half of the calls left, at full price); a task stops once less than
+    a base stage (`draws`) fits. Tail draws stay valid until
     the head changes, so they accumulate; once a head stage shrinks the residual R by less than
     a third, the head is frozen and the method becomes importance sampling from the residual
     (high-entropy queries, where WOR draws rarely pay). Stopping on the observed error makes
@@ -289,12 +290,12 @@ def wor_until(batch: Batch, rel_tol: float, max_calls: int | Tensor, draws: int 
     stage = 0
     while active.any():
         room = (limit - batch.task_calls()).clamp_min(0) // (2 * cost)
-        count = torch.where(active, torch.minimum(room, torch.tensor(draws * 2**stage)), 0)
+        count = torch.where(active, room.clamp_max(draws * 2 ** min(stage, 30)), 0)
         if stage == 0 and (count < 1).any():
             t = int((count < 1).nonzero()[0])
             raise BudgetError(f"wor: {int(limit[t])} model calls cannot pay for one head and one "
                               f"tail draw (that needs {1 + 2 * int(cost[t])}); raise the budget")
-        active &= count > 0
+        active &= (count > 0) & ((room >= draws) | (stage == 0))  # no dribbling stages
         if not active.any():
             break
         grow = active & ~frozen
