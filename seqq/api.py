@@ -41,8 +41,10 @@ def estimate_many(
 
     `budget` (model calls, one for all or one per pair) makes each method do the most it can
     within it (docs/decisions.md §2). Options: `samples` (importance/naive/uniform samples per
-    product; hybrid tail samples), `beam_width` (beam), `alpha` (coverage_beam), `max_width`
-    (tail_beam/hybrid), `surrogate` (twisted: a `MarkovModel`, e.g. from `fit_ngram`).
+    product; hybrid tail samples; wor head draws; hindsight_gumbel draws), `tail_samples`
+    (wor), `repeats` (hindsight_gumbel), `beam_width` (beam), `alpha` (coverage_beam),
+    `max_width` (tail_beam/hybrid), `surrogate` (twisted: a `MarkovModel`, e.g. from
+    `fit_ngram`). Each method's docstring in `seqq.estimators` says more.
     """
     check_method(method, options)
     if isinstance(queries, Query):

@@ -1,5 +1,13 @@
-"""Ground truth for benchmarks (docs/decisions.md §6): exact enumeration when it is affordable,
-otherwise a surrogate from adaptive importance sampling with a recorded relative error."""
+"""Ground truth for benchmarks (docs/decisions.md §6), the cheapest sound answer per query, recorded
+in `GroundTruth.method`:
+
+- `dp`: the model's own exact answer (`log_probability`, e.g. Markov models' forward DP);
+- `enumeration`: exact enumeration when it costs at most `exact_max_calls` model calls;
+- otherwise a surrogate: `wor` (sum-and-sample over a growing WOR head in the prefix trie, until
+  the relative standard error is below `rel_tol`; exact if the head exhausts Q) under
+  `rule="relative"`, or `importance` (the paper's adaptive IS with its Eq. 66 rule) under
+  `rule="absolute"`.
+"""
 
 from __future__ import annotations
 
@@ -9,13 +17,17 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
+from tqdm.auto import tqdm
 
 from seqq.estimators.batch import Batch, prepare, subset, tree_calls
 from seqq.estimators.exact import exact
 from seqq.estimators.montecarlo import sample_rows
 from seqq.estimators.summary import group_logsumexp
+from seqq.estimators.wor import wor_until
 from seqq.models.protocol import SequenceModel
 from seqq.queries import Query
+
+Method = Literal["dp", "enumeration", "wor", "importance"]
 
 
 @dataclass(frozen=True)
@@ -27,6 +39,7 @@ class GroundTruth:
     rel_stderr: float
     model_calls: int
     entropy: float | None
+    method: Method = "importance"
 
 
 @torch.inference_mode()
@@ -42,26 +55,39 @@ def ground_truth_many(
     s_low: int = 10_000,
     s_step: int = 1_000,
     s_high: int = 100_000,
+    progress: bool | None = None,
 ) -> list[GroundTruth]:
-    """Exact where enumeration costs ≤ `exact_max_calls`; else IS with S_low samples, then +S_step
-    until the per-sample weight variance (Eq. 66) < δ (`rule="absolute"`, the paper's) or the
-    relative standard error < rel_tol (`rule="relative"`), or S_high samples."""
+    """The model's exact answer if it has one; else exact enumeration where it costs
+    ≤ `exact_max_calls`; else a surrogate: under `rule="relative"`, WOR sum-and-sample until
+    the relative standard error < `rel_tol` (at most s_high·(K−1) calls per query); under
+    `rule="absolute"` (the paper's), IS with S_low samples, then +S_step until the per-sample
+    weight variance (Eq. 66) < δ, or S_high samples. `progress` shows a bar (default: when
+    some query needs a surrogate)."""
     if rule not in ("absolute", "relative"):
         raise ValueError(f"ground-truth rule must be 'absolute' or 'relative', got {rule!r}")
     if isinstance(queries, Query):
         queries = [queries] * len(histories)
+    if hasattr(model, "log_probability"):
+        return [_model_exact(model, h, q) for h, q in zip(histories, queries, strict=True)]
     batch = prepare(model, histories, queries, seed)
     cheap = tree_calls(batch) <= exact_max_calls
     results: list[GroundTruth | None] = [None] * batch.num_tasks
+    bar = tqdm(total=batch.num_tasks, desc="ground truth", unit="query",
+               disable=not (progress if progress is not None else bool((~cheap).any())))
     if cheap.any():
         tasks = cheap.nonzero().flatten()
         before = batch.counter.calls.clone()
         for t, est in zip(tasks.tolist(), exact(subset(batch, tasks)), strict=True):
             results[t] = GroundTruth(est.value, est.log_value, "exact", 0, 0.0,
-                                     int(batch.counter.calls[t] - before[t] + 1), est.entropy)
-    if (~cheap).any():
-        _surrogate(batch, (~cheap).nonzero().flatten(), results, rule, delta, rel_tol,
-                   s_low, s_step, s_high)
+                                     int(batch.counter.calls[t] - before[t] + 1), est.entropy,
+                                     "enumeration")
+        bar.update(len(tasks))
+    hard = (~cheap).nonzero().flatten()
+    if len(hard) and rule == "relative":
+        _wor_surrogate(batch, hard, results, rel_tol, s_high, bar)
+    elif len(hard):
+        _surrogate(batch, hard, results, rule, delta, rel_tol, s_low, s_step, s_high, bar)
+    bar.close()
     return results  # type: ignore[return-value]
 
 
@@ -70,8 +96,41 @@ def ground_truth(model: SequenceModel, history: Sequence[int], query: Query,
     return ground_truth_many(model, [history], [query], seed=seed, **options)[0]
 
 
+def _model_exact(model, history: Sequence[int], query: Query) -> GroundTruth:
+    """The model's own exact answer (forward DP), and H(q) where it offers that too."""
+    masks = query.masks(model.vocab_size)
+    logs = torch.tensor([model.log_probability(history, m[None]) for m in masks] or [-math.inf],
+                        dtype=torch.float64)
+    log_value = torch.logsumexp(logs, 0).item()
+    entropy = None
+    if hasattr(model, "restricted_entropy") and len(masks) and math.isfinite(log_value):
+        share = torch.softmax(logs, 0)
+        entropy = sum(w * model.restricted_entropy(history, m)
+                      for w, m in zip(share.tolist(), masks, strict=True))
+    return GroundTruth(math.exp(log_value), log_value, "exact", 0, 0.0, 0, entropy, "dp")
+
+
+def _wor_surrogate(batch: Batch, tasks: torch.Tensor, results: list, rel_tol: float,
+                   s_high: int, bar) -> None:
+    sub = subset(batch, tasks)
+    before = batch.counter.calls.clone()
+    max_calls = s_high * (int(batch.lengths.max()) - 1) + 1
+    done = [0]
+
+    def report(finished: int) -> None:
+        bar.update(finished - done[0])
+        done[0] = finished
+
+    estimates, met = wor_until(sub, rel_tol, max_calls, on_stage=report)
+    for t, est in zip(tasks.tolist(), estimates, strict=True):
+        rel = 0.0 if not est.stderr else est.stderr / est.value
+        results[t] = GroundTruth(est.value, est.log_value, "exact" if est.stderr == 0.0 else
+                                 "surrogate", int(est.num_samples or 0), rel,
+                                 int(batch.counter.calls[t] - before[t] + 1), est.entropy, "wor")
+
+
 def _surrogate(batch: Batch, tasks: torch.Tensor, results: list, rule: str, delta: float,
-               rel_tol: float, s_low: int, s_step: int, s_high: int) -> None:
+               rel_tol: float, s_low: int, s_step: int, s_high: int, bar) -> None:
     N = len(batch.branch_task)
     log_s1 = torch.full((N,), -math.inf, dtype=torch.float64)
     log_s2, neg_log_q = log_s1.clone(), torch.zeros(N, dtype=torch.float64)
@@ -98,7 +157,9 @@ def _surrogate(batch: Batch, tasks: torch.Tensor, results: list, rule: str, delt
         for t in finished.tolist():
             results[t] = GroundTruth(value[t].item(), log_value[t].item(), "surrogate",
                                      int(drawn[t]), rel[t].item() if value[t] > 0 else 0.0,
-                                     int(batch.counter.calls[t]), entropy[t].item())
+                                     int(batch.counter.calls[t]), entropy[t].item(),
+                                     "importance")
+        bar.update(len(finished))
         active = active[~torch.isin(active, finished)]
 
 

@@ -11,28 +11,73 @@ from seqq.models import CallCounter
 
 
 class Recording:
-    """Counts rows evaluated by the wrapped model, independently of seqq's counter."""
+    """Counts rows evaluated by the wrapped model and the prefixes they were, independently of
+    seqq's counter: its state carries each row's prefix (history + appended tokens)."""
 
     def __init__(self, model):
         self.model, self.vocab_size, self.rows = model, model.vocab_size, 0
+        self.prefixes: list[tuple] = []
 
     def initial_state(self, histories):
         self.rows += len(histories)
-        return self.model.initial_state(histories)
+        self.prefixes += [tuple(h) for h in histories]
+        log_probs, inner = self.model.initial_state(histories)
+        return log_probs, (inner, [tuple(h) for h in histories])
 
     def step(self, state, tokens):
+        inner, prefixes = state
         self.rows += len(tokens)
-        return self.model.step(state, tokens)
+        grown = [p + (int(t),) for p, t in zip(prefixes, tokens.tolist(), strict=True)]
+        self.prefixes += grown
+        log_probs, inner = self.model.step(inner, tokens)
+        return log_probs, (inner, grown)
 
     def select(self, state, index):
-        return self.model.select(state, index)
+        inner, prefixes = state
+        return self.model.select(inner, index), [prefixes[i] for i in index.tolist()]
+
+    def concat(self, states):
+        return (self.model.concat([s[0] for s in states]), [p for s in states for p in s[1]])
+
+    def distinct(self) -> bool:
+        return len(set(self.prefixes)) == len(self.prefixes)
 
 
-@pytest.mark.parametrize("K, S", [(1, 7), (4, 10), (6, 3)])
-def test_importance_costs_one_plus_s_times_k_minus_one(K, S):
+@pytest.mark.parametrize("K, S", [(1, 7), (4, 10), (6, 3), (5, 200)])
+def test_importance_pays_once_per_distinct_prefix(K, S):
     model = Recording(tiny_lstm())
     est = seqq.estimate(model, [0], Q.hitting_time(1, K), "importance", samples=S, seed=0)
-    assert est.model_calls == 1 + S * (K - 1) == model.rows
+    assert est.model_calls == model.rows and model.distinct()
+    assert K <= est.model_calls <= 1 + S * (K - 1)
+    if S == 200:  # 4^4 paths: many samples share prefixes, and those cost nothing
+        assert est.model_calls < 1 + S * (K - 1) // 2
+
+
+@pytest.mark.parametrize("method, options", [
+    ("hybrid", {"samples": 40, "max_width": 4}),
+    ("wor", {"samples": 20, "tail_samples": 20}),
+    ("hindsight_gumbel", {"samples": 30}),
+    ("importance", {"samples": 50}),
+])
+def test_trie_methods_never_pay_twice_for_a_prefix(method, options):
+    # single-product queries on different histories: every (task, prefix) is a distinct prefix
+    # (products of one union each keep their own tree, so a prefix they share is paid per product)
+    model = Recording(tiny_lstm())
+    queries = [Q.hitting_time(2, 5), Q.event_at(1, 4), Q.hitting_time([0, 1], 4)]
+    estimates = seqq.estimate_many(model, [[1], [0, 2], [3]], queries, method, seed=0, **options)
+    assert model.distinct()
+    assert sum(e.model_calls for e in estimates) == model.rows
+
+
+def test_trie_works_for_models_without_concat():
+    class NoConcat(Recording):
+        concat = None
+
+    model = NoConcat(random_markov(5, 1, seed=2))
+    query = Q.hitting_time(2, 5)
+    est = seqq.estimate(model, [0], query, "wor", budget=150, seed=0)
+    assert model.distinct() and est.model_calls == model.rows <= 150
+    assert est.lower <= seqq.exact(random_markov(5, 1, seed=2), [0], query) <= est.upper
 
 
 def test_beam_costs_one_plus_sum_of_beam_sizes():
@@ -63,8 +108,9 @@ def test_shared_batches_charge_each_query_its_own_calls():
     many = seqq.estimate_many(model, [[0], [0], [4]], queries, "importance", samples=9, seed=0)
     alone = [seqq.estimate(random_markov(6, 1, seed=2), h, q, "importance", samples=9, seed=0)
              for h, q in zip([[0], [0], [4]], queries, strict=True)]
-    assert [e.model_calls for e in many] == [e.model_calls for e in alone] == [1 + 9 * 2, 1 + 9 * 5,
-                                                                               1 + 9 * 2 * 1]
+    for together, apart, full in zip(many, alone, [1 + 9 * 2, 1 + 9 * 5, 1 + 9 * 2 * 1],
+                                     strict=True):
+        assert together.model_calls <= full and apart.model_calls <= full
     assert sum(e.model_calls for e in many) == model.rows + 1  # history [0] encoded once, charged twice
 
 
@@ -74,8 +120,12 @@ def test_budgets_are_respected_and_used(method):
     for budget in (40, 100, 350):
         est = seqq.estimate(model, [0], Q.hitting_time(2, 5), method, budget=budget, seed=0)
         assert est.model_calls <= budget
-        if method in ("importance", "uniform", "naive"):
+        if method in ("uniform", "naive"):
             assert est.model_calls > budget - 4  # one more sample would not fit
+        if method == "importance":  # spends it all, or reaches the cap on cached samples
+            full_price = (budget - 1) // 4
+            assert est.num_samples >= full_price
+            assert est.model_calls > budget - 4 or est.num_samples == 100 * full_price
 
 
 def test_a_budget_buys_the_widest_beam_that_fits():
@@ -105,7 +155,7 @@ def test_hitting_time_distribution_matches_per_horizon_runs():
     assert [e.model_calls for e in dist] == [1 + S * (k - 1) for k in range(1, K + 1)]
     for k in range(1, K + 1):
         alone = seqq.estimate(model, [0, 2], Q.hitting_time(3, k), "importance", samples=S, seed=4)
-        assert dist[k - 1].value == pytest.approx(alone.value, rel=1e-9)
+        assert dist[k - 1].value == pytest.approx(alone.value, rel=1e-6)  # float32 log-masses
         assert dist[k - 1].entropy == pytest.approx(alone.entropy, rel=1e-5, abs=1e-6)
 
 

@@ -48,6 +48,10 @@ def case(request):
     ("hybrid", {"samples": 5, "max_width": 6}),
     ("naive", {"samples": 50}),
     ("uniform", {"samples": 20}),
+    ("wor", {"samples": 3, "tail_samples": 3}),
+    ("hindsight_gumbel", {"samples": 6, "repeats": 2}),
+    ("importance", {"budget": 40}),
+    ("hybrid", {"budget": 60, "max_width": 4}),
 ])
 def test_sampling_estimators_are_unbiased(case, method, options):
     model, history, query, truth = case
@@ -126,3 +130,13 @@ def test_naive_scores_each_task_of_a_mixed_batch_against_its_own_query():
         truth = seqq.exact(model, history, query)
         se = math.sqrt(truth * (1 - truth) / 4000)
         assert abs(est.value - truth) <= 4 * se + 1e-12, (query.name, est.value, truth)
+
+
+def test_budgeted_beam_at_astronomical_tree_sizes():
+    # issue 7 defect 1: V^K = 100^11 overflowed int64 when sizing the beam for a budget
+    model = seqq.models.MarkovModel.random(vocab_size=100, order=1, seed=0)
+    query = Q.hitting_time(3, 11)
+    est = seqq.estimate(model, [0], query, "beam", budget=2000)
+    assert 1000 < est.model_calls <= 2000
+    truth = seqq.exact(model, [0], query)
+    assert est.lower == est.value <= truth <= est.upper

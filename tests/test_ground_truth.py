@@ -1,39 +1,85 @@
-"""Ground truth (docs/decisions.md §6): exact when affordable, adaptive IS otherwise."""
+"""Ground truth (docs/decisions.md §6): the model's exact answer, exact enumeration when affordable,
+else a surrogate (WOR sum-and-sample under the relative rule, adaptive IS under the paper's)."""
 
 import pytest
 from oracles import random_markov, tiny_lstm
 
 import seqq
 from seqq import queries as Q
+from seqq.models import TemperatureModel
+
+
+def opaque(model):
+    """The same distribution without the model's exact DP, so ground truth must estimate."""
+    return TemperatureModel(model, 1.0)
+
+
+def test_models_with_an_exact_answer_use_it():
+    # issue 7 defect 6: a Markov model used to get a 700 001-call surrogate
+    model = random_markov(10, 1, seed=4)
+    query = Q.a_before_b(2, 5, 9)
+    gt = seqq.ground_truth(model, [0], query, exact_max_calls=10)
+    assert gt.kind == "exact" and gt.method == "dp" and gt.model_calls == 0
+    assert gt.value == pytest.approx(seqq.exact(model, [0], query), rel=1e-12)
+    single = seqq.ground_truth(model, [0], Q.hitting_time(3, 7))
+    assert single.entropy == pytest.approx(
+        model.restricted_entropy([0], Q.hitting_time(3, 7).masks(10)[0]), rel=1e-9)
 
 
 def test_cheap_queries_are_exact():
     model = tiny_lstm()
     gt = seqq.ground_truth(model, [0], Q.hitting_time(1, 4))
-    assert gt.kind == "exact" and gt.samples == 0 and gt.rel_stderr == 0.0
+    assert gt.kind == "exact" and gt.method == "enumeration" and gt.samples == 0
+    assert gt.rel_stderr == 0.0
     assert gt.value == pytest.approx(seqq.estimate(model, [0], Q.hitting_time(1, 4), "exact").value)
     assert gt.model_calls == 1 + 4 + 16 + 64
 
 
-@pytest.mark.parametrize("rule", ["absolute", "relative"])
-def test_surrogate_is_close_and_reports_its_error(rule):
-    model = random_markov(10, 1, seed=4)
+@pytest.mark.parametrize("rule, method", [("absolute", "importance"), ("relative", "wor")])
+def test_surrogate_is_close_and_reports_its_error(rule, method):
+    markov = random_markov(10, 1, seed=4)
     queries = [Q.hitting_time(3, 7), Q.a_before_b(2, 5, 6)]
-    gts = seqq.ground_truth_many(model, [[0], [1]], queries, seed=0, exact_max_calls=100,
-                                 rule=rule, rel_tol=0.01, s_low=2000, s_step=500, s_high=20000)
+    gts = seqq.ground_truth_many(opaque(markov), [[0], [1]], queries, seed=0,
+                                 exact_max_calls=100, rule=rule, rel_tol=0.01, s_low=2000,
+                                 s_step=500, s_high=20000, progress=False)
     for gt, query, history in zip(gts, queries, [[0], [1]], strict=True):
-        truth = seqq.exact(model, history, query)
-        assert gt.kind == "surrogate" and 2000 <= gt.samples <= 20000
+        truth = seqq.exact(markov, history, query)
+        assert gt.method == method and gt.kind == "surrogate"
         assert abs(gt.value - truth) <= 4 * gt.rel_stderr * gt.value
         assert gt.entropy > 0
-        if rule == "relative" and gt.samples < 20000:
+        if rule == "relative":
             assert gt.rel_stderr < 0.01
-    exact_entropy = model.restricted_entropy([0], queries[0].masks(10)[0])
+        else:
+            assert 2000 <= gt.samples <= 20000
+    exact_entropy = markov.restricted_entropy([0], queries[0].masks(10)[0])
     assert gts[0].entropy == pytest.approx(exact_entropy, rel=0.02)
 
 
+def test_relative_rule_is_exact_when_the_head_exhausts_q():
+    markov = random_markov(4, 1, seed=1)  # 3^3 = 27 paths: doubling WOR stages exhaust them
+    query = Q.hitting_time(0, 4)
+    gt = seqq.ground_truth(opaque(markov), [1], query, exact_max_calls=5, rule="relative",
+                           rel_tol=1e-12, progress=False)
+    assert gt.kind == "exact" and gt.method == "wor" and gt.rel_stderr == 0.0
+    assert gt.value == pytest.approx(seqq.exact(markov, [1], query), rel=1e-9)
+
+
 def test_relative_rule_stops_when_precise():
-    model = random_markov(10, 1, seed=4)
-    gt = seqq.ground_truth(model, [0], Q.hitting_time(3, 7), seed=1, exact_max_calls=10,
-                           rule="relative", rel_tol=0.05, s_low=1000, s_step=1000, s_high=50000)
-    assert gt.samples < 50000 and gt.rel_stderr < 0.05
+    gt = seqq.ground_truth(opaque(random_markov(10, 1, seed=4)), [0], Q.hitting_time(3, 7),
+                           seed=1, exact_max_calls=10, rule="relative", rel_tol=0.05,
+                           progress=False)
+    assert gt.rel_stderr < 0.05 and gt.model_calls < 20_000
+
+
+def test_mixed_batches_give_each_query_its_own_rule():
+    # cheap queries enumerate, the rest run WOR on a subset whose calls go to the right tasks
+    markov = random_markov(6, 1, seed=2)
+    queries = [Q.hitting_time(1, 3), Q.hitting_time(2, 7), Q.next_event(3), Q.count(0, 2, 6)]
+    gts = seqq.ground_truth_many(opaque(markov), [[0]] * 4, queries, seed=0, exact_max_calls=40,
+                                 rule="relative", rel_tol=0.02, progress=False)
+    assert [g.method for g in gts] == ["enumeration", "wor", "enumeration", "wor"]
+    assert gts[0].model_calls == 1 + 5 + 25 and gts[2].model_calls == 1
+    for gt, query in zip(gts, queries, strict=True):
+        truth = seqq.exact(markov, [0], query)
+        assert abs(gt.value - truth) <= 4 * gt.rel_stderr * gt.value + 1e-12
+        assert gt.model_calls >= 1

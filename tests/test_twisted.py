@@ -13,7 +13,6 @@ import seqq
 from seqq import queries as Q
 from seqq.errors import QueryError
 from seqq.estimators.batch import effective_lengths
-from seqq.estimators.rollout import sample_categorical
 from seqq.models import MarkovModel
 from seqq.models.ngram import fit_ngram
 
@@ -26,7 +25,7 @@ def draw(model, history, n, length, seed=0):
     log_probs, state = model.initial_state([history] * n)
     drawn = []
     for _ in range(length):
-        x = sample_categorical(log_probs.double(), g)
+        x = torch.multinomial(log_probs.double().exp(), 1, generator=g)[:, 0]
         drawn.append(x)
         log_probs, state = model.step(state, x)
     return [list(history) + row for row in torch.stack(drawn, 1).tolist()]

@@ -7,6 +7,7 @@ from seqq.estimators.randomized_beam import randomized_beam
 from seqq.estimators.search import coverage, hybrid, tail, top_b
 from seqq.estimators.smc import smc
 from seqq.estimators.twisted import twisted
+from seqq.estimators.wor import hindsight_gumbel, wor
 
 METHODS = {
     "exact": exact,
@@ -20,6 +21,8 @@ METHODS = {
     "smc": smc,
     "randomized_beam": randomized_beam,
     "twisted": twisted,
+    "wor": wor,
+    "hindsight_gumbel": hindsight_gumbel,
 }
 
 __all__ = ["METHODS", "Estimate"]

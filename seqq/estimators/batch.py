@@ -44,6 +44,11 @@ class Batch:
     def vocab_size(self) -> int:
         return self.root_log_probs.shape[-1]
 
+    def task_calls(self) -> Tensor:
+        """Model calls charged so far to each task of this batch (a `subset` keeps charging
+        the original tasks, which its root rows still own)."""
+        return self.counter.calls[self.root_state.owners]
+
     def task_branches(self) -> list[Tensor]:
         """The branches of each task (branches are grouped by task, in task order)."""
         counts = torch.bincount(self.branch_task, minlength=self.num_tasks)

@@ -1,5 +1,7 @@
-"""Sampling estimators: importance sampling under the restricted proposal (Eq. 5-9), naive Monte
-Carlo from p, and uniform Monte Carlo over Q (Eq. 7). All tasks' samples run in shared batches."""
+"""Sampling estimators: importance sampling under the restricted proposal (Eq. 5-9), drawn
+through the prefix trie; naive Monte Carlo from p and uniform Monte Carlo over Q (Eq. 7), rolled
+out without a trie (their paths leave Q or ignore p, so a cached q-tree would not serve them).
+All tasks' samples run in shared batches."""
 
 from __future__ import annotations
 
@@ -10,11 +12,12 @@ from torch import Tensor
 
 from seqq.errors import BudgetError
 from seqq.estimators.batch import Batch
+from seqq.estimators.draws import DEFAULT_SAMPLES, cost_per_draw, iid_draws
 from seqq.estimators.estimate import Estimate
 from seqq.estimators.rollout import Paths, Policy, Twist, rollout
 from seqq.estimators.summary import BranchResult, segment_average, segment_mean, to_estimates
+from seqq.estimators.trie import Trie
 
-DEFAULT_SAMPLES = 1000
 ROW_ELEMENTS = 2**26  # rows × V per chunk: bounds the memory of one batched step
 
 
@@ -66,16 +69,30 @@ def _calls_per_sample(batch: Batch) -> Tensor:
 
 def importance(batch: Batch, budgets: Sequence[int] | None, samples: int | None = None
                ) -> list[Estimate]:
-    """p̂ = mean p(x)/q(x), x ~ q; the weight is Π_k p(V_k | x_<k). S samples per product."""
-    return weighted_samples(batch, budgets, samples, "importance")
+    """p̂ = mean p(x)/q(x), x ~ q i.i.d.; the weight is Π_k p(V_k | x_<k).
+
+    Paths are drawn through the prefix trie, so a prefix shared by several samples costs one
+    call. `samples` per product (default 1000); with a budget, draws continue in rounds until
+    the budget is spent (`samples` then caps the count), so duplicates buy extra samples.
+    """
+    trie = Trie(batch)
+    eligible = torch.ones(len(batch.branch_task), dtype=torch.bool)
+    draws = iid_draws(trie, budgets, samples, "proposal", eligible, lambda t: (
+        f"importance: a budget of {int(budgets[t])} model calls cannot buy one sample "
+        f"(that needs {1 + int(cost_per_draw(trie, eligible)[t])}); raise the budget"))
+    N = len(batch.branch_task)
+    log_value, variance, count = segment_mean(draws.log_w, draws.row_branch, N)
+    entropy = segment_average(-draws.log_q, draws.row_branch, N)
+    return to_estimates(batch, "importance",
+                         BranchResult(log_value, variance, count.long(), entropy), False)
 
 
 def weighted_samples(batch: Batch, budgets: Sequence[int] | None, samples: int | None,
                      method: str, twist: Callable[[Tensor], Twist] | None = None
                      ) -> list[Estimate]:
-    """Importance sampling under the restricted proposal, or under its twist (`rollout`).
-    H(q) is reported only for the untwisted proposal: a twisted one's entropy is another
-    quantity."""
+    """Importance sampling by independent rollouts under the restricted proposal or its twist
+    (`twisted`); every sample pays its full K−1 calls. H(q) is reported only for the untwisted
+    proposal: a twisted one's entropy is another quantity."""
     per_task = samples_for_budget(budgets, _calls_per_sample(batch), samples, method)
     row_branch = _per_branch_samples(batch, per_task)
     paths = sample_rows(batch, row_branch, "proposal", twist=twist)

@@ -61,11 +61,6 @@ def _cdf_in_place(logits: Tensor) -> tuple[Tensor, Tensor]:
     return logits.sub_(top).exp_().cumsum(-1, dtype=torch.float64), top[:, 0]
 
 
-def sample_categorical(logits: Tensor, generator: torch.Generator) -> Tensor:
-    """One draw per row from softmax(logits); −inf entries are never drawn."""
-    return sample_from_cdf(_cdf_in_place(logits.clone())[0], generator)
-
-
 def restrict(log_probs: Tensor, domain: Tensor) -> tuple[Tensor, Tensor]:
     """Masked log-probs and log p(V_k | prefix) per row (−inf where the domain has no mass)."""
     masked = torch.where(domain, log_probs, -torch.inf)

@@ -20,6 +20,8 @@ class BranchResult:
     variance: Tensor | None  # [N] float64 variance of the branch estimate, None if deterministic
     samples: Tensor | None  # [N] samples used per branch
     entropy: Tensor | None  # [N] H(q) of the branch's proposal, nats
+    log_lower: Tensor | None = None  # [N] log p(S) of the paths the branch enumerated
+    log_gap: Tensor | None = None  # [N] log(1 - q(S)): upper bound = p(S) + 1 - q(S)
 
 
 def segment_mean(log_w: Tensor, group: Tensor, num_groups: int) -> tuple[Tensor, Tensor, Tensor]:
@@ -52,9 +54,9 @@ def to_estimates(batch: Batch, method: str, result: BranchResult, lower_bound: b
         if len(b) == 0:
             estimates.append(Estimate(
                 method=method, value=0.0, log_value=-math.inf, stderr=0.0,
-                model_calls=int(batch.counter.calls[t]), is_lower_bound=lower_bound,
+                model_calls=int(batch.task_calls()[t]), is_lower_bound=lower_bound,
                 note="the query is empty: some position allows no symbol, so p = 0",
-                extras=extras[t] if extras else {}))
+                extras=extras[t] if extras else {}, lower=0.0, upper=0.0))
             continue
         logs = result.log_value[b]
         log_value = torch.logsumexp(logs, 0).item()
@@ -68,10 +70,16 @@ def to_estimates(batch: Batch, method: str, result: BranchResult, lower_bound: b
                 logs, 1 / len(b))
             entropy = (share * result.entropy[b]).sum().item()
         samples = int(result.samples[b].sum()) if result.samples is not None else None
+        lower = upper = None
+        if result.log_lower is not None:
+            lower = torch.logsumexp(result.log_lower[b], 0).exp().item()
+            gap = torch.logsumexp(result.log_gap[b], 0).exp().item()
+            upper = min(1.0, lower + gap)
         estimates.append(Estimate(
             method=method, value=math.exp(log_value), log_value=log_value, stderr=stderr,
-            model_calls=int(batch.counter.calls[t]), is_lower_bound=lower_bound,
-            entropy=entropy, num_samples=samples, extras=extras[t] if extras else {}))
+            model_calls=int(batch.task_calls()[t]), is_lower_bound=lower_bound,
+            entropy=entropy, num_samples=samples, extras=extras[t] if extras else {},
+            lower=lower, upper=upper))
     return estimates
 
 

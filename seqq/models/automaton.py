@@ -39,6 +39,9 @@ class ContextAutomaton:
     def select(self, state: Tensor, index: Tensor) -> Tensor:
         return state[index.cpu()]
 
+    def concat(self, states: Sequence[Tensor]) -> Tensor:
+        return torch.cat(list(states))
+
     # --- exact oracle -----------------------------------------------------------------------
     def log_probability(self, history: Sequence[int], masks: Tensor) -> float:
         """log p(X_{1:K} ∈ ∪_i Π_k V_k^(i) | history) by forward DP over contexts, any K.

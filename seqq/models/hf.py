@@ -111,3 +111,12 @@ class HFCausalLM:
         cache = _fork(state.cache)
         cache.reorder_cache(index)  # index_select per layer: new tensors, duplicates allowed
         return HFState(cache, state.mask[index], state.positions[index], state.longest)
+
+    def concat(self, states: Sequence[HFState]) -> HFState:
+        """Rows of several states (same depth of one batch of histories) as one state."""
+        cache = _fork(states[0].cache)
+        for i, layer in enumerate(cache.layers):
+            layer.keys = torch.cat([s.cache.layers[i].keys for s in states])
+            layer.values = torch.cat([s.cache.layers[i].values for s in states])
+        return HFState(cache, torch.cat([s.mask for s in states]),
+                       torch.cat([s.positions for s in states]), max(s.longest for s in states))

@@ -75,3 +75,6 @@ class LSTMModel:
     def select(self, state: LSTMState, index: Tensor) -> LSTMState:
         index = index.to(self.device)
         return state[0][:, index], state[1][:, index]
+
+    def concat(self, states: Sequence[LSTMState]) -> LSTMState:
+        return torch.cat([s[0] for s in states], 1), torch.cat([s[1] for s in states], 1)

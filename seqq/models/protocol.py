@@ -2,6 +2,8 @@
 
 Bring your own model by implementing these three methods. Rows are independent prefixes;
 `select` lets estimators branch samples and beams without re-encoding anything.
+Optionally, `concat(states) -> state` (rows of several states as one) lets the prefix trie
+expand prefixes cached in different rounds with one batched call instead of one per round.
 """
 
 from __future__ import annotations

@@ -34,3 +34,7 @@ class TemperatureModel:
 
     def select(self, state: State, index: Tensor) -> State:
         return self.model.select(state, index)
+
+    @property
+    def concat(self):
+        return getattr(self.model, "concat", None)

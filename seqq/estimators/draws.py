@@ -1,0 +1,96 @@
+"""Drawing i.i.d. paths through the prefix trie, as many as asked or as many as a budget buys.
+
+A draw is one path per (eligible) product of a task; it costs at most Σ (length − 1) calls, and
+less when its prefixes are already in the trie. With a budget, draws come in rounds: each round
+draws what the calls left could pay for at full price, then looks at what was really spent and
+goes again, until less than one full-price draw fits or the draws reach a cap (by default
+`CAP_FACTOR` times what the budget buys at full price, which bounds the compute when nearly
+every prefix is cached). So cached prefixes buy more samples; the sample count then depends on
+earlier draws' paths (a stopping rule, not a fixed S).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from seqq.errors import BudgetError
+from seqq.estimators.trie import Policy, Trie
+
+DEFAULT_SAMPLES = 1000
+CAP_FACTOR = 100
+ROW_ELEMENTS = 2**24  # rows × V per walk: bounds the memory of one batched step
+
+
+@dataclass
+class Draws:
+    row_branch: Tensor  # [R] branch of each path
+    log_w: Tensor  # [R] float64 log p(x)/q(x), −inf for paths outside the query's mass
+    log_q: Tensor  # [R] float64 log q(x) (0 for dead paths)
+
+
+def cost_per_draw(trie: Trie, eligible: Tensor) -> Tensor:
+    """Full-price calls of one draw per task: Σ over its eligible products of (length − 1)."""
+    batch = trie.batch
+    return torch.zeros(batch.num_tasks, dtype=torch.long).index_add_(
+        0, batch.branch_task, torch.where(eligible, batch.lengths - 1, 0))
+
+
+def affordable(budgets: Sequence[int] | Tensor, trie: Trie, cost: Tensor) -> Tensor:
+    """Draws per task that the calls left surely pay for (cost 0: the budget's worth)."""
+    left = torch.as_tensor(list(budgets), dtype=torch.long) - trie.batch.task_calls()
+    return torch.where(cost > 0, left.clamp_min(0) // cost.clamp_min(1), left.clamp_min(0))
+
+
+def draw_paths(trie: Trie, per_branch: Tensor, policy: Policy) -> Draws:
+    """`per_branch[b]` i.i.d. paths of every branch, walked in memory-bounded chunks."""
+    row_branch = torch.repeat_interleave(torch.arange(len(per_branch)), per_branch)
+    chunk = max(1, ROW_ELEMENTS // trie.V)
+    log_w, log_q = [], []
+    for rows in row_branch.split(chunk):
+        depth, leaf = trie.walk(rows, policy)
+        dead = leaf < 0
+        depth, leaf = torch.where(dead, 0, depth), torch.where(dead, 0, leaf)
+        w = trie.node_values(depth, leaf, "log_w")
+        q = trie.node_values(depth, leaf, "log_q")
+        log_w.append(torch.where(dead, -torch.inf, w).double())
+        log_q.append(torch.where(dead, 0.0, q).double())
+    empty = torch.zeros(0, dtype=torch.float64)
+    return Draws(row_branch, torch.cat(log_w) if log_w else empty,
+                 torch.cat(log_q) if log_q else empty)
+
+
+def iid_draws(trie: Trie, budgets: Sequence[int] | None, samples: int | Tensor | None,
+              policy: Policy,
+              eligible: Tensor, too_small: Callable[[int], str]) -> Draws:
+    """Draws for the eligible branches: `samples` each, or rounds until the budget is spent
+    (then `samples`, if given, caps the draws). `too_small(task)` words the error when a budget
+    cannot pay for a single draw."""
+    batch = trie.batch
+    task_of = batch.branch_task
+    if budgets is None:  # `samples` may also be a tensor of draws per task
+        count = torch.as_tensor(DEFAULT_SAMPLES if samples is None else samples)
+        return draw_paths(trie, torch.where(eligible, count.expand(batch.num_tasks)[task_of], 0),
+                          policy)
+    cost = cost_per_draw(trie, eligible)
+    needs = torch.zeros(batch.num_tasks, dtype=torch.bool).index_fill_(
+        0, task_of[eligible], True)
+    full_price = affordable(budgets, trie, cost)
+    cap = CAP_FACTOR * full_price if samples is None else torch.full_like(full_price, samples)
+    drawn = torch.zeros(batch.num_tasks, dtype=torch.long)
+    parts = []
+    active = needs.clone()
+    while active.any():
+        m = torch.where(active, torch.minimum(affordable(budgets, trie, cost), cap - drawn), 0)
+        if not parts and ((m < 1) & needs).any():
+            raise BudgetError(too_small(int(((m < 1) & needs).nonzero()[0])))
+        parts.append(draw_paths(trie, torch.where(eligible, m[task_of], 0), policy))
+        drawn += m
+        active &= (m > 0) & (drawn < cap) & (cost > 0)
+    if not parts:  # nothing to draw: every eligible residual is empty
+        return draw_paths(trie, torch.zeros(len(task_of), dtype=torch.long), policy)
+    return Draws(*(torch.cat([getattr(p, f) for p in parts])
+                   for f in ("row_branch", "log_w", "log_q")))

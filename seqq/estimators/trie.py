@@ -1,0 +1,321 @@
+"""One prefix trie over the restricted proposal tree of every product of a batch (004 Alg. 2).
+
+Every sampling estimator walks this trie, so a prefix evaluated once is never paid for again:
+each expanded node keeps the model's log p(· | prefix) row and its state, and a walk only calls
+the model for prefixes that are new (all new prefixes at one depth go through one batched call).
+
+Each node also keeps its *unsampled* restricted mass m(node) = q(leaves below it not yet removed)
+(UniqueRandomizer's trie, which is also the hybrid's pruned tree of App. D): removing a leaf sets
+its mass to zero and recomputes its ancestors as sums of their children (no subtraction, so no
+cancellation). Children never created keep their full mass q(node)·q(v | node), read off the
+parent's row. Masses are joint q-masses in log space, float64.
+
+Walks draw i.i.d. paths either from q (`policy="proposal"`) or from the residual
+q(· | not removed) (`policy="residual"`); `sample_without_replacement` draws distinct paths
+from the residual with stochastic beam search (Gumbel-top-k, top-down).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+from seqq.estimators.batch import Batch
+from seqq.estimators.rollout import conditional, restrict, restricted_cdf, sample_from_cdf
+from seqq.models.counting import OwnedState
+
+Policy = Literal["proposal", "residual"]
+
+
+@dataclass
+class Level:
+    """The nodes at one depth, for all branches. Node i has been expanded when row[i] ≥ 0:
+    log_probs[row[i]] is p(next | node) and its state is row `index[row]` of `chunks[chunk[row]]`."""
+
+    branch: Tensor  # [n] product (branch) of the batch
+    parent: Tensor  # [n] node index at the previous depth, -1 at roots
+    token: Tensor  # [n] symbol at this depth, -1 at roots
+    log_p: Tensor  # [n] float64 joint log p of the prefix
+    log_q: Tensor  # [n] float64 joint log q of the prefix
+    log_w: Tensor  # [n] float64 Σ_j log p(V_j | x_<j) along the prefix = log p − log q
+    log_m: Tensor  # [n] float64 log of the unsampled q-mass below the node
+    row: Tensor  # [n] row of an expanded node, -1 otherwise
+    log_probs: Tensor  # [r, V] model output per expanded node (model's device)
+    chunk: Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))  # [r]
+    index: Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))  # [r]
+    chunks: list[OwnedState] = field(default_factory=list)
+    keys: Tensor | None = None  # sorted parent·V + token of the nodes (lookup), rebuilt lazily
+    order: Tensor | None = None
+
+    @property
+    def size(self) -> int:
+        return len(self.branch)
+
+
+def _empty_level(V: int, device: torch.device) -> Level:
+    long, f64 = torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.float64)
+    return Level(long, long, long, f64, f64, f64, f64, long,
+                 torch.zeros(0, V, device=device))
+
+
+class Trie:
+    """The prefix trie of all branches of a batch; roots are the branches (depth 0)."""
+
+    def __init__(self, batch: Batch):
+        self.batch = batch
+        self.V = batch.vocab_size
+        N = len(batch.branch_task)
+        tasks = batch.branch_task.to(batch.device)
+        zero = torch.zeros(N, dtype=torch.float64)
+        roots = Level(
+            branch=torch.arange(N), parent=torch.full((N,), -1), token=torch.full((N,), -1),
+            log_p=zero, log_q=zero.clone(), log_w=zero.clone(), log_m=zero.clone(),
+            row=torch.arange(N), log_probs=batch.root_log_probs[tasks],
+            chunk=torch.zeros(N, dtype=torch.long), index=torch.arange(N),
+            chunks=[batch.counter.select(batch.root_state, tasks)])
+        self.levels = [roots]
+        self.concat = getattr(batch.counter.model, "concat", None)
+
+    @classmethod
+    def from_beam(cls, batch: Batch, beam_levels: list) -> Trie:
+        """The trie holding a finished beam search's tree (App. D's partial view of Q's tree):
+        its expanded nodes keep their rows and states, so samples pay nothing inside it."""
+        trie = cls(batch)
+        trie.levels = [
+            Level(branch=b.branch, parent=b.parent, token=b.token, log_p=b.log_p,
+                  log_q=b.log_q, log_w=b.log_p - b.log_q, log_m=b.log_q.clone(),
+                  row=b.row.clone(),
+                  log_probs=(b.log_probs if b.log_probs is not None
+                             else torch.zeros(0, batch.vocab_size, device=batch.device)),
+                  chunk=torch.zeros(int((b.row >= 0).sum()), dtype=torch.long),
+                  index=torch.arange(int((b.row >= 0).sum())),
+                  chunks=[b.state] if b.state is not None else [])
+            for b in beam_levels]
+        return trie
+
+    # --- structure ------------------------------------------------------------------------
+    def level(self, depth: int) -> Level:
+        while len(self.levels) <= depth:
+            self.levels.append(_empty_level(self.V, self.batch.device))
+        return self.levels[depth]
+
+    def lengths(self, depth: int, nodes: Tensor) -> Tensor:
+        return self.batch.lengths[self.levels[depth].branch[nodes]]
+
+    def conditionals(self, depth: int, nodes: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Masked log p(v | node), log q(v | node) [n, V] and log p(V_{d+1} | node) of
+        expanded nodes."""
+        level = self.levels[depth]
+        log_probs = level.log_probs[level.row[nodes].to(self.batch.device)]
+        domain = self.batch.masks[level.branch[nodes].to(self.batch.device), depth]
+        masked, log_mass = restrict(log_probs, domain)
+        return masked, conditional(masked, log_mass), log_mass.double()
+
+    def child_nodes(self, depth: int, parents: Tensor, tokens: Tensor) -> Tensor:
+        """Nodes at depth+1 for (parent, token) pairs, created where missing (no model call)."""
+        child = self.level(depth + 1)
+        key = parents * self.V + tokens
+        unique, inverse = torch.unique(key, return_inverse=True)
+        found = self._lookup(child, unique)
+        new = (found < 0).nonzero().flatten()
+        if len(new):
+            p, t = unique[new] // self.V, unique[new] % self.V
+            parent = self.levels[depth]
+            masked, cond, log_mass = self.conditionals(depth, p)
+            dev_rows, dev_t = torch.arange(len(p), device=masked.device), t.to(masked.device)
+            log_p = parent.log_p[p] + masked[dev_rows, dev_t].double().cpu()
+            log_q = parent.log_q[p] + cond[dev_rows, dev_t].cpu()
+            log_w = parent.log_w[p] + log_mass.cpu()
+            found[new] = child.size + torch.arange(len(new))
+            child.branch = torch.cat([child.branch, parent.branch[p]])
+            child.parent = torch.cat([child.parent, p])
+            child.token = torch.cat([child.token, t])
+            child.log_p = torch.cat([child.log_p, log_p])
+            child.log_q = torch.cat([child.log_q, log_q])
+            child.log_w = torch.cat([child.log_w, log_w])
+            child.log_m = torch.cat([child.log_m, log_q])
+            child.row = torch.cat([child.row, torch.full((len(new),), -1)])
+            child.keys = None
+        return found[inverse]
+
+    def _lookup(self, level: Level, keys: Tensor) -> Tensor:
+        if level.size == 0:
+            return torch.full((len(keys),), -1)
+        if level.keys is None:
+            level.keys, level.order = torch.sort(level.parent * self.V + level.token)
+        pos = torch.searchsorted(level.keys, keys).clamp_max(level.size - 1)
+        return torch.where(level.keys[pos] == keys, level.order[pos], -1)
+
+    def expand(self, depth: int, nodes: Tensor) -> None:
+        """Make sure the nodes (at depth ≥ 1, below their product's length) carry p(· | node):
+        every node not yet expanded costs one model call, all of them in one batched step."""
+        level = self.levels[depth]
+        todo = torch.unique(nodes[level.row[nodes] < 0])
+        if not len(todo):
+            return
+        parents = self.levels[depth - 1]
+        prow = parents.row[level.parent[todo]]
+        chunk, index = parents.chunk[prow], parents.index[prow]
+        tokens = level.token[todo].to(self.batch.device)
+        groups = torch.unique(chunk)
+        counter = self.batch.counter
+        if len(groups) == 1 or self.concat is not None:
+            picked = [counter.select(parents.chunks[g], index[chunk == g].to(self.batch.device))
+                      for g in groups.tolist()]
+            order = torch.cat([(chunk == g).nonzero().flatten() for g in groups.tolist()])
+            state = picked[0] if len(picked) == 1 else OwnedState(
+                self.concat([s.inner for s in picked]), torch.cat([s.owners for s in picked]))
+            results = [(order, *counter.step(state, tokens[order.to(self.batch.device)]))]
+        else:  # a model without `concat`: one step per state chunk (same calls, more launches)
+            results = []
+            for g in groups.tolist():
+                order = (chunk == g).nonzero().flatten()
+                state = counter.select(parents.chunks[g], index[order].to(self.batch.device))
+                results.append((order, *counter.step(state, tokens[order.to(self.batch.device)])))
+        for order, log_probs, state in results:
+            level.row[todo[order]] = len(level.log_probs) + torch.arange(len(order))
+            level.log_probs = torch.cat([level.log_probs, log_probs])
+            level.chunk = torch.cat([level.chunk, torch.full((len(order),), len(level.chunks))])
+            level.index = torch.cat([level.index, torch.arange(len(order))])
+            level.chunks.append(state)
+
+    # --- residual masses --------------------------------------------------------------------
+    def residual_logits(self, depth: int, nodes: Tensor) -> Tensor:
+        """[n, V] log unsampled mass of every child of the (expanded, distinct) nodes."""
+        _, cond, _ = self.conditionals(depth, nodes)
+        logits = self.levels[depth].log_q[nodes].to(cond.device)[:, None] + cond
+        if len(self.levels) > depth + 1:
+            child = self.levels[depth + 1]
+            position = torch.full((self.levels[depth].size,), -1)
+            position[nodes] = torch.arange(len(nodes))
+            c = (position[child.parent] >= 0).nonzero().flatten()
+            if len(c):
+                rows = position[child.parent[c]].to(cond.device)
+                logits[rows, child.token[c].to(cond.device)] = child.log_m[c].to(cond.device)
+        return logits
+
+    def remove(self, depth_nodes: list[tuple[int, Tensor]]) -> None:
+        """Take leaves out of the residual (set their mass to zero) and recompute their
+        ancestors' masses bottom-up as sums over children."""
+        touched: dict[int, Tensor] = {}
+        for depth, nodes in depth_nodes:
+            if len(nodes):
+                self.levels[depth].log_m[nodes] = -math.inf
+                touched[depth] = torch.cat([touched.get(depth, nodes[:0]), nodes])
+        for depth in range(max(touched, default=0), 0, -1):
+            if depth not in touched:
+                continue
+            parents = torch.unique(self.levels[depth].parent[touched[depth]])
+            logits = self.residual_logits(depth - 1, parents)
+            self.levels[depth - 1].log_m[parents] = torch.logsumexp(logits, -1).cpu()
+            touched[depth - 1] = torch.cat([touched.get(depth - 1, parents[:0]), parents])
+
+    def root_residual(self) -> Tensor:
+        """log of the unsampled q-mass per branch (0 before anything is removed)."""
+        return self.levels[0].log_m.clone()
+
+    # --- i.i.d. walks ---------------------------------------------------------------------
+    def walk(self, row_branch: Tensor, policy: Policy = "proposal") -> tuple[Tensor, Tensor]:
+        """One i.i.d. path per row from its branch's root: from q, or from the residual
+        q(· | not removed). Returns (depth, node) of each row's leaf; rows stop at their
+        product's length, or early (node −1) where their prefix has no mass in the domain."""
+        rows = torch.arange(len(row_branch))
+        node = row_branch.clone()
+        leaf_depth = torch.zeros(len(rows), dtype=torch.long)
+        leaf = torch.full((len(rows),), -1)
+        depth = 0
+        while len(rows):
+            if depth:
+                self.expand(depth, node)
+            nodes, inverse = torch.unique(node, return_inverse=True)
+            if policy == "proposal":
+                level = self.levels[depth]
+                log_probs = level.log_probs[level.row[node].to(self.batch.device)]
+                domain = self.batch.masks[level.branch[node].to(self.batch.device), depth]
+                log_mass, cdf = restricted_cdf(log_probs, domain)
+                alive = torch.isfinite(log_mass).cpu()
+            else:
+                logits = self.residual_logits(depth, nodes)[inverse.to(self.batch.device)]
+                top = logits.amax(-1, keepdim=True)
+                alive = torch.isfinite(top[:, 0]).cpu()
+                cdf = torch.exp(logits - torch.where(torch.isfinite(top), top, 0.0)).cumsum(-1)
+            drawn = sample_from_cdf(cdf, self.batch.generator).cpu()
+            rows, node, drawn = rows[alive], node[alive], drawn[alive]
+            child = self.child_nodes(depth, node, drawn)
+            done = self.lengths(depth + 1, child) <= depth + 1
+            leaf_depth[rows[done]], leaf[rows[done]] = depth + 1, child[done]
+            rows, node = rows[~done], child[~done]
+            depth += 1
+        return leaf_depth, leaf
+
+    # --- sampling without replacement -------------------------------------------------------
+    def sample_without_replacement(self, draws: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """`draws[b]` distinct leaves per branch from the residual, by stochastic beam search
+        (top-down Gumbel-top-k over the trie's residual masses). Returns (depth, leaf, branch)
+        grouped by branch, each branch's leaves in sampling order (decreasing Gumbel)."""
+        log_m = self.levels[0].log_m
+        start = ((draws > 0) & torch.isfinite(log_m)).nonzero().flatten()
+        node, gumbel = start, torch.zeros(len(start), dtype=torch.float64)
+        found: list[tuple[int, Tensor, Tensor]] = []
+        depth = 0
+        while len(node):
+            if depth:
+                self.expand(depth, node)
+            logits = self.residual_logits(depth, node)
+            branch = self.levels[depth].branch[node]
+            perturbed = _truncated_gumbel(logits, gumbel.to(logits.device), self.batch.generator)
+            flat = perturbed.flatten().cpu()
+            candidate_branch = branch.repeat_interleave(self.V)
+            keep = _top_per_group(flat, candidate_branch, draws)
+            parents, tokens = node[keep // self.V], keep % self.V
+            child = self.child_nodes(depth, parents, tokens)
+            done = self.lengths(depth + 1, child) <= depth + 1
+            if done.any():
+                found.append((depth + 1, child[done], flat[keep[done]]))
+            node, gumbel = child[~done], flat[keep[~done]]
+            depth += 1
+        if not found:
+            empty = torch.zeros(0, dtype=torch.long)
+            return empty, empty, empty
+        depths = torch.cat([torch.full((len(n),), d) for d, n, _ in found])
+        leaves = torch.cat([n for _, n, _ in found])
+        keys = torch.cat([g for _, _, g in found])
+        branch = torch.cat([self.levels[d].branch[n] for d, n, _ in found])
+        order = torch.sort(keys, descending=True, stable=True).indices
+        order = order[torch.sort(branch[order], stable=True).indices]
+        return depths[order], leaves[order], branch[order]
+
+    def node_values(self, depths: Tensor, nodes: Tensor, name: str) -> Tensor:
+        """A per-node field (log_p, log_q, log_w) for nodes given with their depths."""
+        out = torch.zeros(len(nodes), dtype=torch.float64)
+        for d in torch.unique(depths).tolist():
+            at = depths == d
+            out[at] = getattr(self.levels[d], name)[nodes[at]]
+        return out
+
+
+def _truncated_gumbel(logits: Tensor, bound: Tensor, generator: torch.Generator) -> Tensor:
+    """Gumbel(logits) perturbations conditioned on their maximum being `bound` (per row),
+    in the numerically stable form of Kool et al. (2019, App. B); −inf stays −inf."""
+    u = torch.rand(logits.shape, generator=generator, device=logits.device, dtype=torch.float64)
+    g = logits - torch.log(-torch.log(u.clamp_min(1e-300)))
+    z = g.amax(-1, keepdim=True)
+    v = bound[:, None] - g + torch.log(-torch.expm1((g - z).clamp_max(0)))  # −inf at the max
+    out = bound[:, None] - v.clamp_min(0) - torch.log1p(torch.exp(-v.abs()))
+    return torch.where(torch.isneginf(g), -math.inf, out)
+
+
+def _top_per_group(values: Tensor, group: Tensor, count: Tensor) -> Tensor:
+    """Indices of the `count[g]` largest finite values of each group g."""
+    order = torch.sort(values, descending=True, stable=True).indices
+    order = order[torch.sort(group[order], stable=True).indices]
+    g = group[order]
+    starts = torch.searchsorted(g, g, right=False)
+    rank = torch.arange(len(g)) - starts
+    keep = (rank < count[g]) & torch.isfinite(values[order])
+    return order[keep]
+

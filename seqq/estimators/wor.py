@@ -1,0 +1,329 @@
+"""Sampling without replacement over Q through the prefix trie (UniqueRandomizer, 004), and the
+sum-and-sample estimator (001 Eq. 4) that the hybrid shares.
+
+Sum-and-sample: a head S of distinct paths of Q is summed exactly, and the rest is importance
+sampled from the residual q(· | ∉ S):  p̂ = p(S) + (1 − q(S)) · mean p(x)/q(x),  x ~ q(· | ∉ S).
+It is unbiased for *any* head, however it was chosen (beam search for the hybrid, WOR draws
+here), because the tail draws are fresh given S. When S exhausts Q the estimate is exact. The
+head also gives bounds that hold with certainty: p(S) ≤ p(Q) ≤ p(S) + 1 − q(S) (Thm. 1).
+
+`wor` grows its head with batched WOR rounds (stochastic beam search over the trie's residual
+masses), then draws the tail; `hindsight_gumbel` spends everything on WOR draws and weights
+them with the Hindsight Gumbel Estimator; `wor_until` (ground truth, `wor(rel_tol=)`) grows
+the head and the tail in doubling stages until a relative standard error is met.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import Tensor
+
+from seqq.errors import BudgetError, QueryError
+from seqq.estimators.batch import Batch
+from seqq.estimators.draws import Draws, affordable, cost_per_draw, iid_draws
+from seqq.estimators.estimate import Estimate
+from seqq.estimators.summary import (
+    BranchResult,
+    group_logsumexp,
+    segment_average,
+    segment_mean,
+    to_estimates,
+)
+from seqq.estimators.trie import Trie
+
+DEFAULT_WOR_SAMPLES = 100
+DEFAULT_MAX_CALLS = 1_000_000
+
+
+def log_one_minus(log_x: Tensor) -> Tensor:
+    """log(1 − x) for x = exp(log_x) ≤ 1; −inf where x ≥ 1."""
+    return torch.log(-torch.expm1(log_x.clamp_max(0))).nan_to_num(nan=-math.inf)
+
+
+def head_plus_tail(trie: Trie, budgets: Sequence[int] | None, samples: int | Tensor | None,
+                   log_head: Tensor, head_entropy: Tensor,
+                   too_small: Callable[[int], str], active: Tensor | None = None
+                   ) -> BranchResult:
+    """p(S) + R·mean w over tail draws from the trie's residual (S already removed from it).
+
+    `log_head` is log p(S) per branch, `head_entropy` Σ_{x∈S} −q log q; R = the root's
+    residual mass. Branches whose residual is empty are exact (variance 0); only `active`
+    branches (default all) draw."""
+    log_rest = trie.root_residual()
+    eligible = torch.isfinite(log_rest) if active is None else torch.isfinite(log_rest) & active
+    draws = iid_draws(trie, budgets, samples, "residual", eligible, too_small)
+    return _combine(log_head, head_entropy, log_rest, draws)
+
+
+def _combine(log_head: Tensor, head_entropy: Tensor, log_rest: Tensor, draws: Draws
+             ) -> BranchResult:
+    """The sum-and-sample estimate per branch from its head sums and its tail draws."""
+    N = len(log_head)
+    log_tail, var_tail, count = segment_mean(draws.log_w, draws.row_branch, N)
+    has_tail = count > 0
+    log_value = torch.where(has_tail, torch.logaddexp(log_head, log_rest + log_tail), log_head)
+    variance = torch.where(has_tail, var_tail * torch.exp(2 * log_rest), 0.0)
+    tail_entropy = segment_average(-draws.log_q, draws.row_branch, N)
+    entropy = head_entropy + torch.where(has_tail, log_rest.exp() * tail_entropy, 0.0)
+    return BranchResult(log_value, variance, count.long(), entropy, log_head, log_rest)
+
+
+def _grow_head(trie: Trie, draws_per_branch: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """One WOR round: draw, remove from the residual, return (depth, leaf, branch) in order."""
+    depths, leaves, branch = trie.sample_without_replacement(draws_per_branch)
+    trie.remove([(d, leaves[depths == d]) for d in torch.unique(depths).tolist()])
+    return depths, leaves, branch
+
+
+def _wor_rounds(trie: Trie, budgets: Sequence[int] | None, samples: int | None,
+                method: str) -> list[tuple[Tensor, Tensor, Tensor]]:
+    """WOR rounds: `samples` draws per product in one round, or, with a budget, rounds that
+    each draw what the calls left pay for at full price (`samples` then caps the draws)."""
+    batch = trie.batch
+    alive = torch.ones(len(batch.branch_task), dtype=torch.bool)
+    if budgets is None:
+        count = DEFAULT_WOR_SAMPLES if samples is None else samples
+        return [_grow_head(trie, torch.where(alive, count, 0))]
+    cost = cost_per_draw(trie, alive)
+    m = affordable(budgets, trie, cost)
+    if (m < 1).any():
+        t = int((m < 1).nonzero()[0])
+        raise BudgetError(f"{method}: a budget of {int(budgets[t])} model calls cannot buy one "
+                          f"sample (that needs {1 + int(cost[t])}); raise the budget")
+    rounds, drawn = [], torch.zeros_like(m)
+    cap = torch.full_like(m, samples) if samples is not None else None
+    while (m > 0).any() and (cost > 0).any():
+        if cap is not None:
+            m = torch.minimum(m, cap - drawn)
+        rounds.append(_grow_head(trie, m[batch.branch_task].clamp_min(0)))
+        drawn += m
+        exhausted = torch.zeros(batch.num_tasks, dtype=torch.bool).index_fill_(
+            0, batch.branch_task[~torch.isfinite(trie.root_residual())], True)
+        m = torch.where(exhausted | (cost == 0), 0, affordable(budgets, trie, cost))
+    return rounds
+
+
+def _head_sums(trie: Trie, rounds: list[tuple[Tensor, Tensor, Tensor]], N: int
+               ) -> tuple[Tensor, Tensor]:
+    """log p(S) and Σ_{x∈S} −q log q per branch over all WOR draws."""
+    log_head = torch.full((N,), -math.inf, dtype=torch.float64)
+    entropy = torch.zeros(N, dtype=torch.float64)
+    for depths, leaves, branch in rounds:
+        log_p = trie.node_values(depths, leaves, "log_p")
+        log_q = trie.node_values(depths, leaves, "log_q")
+        log_head = torch.logaddexp(log_head, group_logsumexp(log_p, branch, N))
+        entropy.index_add_(0, branch, -log_q.exp() * log_q)
+    return log_head, entropy
+
+
+def wor(batch: Batch, budgets: Sequence[int] | None, samples: int | None = None,
+        tail_samples: int | None = None, rel_tol: float | None = None) -> list[Estimate]:
+    """Sum-and-sample over a WOR head: p(S) + (1 − q(S))·mean w, tail drawn from q(· | ∉ S).
+
+    Options: `samples` WOR draws per product for the head (default 100) and `tail_samples`
+    i.i.d. tail draws (default as many). With a budget, the head grows in WOR rounds of an
+    eighth of the budget for as long as they pay: a round continues the head only if the last
+    one shrank the residual R enough that R²/(calls left) — the tail's variance per call —
+    fell; the rest of the budget (at least a fifth) goes to the tail, drawn until spent. The
+    head may be chosen any way at all, so this adaptivity keeps the estimate unbiased. Exact,
+    with stderr 0, once the head exhausts Q. Bounds: [p(S), p(S) + 1 − q(S)].
+
+    `rel_tol` instead runs doubling stages (`wor_until`) until the relative standard error is
+    below it, the head exhausts Q, or the budget (default 10^6 calls) is spent; stopping on
+    the observed error makes that mode a (slightly biased) surrogate, as adaptive IS is.
+    """
+    if rel_tol is not None:
+        if not 0 < rel_tol < 1:
+            raise QueryError(f"wor: rel_tol must lie in (0, 1), got {rel_tol}")
+        limit = torch.as_tensor(list(budgets) if budgets is not None
+                                else [DEFAULT_MAX_CALLS] * batch.num_tasks)
+        return wor_until(batch, rel_tol, limit, draws=samples or DEFAULT_WOR_SAMPLES)[0]
+    trie = Trie(batch)
+    N = len(batch.branch_task)
+    if budgets is None:
+        count = DEFAULT_WOR_SAMPLES if samples is None else samples
+        rounds = [_grow_head(trie, torch.full((N,), count))]
+        tail_samples = tail_samples or count
+    else:
+        rounds = _adaptive_head(trie, budgets)
+    log_head, head_entropy = _head_sums(trie, rounds, N)
+    result = head_plus_tail(trie, budgets, tail_samples, log_head, head_entropy, lambda t: (
+        f"wor: a budget of {int(budgets[t])} model calls leaves none for a tail sample after "
+        "the first head round; raise the budget"))
+    head_sizes = torch.bincount(torch.cat([r[2] for r in rounds]) if rounds else
+                                torch.zeros(0, dtype=torch.long), minlength=N)
+    extras = [{"head_size": int(head_sizes[b].sum())} for b in batch.task_branches()]
+    return to_estimates(batch, "wor", result, False, extras)
+
+
+def _adaptive_head(trie: Trie, budgets: Sequence[int]) -> list[tuple[Tensor, Tensor, Tensor]]:
+    """Head rounds of budget/8 calls (at full price) while they shrink R²/(calls left)."""
+    batch = trie.batch
+    T = batch.num_tasks
+    total = torch.as_tensor(list(budgets), dtype=torch.long)
+    cost = cost_per_draw(trie, torch.ones(len(batch.branch_task), dtype=torch.bool))
+    reserve = total // 5
+    active = cost > 0
+    rounds = []
+    while active.any():
+        left = total - batch.task_calls()
+        room = torch.minimum(total // 8, left - reserve).clamp_min(0)
+        m = torch.where(active, room // cost.clamp_min(1), 0)
+        if not (m > 0).any():
+            break
+        log_R = group_logsumexp(trie.root_residual(), batch.branch_task, T)
+        before = batch.task_calls().clone()
+        rounds.append(_grow_head(trie, m[batch.branch_task]))
+        shrink = torch.exp(2 * (group_logsumexp(trie.root_residual(), batch.branch_task, T)
+                                - log_R)).nan_to_num(0.0)
+        spent = (batch.task_calls() - before).double()
+        worth = shrink < 1 - spent / left.double().clamp_min(1)
+        active &= (m > 0) & worth & torch.isfinite(log_R)
+    return rounds
+
+
+def _in_order(rounds: list[tuple[Tensor, Tensor, Tensor]]) -> tuple[Tensor, Tensor, Tensor]:
+    """All draws grouped by branch, each branch's draws in sampling order (round, then Gumbel)."""
+    if not rounds:
+        empty = torch.zeros(0, dtype=torch.long)
+        return empty, empty, empty
+    depths, leaves, branch = (torch.cat([r[i] for r in rounds]) for i in range(3))
+    order = torch.sort(branch, stable=True).indices
+    return depths[order], leaves[order], branch[order]
+
+
+def _padded(values: Tensor, branch: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Values of draws grouped by branch laid out as [groups, longest] (zeros after the end)."""
+    _, sizes = torch.unique_consecutive(branch, return_counts=True)
+    group = torch.repeat_interleave(torch.arange(len(sizes)), sizes)
+    column = torch.arange(len(branch)) - (torch.cumsum(sizes, 0) - sizes)[group]
+    padded = torch.zeros(len(sizes), int(sizes.max()), dtype=torch.float64)
+    padded[group, column] = values
+    return padded, group, column
+
+
+def _exclusive_prefix_and_suffix(log_p: Tensor, log_q: Tensor, branch: Tensor,
+                                 shift: int = 0) -> tuple[Tensor, Tensor]:
+    """log Σ_{j<i} p_j and log Σ_{j≥i+shift} q_j within each branch, summed in order (the
+    suffix is summed from the end, so small residuals are not lost to cancellation)."""
+    if not len(branch):
+        return log_p, log_q
+    p, group, column = _padded(log_p.exp(), branch)
+    q, _, _ = _padded(log_q.exp(), branch)
+    before = (p.cumsum(1) - p)[group, column]
+    suffix = q.flip(1).cumsum(1).flip(1)
+    suffix = torch.cat([suffix[:, shift:], torch.zeros(len(q), shift, dtype=torch.float64)], 1)
+    return before.log(), suffix[group, column].log()
+
+
+def hindsight_gumbel(batch: Batch, budgets: Sequence[int] | None, samples: int | None = None,
+                     repeats: int = 1) -> list[Estimate]:
+    """The Hindsight Gumbel Estimator (004) over WOR draws s_1..s_n: Σ p(s_i)/q_κ(s_i),
+    q_κ(s) = 1 − exp(−q(s)·e^{−κ}), where κ is the (n+1)-th Gumbel of the sampling process,
+    drawn in hindsight from the residual masses R_0 = 1, R_1, …, R_n:
+    e^{−κ} = Σ_{i=0}^{n} E_i / R_i with E_i ~ Exp(1). `repeats` > 1 averages several κ
+    (repeated HGE). Options: `samples` draws per product (default 100), or all the budget's
+    calls in WOR rounds. Exact once the draws exhaust Q; bounds [p(S), p(S) + 1 − q(S)].
+    """
+    if repeats < 1:
+        raise QueryError(f"hindsight_gumbel: repeats must be ≥ 1, got {repeats}")
+    trie = Trie(batch)
+    N = len(batch.branch_task)
+    depths, leaves, branch = _in_order(_wor_rounds(trie, budgets, samples,
+                                                   "hindsight_gumbel"))
+    log_p = trie.node_values(depths, leaves, "log_p")
+    log_q = trie.node_values(depths, leaves, "log_q")
+    log_head = group_logsumexp(log_p, branch, N)
+    # R_i after draw i = final residual + the q-mass of the draws after i (sums, no cancellation)
+    log_after = _exclusive_prefix_and_suffix(log_p, log_q, branch, shift=1)[1]
+    log_R = torch.logaddexp(trie.root_residual()[branch], log_after)  # R_i, i = 1..n
+    count = torch.bincount(branch, minlength=N)
+    generator = batch.generator
+    values = []
+    for _ in range(repeats):
+        e0 = _exponential(N, generator)  # E_0 / R_0 with R_0 = 1
+        ei = _exponential(len(branch), generator)
+        inv = torch.where(torch.isneginf(log_R), math.inf, ei * torch.exp(-log_R))
+        scale = e0.clone().index_add_(0, branch, inv)  # e^{−κ} per branch
+        q_kappa = -torch.expm1(-log_q.exp() * scale[branch])
+        terms = torch.exp(log_p - torch.log(q_kappa))
+        values.append(torch.zeros(N, dtype=torch.float64).index_add_(0, branch, terms))
+    value = torch.stack(values).mean(0)
+    log_value = torch.where(count > 0, value.log(), -math.inf)
+    result = BranchResult(log_value, None, count, None, log_head, trie.root_residual())
+    return to_estimates(batch, "hindsight_gumbel", result, False)
+
+
+def _exponential(n: int, generator: torch.Generator) -> Tensor:
+    u = torch.rand(n, generator=generator, device=generator.device, dtype=torch.float64).cpu()
+    return -torch.log1p(-u)
+
+
+def wor_until(batch: Batch, rel_tol: float, max_calls: int | Tensor, draws: int = 100,
+              on_stage: Callable[[int], None] | None = None) -> tuple[list[Estimate], Tensor]:
+    """Sum-and-sample in doubling stages on one trie until each task's relative standard error
+    is below `rel_tol`, its head exhausts Q (exact), or its calls reach `max_calls`.
+
+    Stage j adds up to draws·2^j WOR draws per product to the head and draws as many tail
+    samples (each at most half of the calls left, at full price); a task stops once less than
+    a base stage (`draws`) fits. Tail draws stay valid until
+    the head changes, so they accumulate; once a head stage shrinks the residual R by less than
+    a third, the head is frozen and the method becomes importance sampling from the residual
+    (high-entropy queries, where WOR draws rarely pay). Stopping on the observed error makes
+    this a surrogate (slightly biased, like adaptive IS). Returns each task's estimate and
+    whether it met the target; `on_stage(done)` reports progress (tasks finished so far)."""
+    trie = Trie(batch)
+    N, T = len(batch.branch_task), batch.num_tasks
+    task = batch.branch_task
+    limit = torch.as_tensor(max_calls).expand(T)
+    active = torch.ones(T, dtype=torch.bool)
+    frozen = torch.zeros(T, dtype=torch.bool)
+    met = torch.zeros(T, dtype=torch.bool)
+    final: list[Estimate | None] = [None] * T
+    rounds: list[tuple[Tensor, Tensor, Tensor]] = []
+    tails: list[tuple[int, Draws]] = []
+    head_stage = torch.zeros(N, dtype=torch.long)  # tail draws older than this are stale
+    cost = cost_per_draw(trie, torch.ones(N, dtype=torch.bool)).clamp_min(1)
+    stage = 0
+    while active.any():
+        room = (limit - batch.task_calls()).clamp_min(0) // (2 * cost)
+        count = torch.where(active, room.clamp_max(draws * 2 ** min(stage, 30)), 0)
+        if stage == 0 and (count < 1).any():
+            t = int((count < 1).nonzero()[0])
+            raise BudgetError(f"wor: {int(limit[t])} model calls cannot pay for one head and one "
+                              f"tail draw (that needs {1 + 2 * int(cost[t])}); raise the budget")
+        active &= (count > 0) & ((room >= draws) | (stage == 0))  # no dribbling stages
+        if not active.any():
+            break
+        grow = active & ~frozen
+        if grow.any():
+            log_R = group_logsumexp(trie.root_residual(), task, T)
+            rounds.append(_grow_head(trie, torch.where(grow, count, 0)[task]))
+            shrink = torch.exp(group_logsumexp(trie.root_residual(), task, T) - log_R)
+            frozen |= grow & (shrink.nan_to_num(0.0) > 2 / 3)
+            head_stage = torch.where(grow[task], stage, head_stage)
+        log_rest = trie.root_residual()
+        eligible = active[task] & torch.isfinite(log_rest)
+        tails.append((stage, iid_draws(trie, None, count, "residual", eligible, str)))
+        valid = [(d, d.row_branch.new_full(d.row_branch.shape, s) >= head_stage[d.row_branch])
+                 for s, d in tails]
+        current = Draws(*(torch.cat([getattr(d, f)[keep] for d, keep in valid])
+                          for f in ("row_branch", "log_w", "log_q")))
+        log_head, head_entropy = _head_sums(trie, rounds, N)
+        result = _combine(log_head, head_entropy, log_rest, current)
+        estimates = to_estimates(batch, "wor", result, False)
+        for t in active.nonzero().flatten().tolist():
+            e = estimates[t]
+            final[t] = e
+            exact = e.stderr == 0.0
+            precise = e.stderr is not None and e.value > 0 and e.stderr < rel_tol * e.value
+            if exact or precise or e.value == 0.0:
+                met[t] = exact or precise
+                active[t] = False
+        stage += 1
+        if on_stage is not None:
+            on_stage(int((~active).sum()))
+    return final, met  # type: ignore[return-value]

@@ -1,0 +1,119 @@
+"""The prefix trie: residual masses (UniqueRandomizer's Fig. 2), WOR draws that follow the
+sequential without-replacement law, and removal that keeps masses exact."""
+
+import math
+
+import pytest
+import torch
+from oracles import random_markov
+
+from seqq import queries as Q
+from seqq.estimators.batch import prepare
+from seqq.estimators.trie import Trie
+
+PAD = 3
+
+
+class Fig2Program:
+    """004's Fig. 2 program as a sequence model over {0, 1, 2, PAD}, padded to length 4: a length
+    index i ~ [0.5, 0.4, 0.1], then i middle bits ~ [0.75, 0.25], then a final bit ~ [0.1, 0.9]."""
+
+    vocab_size = 4
+
+    def _log_probs(self, prefix: tuple) -> torch.Tensor:
+        if not prefix:
+            probs = [0.5, 0.4, 0.1, 0.0]
+        elif len(prefix) <= prefix[0]:
+            probs = [0.75, 0.25, 0.0, 0.0]
+        elif len(prefix) == prefix[0] + 1:
+            probs = [0.1, 0.9, 0.0, 0.0]
+        else:
+            probs = [0.0, 0.0, 0.0, 1.0]
+        return torch.tensor(probs, dtype=torch.float64).log()
+
+    def initial_state(self, histories):
+        return torch.stack([self._log_probs(()) for _ in histories]), [() for _ in histories]
+
+    def step(self, state, tokens):
+        state = [p + (int(t),) for p, t in zip(state, tokens.tolist(), strict=True)]
+        return torch.stack([self._log_probs(p) for p in state]), state
+
+    def select(self, state, index):
+        return [state[i] for i in index.tolist()]
+
+    def concat(self, states):
+        return [p for s in states for p in s]
+
+
+def fig2_trie(replicas: int = 1, seed: int = 0) -> Trie:
+    query = Q.product([None, None, None, [0, 1, PAD]])  # restricted last position: length 4,
+    # and q = p because symbol 2 has probability 0 there
+    return Trie(prepare(Fig2Program(), [[0]] * replicas, [query] * replicas, seed))
+
+
+def path_node(trie: Trie, path: list[int]) -> int:
+    node = torch.tensor([0])
+    for depth, token in enumerate(path):
+        if depth:
+            trie.expand(depth, node)
+        node = trie.child_nodes(depth, node, torch.tensor([token]))
+    return int(node)
+
+
+def test_fig2_masses_after_removing_the_first_trace():
+    trie = fig2_trie()
+    leaf = path_node(trie, [1, 0, 1, PAD])
+    assert math.exp(trie.levels[4].log_q[leaf]) == pytest.approx(0.27)
+    trie.remove([(4, torch.tensor([leaf]))])
+    assert math.exp(trie.root_residual()[0]) == pytest.approx(0.73)
+    children = trie.residual_logits(0, torch.tensor([0])).exp()[0]
+    assert children.tolist() == pytest.approx([0.5, 0.13, 0.1, 0.0])
+
+
+def test_removing_every_trace_empties_the_trie_exactly():
+    trie = fig2_trie()
+    traces = [[0, b, PAD, PAD] for b in (0, 1)]
+    traces += [[1, m, b, PAD] for m in (0, 1) for b in (0, 1)]
+    traces += [[2, m1, m2, b] for m1 in (0, 1) for m2 in (0, 1) for b in (0, 1)]
+    assert len(traces) == 14
+    leaves = torch.tensor([path_node(trie, t) for t in traces])
+    total = torch.logsumexp(trie.levels[4].log_q[leaves], 0).exp().item()
+    assert total == pytest.approx(1.0, abs=1e-12)
+    trie.remove([(4, leaves[:7])])
+    assert math.exp(trie.root_residual()[0]) == pytest.approx(
+        1 - torch.logsumexp(trie.levels[4].log_q[leaves[:7]], 0).exp().item(), rel=1e-12)
+    trie.remove([(4, leaves[7:])])
+    assert trie.root_residual()[0] == -math.inf
+
+
+def test_wor_draws_follow_the_sequential_law():
+    # P(s1 = a, s2 = b) = q_a · q_b / (1 − q_a): check both marginals over many replicas
+    R = 4000
+    trie = fig2_trie(R, seed=3)
+    depths, leaves, branch = trie.sample_without_replacement(torch.full((R,), 2))
+    assert torch.equal(torch.bincount(branch, minlength=R), torch.full((R,), 2))
+    q = trie.node_values(depths, leaves, "log_q").exp().view(R, 2)
+    first_mass = q[:, 0]
+    # E[q(s1)] = Σ q², E[q(s2)] = Σ_a q_a Σ_{b≠a} q_b² / (1 − q_a), with the 14 trace masses
+    masses = torch.tensor([0.5 * 0.1, 0.5 * 0.9] + [0.4 * m * f for m in (0.75, 0.25)
+                                                   for f in (0.1, 0.9)]
+                          + [0.1 * m1 * m2 * f for m1 in (0.75, 0.25) for m2 in (0.75, 0.25)
+                             for f in (0.1, 0.9)], dtype=torch.float64)
+    assert masses.sum().item() == pytest.approx(1.0)
+    second = sum(a * ((masses**2).sum() - a**2) / (1 - a) for a in masses)
+    for observed, expected in ((first_mass, (masses**2).sum()), (q[:, 1], second)):
+        se = observed.std() / math.sqrt(R)
+        assert abs(observed.mean() - expected) <= 4 * se
+    assert (q[:, 0] != q[:, 1]).any() and not (leaves.view(R, 2)[:, 0] == leaves.view(R, 2)[:, 1]).any()
+
+
+def test_wor_draws_never_repeat_across_rounds_and_exhaust_q():
+    model = random_markov(4, 1, seed=2)
+    trie = Trie(prepare(model, [[0]], [Q.hitting_time(1, 3)], seed=0))  # 3·3 = 9 paths
+    seen = []
+    for _ in range(5):
+        depths, leaves, _ = trie.sample_without_replacement(torch.tensor([2]))
+        trie.remove([(3, leaves)])
+        seen += leaves.tolist()
+    assert len(seen) == len(set(seen)) == 9
+    assert trie.root_residual()[0] == -math.inf

@@ -1,0 +1,107 @@
+"""Sampling without replacement through the trie: sum-and-sample (`wor`) and the Hindsight
+Gumbel Estimator, against exact answers; exhaustion is exact; bounds always hold."""
+
+import math
+
+import pytest
+import torch
+from oracles import brute_force, random_markov, tiny_gpt2, tiny_lstm
+
+import seqq
+from seqq import queries as Q
+from seqq.errors import QueryError
+
+SEEDS = 240
+
+CASES = [
+    ("markov", lambda: random_markov(5, 1, seed=5), [2], Q.hitting_time(3, 4)),
+    ("markov-order2", lambda: random_markov(4, 2, seed=6), [1, 3], Q.a_before_b(0, 2, 3)),
+    ("lstm", tiny_lstm, [0, 3, 1], Q.hitting_time(2, 4)),
+    ("gpt2", tiny_gpt2, [1, 0, 3], Q.count(4, 1, 3)),
+]
+
+
+@pytest.fixture(params=CASES, ids=[c[0] for c in CASES])
+def case(request):
+    _, make, history, query = request.param
+    model = make()
+    return model, history, query, brute_force(model, history, query)
+
+
+def test_wor_to_exhaustion_is_exact(case):
+    model, history, query, truth = case
+    for method in ("wor", "hindsight_gumbel"):
+        est = seqq.estimate(model, history, query, method, samples=200, seed=0)
+        assert est.value == pytest.approx(truth, rel=1e-9, abs=1e-15)
+        assert est.lower == pytest.approx(truth, rel=1e-9) and est.upper == pytest.approx(
+            truth, rel=1e-9)
+        if method == "wor":
+            assert est.stderr == 0.0
+
+
+@pytest.mark.parametrize("method, options", [
+    ("wor", {"samples": 3, "tail_samples": 2}),
+    ("wor", {"budget": 25}),
+    ("hindsight_gumbel", {"samples": 4}),
+    ("hindsight_gumbel", {"samples": 4, "repeats": 5}),
+])
+def test_wor_estimators_are_unbiased_and_bounded(case, method, options):
+    model, history, query, truth = case
+    estimates = seqq.estimate_many(model, [history] * SEEDS, query, method, seed=7, **options)
+    values = torch.tensor([e.value for e in estimates], dtype=torch.float64)
+    se = values.std().item() / math.sqrt(SEEDS)
+    assert abs(values.mean().item() - truth) <= 4 * se + 1e-12, (values.mean(), truth, se)
+    for e in estimates:
+        assert e.lower <= truth * (1 + 1e-9) and truth <= e.upper * (1 + 1e-9)
+        if method == "wor":
+            assert e.lower <= e.value * (1 + 1e-9) and e.value <= e.upper * (1 + 1e-9)
+        if "budget" in options:
+            assert e.model_calls <= options["budget"]
+
+
+@pytest.mark.parametrize("method", ["exact", "beam", "tail_beam", "coverage_beam", "hybrid",
+                                    "wor", "hindsight_gumbel"])
+def test_bounds_always_contain_the_exact_value(method):
+    model = random_markov(7, 1, seed=11)
+    queries = [Q.hitting_time(2, 5), Q.a_before_b(1, [3, 4], 4), Q.count(0, 2, 4)]
+    for query in queries:
+        truth = seqq.exact(model, [0], query)
+        est = seqq.estimate(model, [0], query, method, seed=3)
+        assert est.lower <= truth * (1 + 1e-9) + 1e-15 and truth <= est.upper * (1 + 1e-9)
+
+
+def test_budgets_are_respected_and_mostly_spent():
+    model = random_markov(8, 1, seed=2)
+    query = Q.hitting_time(1, 6)
+    for method in ("wor", "hindsight_gumbel", "hybrid", "importance"):
+        for budget in (60, 300):
+            est = seqq.estimate(model, [0], query, method, budget=budget, seed=1)
+            assert budget * 0.8 <= est.model_calls <= budget, (method, budget, est.model_calls)
+
+
+def test_long_horizon_against_forward_dp():
+    model = random_markov(12, 1, seed=21)
+    query = Q.hitting_time(1, 9)
+    truth = seqq.exact(model, [0], query)
+    estimates = seqq.estimate_many(model, [[0]] * SEEDS, query, "wor", budget=200, seed=2)
+    values = torch.tensor([e.value for e in estimates], dtype=torch.float64)
+    assert abs(values.mean().item() - truth) <= 4 * values.std().item() / math.sqrt(SEEDS)
+
+
+def test_bad_options_are_named():
+    model = random_markov(4, 1)
+    with pytest.raises(QueryError, match="no option 'head_share'"):
+        seqq.estimate(model, [0], Q.hitting_time(1, 3), "wor", head_share=0.5)
+    with pytest.raises(QueryError, match="repeats"):
+        seqq.estimate(model, [0], Q.hitting_time(1, 3), "hindsight_gumbel", repeats=0)
+
+
+def test_relative_error_target_stops_when_met_and_respects_the_budget():
+    model = random_markov(10, 1, seed=4)
+    query = Q.hitting_time(3, 6)
+    truth = seqq.exact(model, [0], query)
+    est = seqq.estimate(model, [0], query, "wor", rel_tol=0.02, seed=1)
+    assert est.stderr < 0.02 * est.value and abs(est.value - truth) <= 4 * est.stderr
+    assert est.lower <= truth <= est.upper
+    capped = seqq.estimate(model, [0], query, "wor", rel_tol=1e-6, budget=500, seed=1)
+    assert capped.model_calls <= 500
