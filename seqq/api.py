@@ -30,7 +30,8 @@ def estimate_many(
     `budget` (model calls, one for all or one per pair) makes each method do the most it can
     within it (docs/decisions.md §2). Options: `samples` (importance/naive/uniform samples per
     product; hybrid tail samples), `beam_width` (beam), `alpha` (coverage_beam), `max_width`
-    (tail_beam/hybrid), `surrogate` (twisted: a `MarkovModel`, e.g. from `fit_ngram`).
+    (tail_beam/hybrid), `surrogate` (twisted, smc: a `ContextAutomaton`, e.g.
+    from `seqq.estimators.twisted.fit_surrogate`).
     """
     if method not in METHODS:
         raise QueryError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")

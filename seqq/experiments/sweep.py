@@ -117,12 +117,12 @@ def make_histories(cfg: DictConfig, dataset: Any, horizon: int,
 
 def with_surrogate(options: dict[str, Any], dataset: Any) -> dict[str, Any]:
     """`twisted`'s options with its `order` (auto when absent) replaced by the surrogate it
-    names: an n-gram fitted on the dataset's training split, in seconds."""
-    from seqq.models.ngram import fit_ngram
+    names: an HPYP n-gram fitted on the dataset's training split, in seconds."""
+    from seqq.estimators.twisted import fit_surrogate
 
     rest = dict(options)
     order = rest.pop("order", None)
-    return {**rest, "surrogate": fit_ngram(dataset.train, len(dataset.vocab), order)}
+    return {**rest, "surrogate": fit_surrogate(dataset.train, dataset.vocab, order)}
 
 
 def results_dir(sweep_dir: str | Path) -> Path:
