@@ -102,6 +102,7 @@ def as_own_surrogate(make, grouped, method, monkeypatch, **options):
     if grouped:
         monkeypatch.setattr(importlib.import_module("seqq.estimators.twisted"), "MESSAGE_ELEMENTS", 1)
         monkeypatch.setattr(importlib.import_module("seqq.estimators.smc"), "MESSAGE_ELEMENTS", 1)
+        monkeypatch.setattr(importlib.import_module("seqq.estimators.smc"), "ROW_ELEMENTS", 1)
     model = make()
     return seqq.estimate_many(model, HISTORIES, QUERIES, method, seed=0, surrogate=model,
                               **options), model
