@@ -169,13 +169,19 @@ def backward_messages(probs: Tensor, next_context: Tensor, masks: Tensor) -> Ten
     chunk = max(1, STEP_ELEMENTS // (C * V))
     beta = torch.ones(U, C, dtype=torch.float64, device=probs.device)  # β_{d+2}
     for d in range(int(lengths.max()) - 1, 0, -1):  # β_{d+1}(c) from β_{d+2}, V_{d+1} = masks[:, d]
-        beta = torch.cat([torch.einsum("ucx,cx->uc", part[:, next_context] * m[:, None], probs)
-                          for part, m in zip(beta.split(chunk), masks[:, d].double().split(chunk),
-                                             strict=True)])
+        beta = torch.cat([_backward_step(part, m, probs, next_context) for part, m in
+                          zip(beta.split(chunk), masks[:, d].double().split(chunk), strict=True)])
         beta = beta / beta.amax(1, keepdim=True).clamp_min(torch.finfo(beta.dtype).tiny)
         beta = torch.where((lengths <= d)[:, None], 1.0, beta)  # V_{d+1}, … all free
         log_beta[:, d - 1] = beta.log().clamp_min(LOG_FLOOR)
     return log_beta
+
+
+def _backward_step(beta: Tensor, domain: Tensor, probs: Tensor, next_context: Tensor) -> Tensor:
+    """Σ_{x ∈ domain} p_s(x | c)·β(next(c, x)) for every state c and product row: one gather
+    and one batched mat-vec, no temporaries beyond the gathered [u, C, V]."""
+    gathered = beta[:, next_context.flatten()].view(len(beta), *next_context.shape).mul_(probs)
+    return torch.bmm(gathered, domain[:, :, None])[..., 0]
 
 
 def start_contexts(surrogate: ContextAutomaton, histories: Sequence[Sequence[int]]) -> Tensor:
