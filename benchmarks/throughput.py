@@ -26,6 +26,7 @@ from benchmarks.timing import StepRecorder, median, model_device, raw_steps, tim
 from benchmarks.zoo import BenchModel, build
 from seqq import queries as Q
 from seqq.estimators import METHODS
+from seqq.estimators.twisted import fit_surrogate
 from seqq.models.batching import measure_chunk_rows
 
 HISTORY_LENGTH = 20
@@ -45,13 +46,11 @@ def method_options(method: str, model: BenchModel, samples: int) -> dict:
 
 
 def _twisted_surrogate(model: BenchModel) -> dict:
-    """A Markov surrogate fitted on random sequences (its quality does not change the cost)."""
-    from seqq.models.ngram import fit_ngram
-
+    """An HPYP surrogate fitted on random sequences (its quality does not change the cost)."""
     V = model.model.vocab_size
     generator = torch.Generator().manual_seed(0)
     sequences = torch.randint(V, (50, 200), generator=generator).tolist()
-    return {"surrogate": fit_ngram(sequences, V)}
+    return {"surrogate": fit_surrogate(sequences, [str(v) for v in range(V)])}
 
 
 EXTRA_OPTIONS: dict[str, Callable[[BenchModel], dict]] = {"twisted": _twisted_surrogate}

@@ -6,6 +6,8 @@ import torch
 from oracles import PrefixRecording, brute_force, random_markov, tiny_gpt2
 from test_estimators import CASES, assert_unbiased, replicas
 from test_smc import _importance_variance
+from test_twisted import CASES as TWISTED_CASES
+from test_twisted import HISTORIES, QUERIES, SELF_TWISTED, as_own_surrogate, fitted_surrogate, truth_of
 
 import seqq
 from seqq import queries as Q
@@ -114,3 +116,22 @@ def test_an_empty_query_gives_zero_beside_others():
                                                           Q.hitting_time(1, 3)],
                                       "randomized_beam", budget=50, seed=0)
     assert empty.value == 0.0 and "empty" in empty.note and other.value > 0
+
+
+@pytest.mark.parametrize("make, history, query, order", [c[1:] for c in TWISTED_CASES],
+                         ids=[c[0] for c in TWISTED_CASES])
+def test_a_twisted_beam_is_unbiased_with_a_fitted_surrogate(make, history, query, order):
+    model = make()
+    estimates = replicas(model, history, query, "randomized_beam", top=2, sampled=2,
+                         surrogate=fitted_surrogate(model, history, order))
+    assert_unbiased(estimates, truth_of(model, history, query))
+
+
+@pytest.mark.parametrize("make, grouped", [c[1:] for c in SELF_TWISTED],
+                         ids=[c[0] for c in SELF_TWISTED])
+def test_a_beam_twisted_by_the_model_itself_is_exact(make, grouped, monkeypatch):
+    """Then ŵ·ψ of every candidate is its exact share of p(Q), and each draw carries S̃/sampled."""
+    estimates, model = as_own_surrogate(make, grouped, "randomized_beam", monkeypatch, top=1,
+                                        sampled=2)
+    for est, history, query in zip(estimates, HISTORIES, QUERIES, strict=True):
+        assert est.value == pytest.approx(seqq.exact(model, history, query), rel=1e-9)

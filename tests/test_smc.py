@@ -7,6 +7,8 @@ import pytest
 import torch
 from oracles import PrefixRecording, brute_force, random_markov, tiny_lstm
 from test_estimators import CASES, SEEDS, assert_unbiased, replicas
+from test_twisted import CASES as TWISTED_CASES
+from test_twisted import HISTORIES, QUERIES, SELF_TWISTED, as_own_surrogate, fitted_surrogate, truth_of
 
 import seqq
 from seqq import queries as Q
@@ -140,3 +142,36 @@ def test_an_empty_query_gives_zero_beside_others():
     empty, other = seqq.estimate_many(model, [[0], [1]], [Q.hitting_time([0, 1, 2], 3),
                                                           Q.hitting_time(1, 3)], "smc", seed=0)
     assert empty.value == 0.0 and "empty" in empty.note and other.value > 0
+
+
+@pytest.mark.parametrize("make, history, query, order", [c[1:] for c in TWISTED_CASES],
+                         ids=[c[0] for c in TWISTED_CASES])
+@pytest.mark.parametrize("options", [{"particles": 6}, {"budget": 60}], ids=["P6", "budget"])
+def test_twisted_smc_is_unbiased_with_a_fitted_surrogate(make, history, query, order, options):
+    model = make()
+    surrogate = fitted_surrogate(model, history, order)
+    estimates = replicas(model, history, query, "smc", surrogate=surrogate, **options)
+    assert_unbiased(estimates, truth_of(model, history, query))
+    assert all(e.model_calls <= options.get("budget", 1e9) for e in estimates)
+
+
+@pytest.mark.parametrize("make, grouped", [c[1:] for c in SELF_TWISTED],
+                         ids=[c[0] for c in SELF_TWISTED])
+def test_twisted_smc_with_the_model_as_surrogate_is_exact(make, grouped, monkeypatch):
+    """Every incremental weight Z_k/β_k is then the same constant for all particles."""
+    estimates, model = as_own_surrogate(make, grouped, "smc", monkeypatch, particles=7,
+                                        ess_threshold=1.0)
+    for est, history, query in zip(estimates, HISTORIES, QUERIES, strict=True):
+        assert est.value == pytest.approx(seqq.exact(model, history, query), rel=1e-9)
+
+
+def test_the_twist_lowers_smc_variance_on_a_far_hitting_time():
+    model = random_markov(6, 2, seed=11)
+    history, query = [0, 1], Q.hitting_time(5, 8)
+    surrogate = fitted_surrogate(model, history, order=3, n=200, length=20)
+    spread = {}
+    for name, options in (("smc", {}), ("twisted", {"surrogate": surrogate})):
+        values = torch.tensor([e.value for e in replicas(model, history, query, "smc",
+                                                         particles=10, **options)])
+        spread[name] = values.var().item()
+    assert spread["twisted"] < spread["smc"] / 5, spread

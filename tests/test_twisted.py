@@ -1,5 +1,6 @@
 """Twisted importance sampling against exact answers: unbiased with any surrogate, exact with
-the model itself as surrogate, IS's call counts, and lower variance with a fitted surrogate."""
+the model itself as surrogate (Markov or HPYP), IS's call counts, lower variance with a fitted
+surrogate; and the surrogate `fit_surrogate` fits, against hand-computed Kneser–Ney values."""
 
 import importlib
 import math
@@ -13,8 +14,9 @@ import seqq
 from seqq import queries as Q
 from seqq.errors import QueryError
 from seqq.estimators.batch import effective_lengths
+from seqq.estimators.twisted import fit_surrogate
 from seqq.models import MarkovModel
-from seqq.models.ngram import fit_ngram
+from seqq.models.hpyp import PAPER_DISCOUNTS, HPYPModel
 
 SEEDS = 240
 
@@ -31,8 +33,13 @@ def draw(model, history, n, length, seed=0):
     return [list(history) + row for row in torch.stack(drawn, 1).tolist()]
 
 
-def fitted_surrogate(model, history, order, n=60, length=12):
-    return fit_ngram(draw(model, history, n, length), model.vocab_size, order=order)
+def symbols(V):
+    return [str(v) for v in range(V)]
+
+
+def fitted_surrogate(model, history, order, n=200, length=12):
+    """An HPYP n-gram of `order` (n − 1 symbols of context) fitted on sampled sequences."""
+    return fit_surrogate(draw(model, history, n, length), symbols(model.vocab_size), order)
 
 
 def truth_of(model, history, query):
@@ -46,16 +53,16 @@ def values(estimates):
     return torch.tensor([e.value for e in estimates], dtype=torch.float64)
 
 
-# model, history, query, order of the surrogate fitted on samples of the model
+# model, history, query, HPYP order of the surrogate fitted on samples of the model
 CASES = [
-    ("markov", lambda: random_markov(8, 1, seed=5), [2], Q.hitting_time(3, 5), 1),
-    ("markov-order2", lambda: random_markov(6, 2, seed=6), [1, 4], Q.hitting_time([0, 5], 4), 1),
-    ("markov-count", lambda: random_markov(5, 1, seed=7), [0], Q.count(1, 2, 4), 2),
-    ("markov-before", lambda: random_markov(6, 2, seed=8), [0, 1], Q.a_before_b(2, [3, 4], 4), 2),
-    ("lstm", tiny_lstm, [0, 3, 1], Q.hitting_time(2, 5), 2),
-    ("lstm-count", tiny_lstm, [4], Q.count(0, 1, 4), 2),
-    ("gpt2", tiny_gpt2, [1, 0, 3], Q.hitting_time(4, 4), 2),
-    ("gpt2-before", tiny_gpt2, [2], Q.a_before_b(0, 1, 4), 3),  # history shorter than the context
+    ("markov", lambda: random_markov(8, 1, seed=5), [2], Q.hitting_time(3, 5), 2),
+    ("markov-order2", lambda: random_markov(6, 2, seed=6), [1, 4], Q.hitting_time([0, 5], 4), 2),
+    ("markov-count", lambda: random_markov(5, 1, seed=7), [0], Q.count(1, 2, 4), 3),
+    ("markov-before", lambda: random_markov(6, 2, seed=8), [0, 1], Q.a_before_b(2, [3, 4], 4), 3),
+    ("lstm", tiny_lstm, [0, 3, 1], Q.hitting_time(2, 5), 3),
+    ("lstm-count", tiny_lstm, [4], Q.count(0, 1, 4), 3),
+    ("gpt2", tiny_gpt2, [1, 0, 3], Q.hitting_time(4, 4), 3),
+    ("gpt2-before", tiny_gpt2, [2], Q.a_before_b(0, 1, 4), 4),  # history shorter than the context
 ]
 
 
@@ -72,19 +79,40 @@ def test_twisted_is_unbiased_with_a_fitted_surrogate(make, history, query, order
     assert abs(v.mean().item() - truth) <= 4 * se + 1e-12, (v.mean(), truth, se)
 
 
-@pytest.mark.parametrize("order, grouped", [(1, False), (2, False), (2, True)])
-def test_the_model_as_its_own_surrogate_gives_zero_variance(order, grouped, monkeypatch):
-    """Then q̃ is p(· | X ∈ product), so every weight equals the product's probability.
+def fitted_hpyp(V=6, order=4, seed=0):
+    """A sparse-context HPYP model over V symbols (some contexts unseen), used as a model."""
+    g = torch.Generator().manual_seed(seed)
+    corpus = [[0] + torch.randint(1, V, (30,), generator=g).tolist() for _ in range(20)]
+    return HPYPModel.fit(corpus, symbols(V), order)
+
+
+SELF_TWISTED = [("markov-1", lambda: random_markov(6, 1, seed=1), False),
+                ("markov-2", lambda: random_markov(6, 2, seed=2), False),
+                ("markov-2-grouped", lambda: random_markov(6, 2, seed=2), True),
+                ("hpyp", fitted_hpyp, False)]
+HISTORIES = [[0, 1], [3, 3], [5, 2], [1, 0]]  # shorter than the HPYP context
+QUERIES = [Q.hitting_time(2, 6), Q.a_before_b(1, [0, 4], 5), Q.count(3, 2, 5),
+           Q.union(Q.product([[0, 1], None, [2]]), Q.product([[3], [4, 5], None]))]
+
+
+def as_own_surrogate(make, grouped, method, monkeypatch, **options):
+    """Estimates of QUERIES with the model as its own surrogate, and the model.
     `grouped`: messages too big for one batch make every task a group of its own."""
     if grouped:
         monkeypatch.setattr(importlib.import_module("seqq.estimators.twisted"), "MESSAGE_ELEMENTS", 1)
-    model = random_markov(6, order, seed=order)
-    histories = [[0, 1], [3, 3], [5, 2], [1, 0]]
-    queries = [Q.hitting_time(2, 6), Q.a_before_b(1, [0, 4], 5), Q.count(3, 2, 5),
-               Q.union(Q.product([[0, 1], None, [2]]), Q.product([[3], [4, 5], None]))]
-    estimates = seqq.estimate_many(model, histories, queries, "twisted", samples=5, seed=0,
-                                   surrogate=model)
-    for est, history, query in zip(estimates, histories, queries, strict=True):
+        monkeypatch.setattr(importlib.import_module("seqq.estimators.smc"), "MESSAGE_ELEMENTS", 1)
+        monkeypatch.setattr(importlib.import_module("seqq.estimators.smc"), "ROW_ELEMENTS", 1)
+    model = make()
+    return seqq.estimate_many(model, HISTORIES, QUERIES, method, seed=0, surrogate=model,
+                              **options), model
+
+
+@pytest.mark.parametrize("make, grouped", [c[1:] for c in SELF_TWISTED],
+                         ids=[c[0] for c in SELF_TWISTED])
+def test_the_model_as_its_own_surrogate_gives_zero_variance(make, grouped, monkeypatch):
+    """Then q̃ is p(· | X ∈ product), so every weight equals the product's probability."""
+    estimates, model = as_own_surrogate(make, grouped, "twisted", monkeypatch, samples=5)
+    for est, history, query in zip(estimates, HISTORIES, QUERIES, strict=True):
         truth = seqq.exact(model, history, query)
         assert est.value == pytest.approx(truth, rel=1e-9)
         assert est.stderr <= 1e-6 * truth  # the sample variance formula's rounding floor
@@ -93,18 +121,17 @@ def test_the_model_as_its_own_surrogate_gives_zero_variance(order, grouped, monk
 
 def test_a_fitted_surrogate_beats_importance_at_equal_calls():
     """A hitting time far ahead: q ignores the target, the twist steers towards it. The
-    surrogate is a trigram fitted on 4,000 sampled symbols, so it is close but not equal to
-    the model (≈ 70× lower variance here; an order-1 surrogate of this order-2 chain gains
-    nothing, see the module's docstring)."""
+    surrogate is an HPYP trigram fitted on 4,000 sampled symbols, so it is close but not equal
+    to the model."""
     model = random_markov(6, 2, seed=11)
     history, query = [0, 1], Q.hitting_time(5, 7)
-    surrogate = fitted_surrogate(model, history, order=2, n=200, length=20)
+    surrogate = fitted_surrogate(model, history, order=3, n=200, length=20)
     spread = {}
     for method, options in (("importance", {}), ("twisted", {"surrogate": surrogate})):
-        estimates = seqq.estimate_many(model, [history] * SEEDS, query, method, samples=10,
-                                       seed=5, **options)
+        estimates = seqq.estimate_many(model, [history] * SEEDS, query, method, budget=61,
+                                       seed=5, **options)  # importance re-uses cached prefixes
         spread[method] = values(estimates).var().item()
-        assert {e.model_calls for e in estimates} == {1 + 10 * 6}
+        assert max(e.model_calls for e in estimates) <= 61
     assert spread["twisted"] < spread["importance"] / 10, spread
 
 
@@ -117,7 +144,9 @@ def test_twisted_costs_what_importance_costs(K, S):
     assert est.model_calls == 1 + S * (K - 1) == model.rows
 
 
-def test_a_budget_buys_as_many_samples_as_for_importance():
+def test_a_budget_buys_full_price_samples():
+    """Twisted samples are independent rollouts: each pays every call (importance, drawing
+    through the prefix trie, gets at least as many from the same budget)."""
     surrogate = MarkovModel.random(5, 2, seed=0)
     query = Q.a_before_b(1, 2, 4)  # products of lengths 1..4: 6 calls per round of samples
     for budget in (7, 60, 64):
@@ -125,17 +154,18 @@ def test_a_budget_buys_as_many_samples_as_for_importance():
                                         **options)
                           for method, options in (("twisted", {"surrogate": surrogate}),
                                                   ("importance", {})))
-        assert twisted.num_samples == plain.num_samples == 4 * ((budget - 1) // 6)
-        assert twisted.model_calls == plain.model_calls <= budget
+        assert twisted.num_samples == 4 * ((budget - 1) // 6) <= plain.num_samples
+        assert twisted.model_calls == 1 + 6 * ((budget - 1) // 6) <= budget
+        assert plain.model_calls <= budget
 
 
-def test_an_order_zero_surrogate_is_plain_importance_sampling():
+def test_a_one_state_surrogate_is_plain_importance_sampling():
     model = random_markov(5, 1, seed=2)
     query = Q.a_before_b(1, 2, 4)
-    iid = fit_ngram([[0, 1, 2, 3, 4, 4]], 5, order=0)
+    iid = MarkovModel.iid([0.1, 0.2, 0.3, 0.2, 0.2])
     twisted = seqq.estimate(model, [0], query, "twisted", samples=20, seed=4, surrogate=iid)
     plain = seqq.estimate(model, [0], query, "importance", samples=20, seed=4)
-    assert twisted.value == plain.value and twisted.method == "twisted"
+    assert twisted.value == pytest.approx(plain.value, rel=1e-12) and twisted.method == "twisted"
 
 
 def test_an_empty_query_is_zero_alone_or_in_a_batch():
@@ -151,11 +181,14 @@ def test_an_empty_query_is_zero_alone_or_in_a_batch():
 
 def test_bad_surrogates_are_refused():
     model = random_markov(5, 1, seed=2)
-    with pytest.raises(QueryError, match="fit_ngram"):
+    with pytest.raises(QueryError, match="fit_surrogate"):
         seqq.estimate(model, [0], Q.hitting_time(1, 3), "twisted")
-    with pytest.raises(QueryError, match="4 symbols"):
-        seqq.estimate(model, [0], Q.hitting_time(1, 3), "twisted",
-                      surrogate=MarkovModel.random(4, 1))
+    for method in ("twisted", "smc"):
+        with pytest.raises(QueryError, match="4 symbols"):
+            seqq.estimate(model, [0], Q.hitting_time(1, 3), method,
+                          surrogate=MarkovModel.random(4, 1))
+        with pytest.raises(QueryError, match="ContextAutomaton"):
+            seqq.estimate(model, [0], Q.hitting_time(1, 3), method, surrogate=tiny_lstm())
 
 
 def test_the_sweep_fits_the_surrogate_on_the_training_split(tmp_path):
@@ -170,7 +203,40 @@ def test_the_sweep_fits_the_surrogate_on_the_training_split(tmp_path):
     twisted = table[table.method == "twisted"].set_index(["history_id", "K", "budget_level"])
     hybrid = table[table.method == "hybrid"].set_index(["history_id", "K", "budget_level"])
     assert len(twisted) == len(hybrid) > 0
-    assert set(twisted.options) == {'{"surrogate": "MarkovModel(order=2, vocab_size=9)"}'}
+    [options] = set(twisted.options)
+    assert options.startswith('{"surrogate": "HPYPModel(order=2, vocab_size=9, contexts=')
     assert (twisted.budget_calls == hybrid.model_calls.reindex(twisted.index)).all()
     assert (twisted.model_calls <= twisted.budget_calls).all()
     assert twisted.rae.notna().all()
+
+
+CORPUS = [[0, 1, 2, 1], [1, 2]]  # the first symbol of each is a <BOS>: context, never predicted
+
+
+def test_the_surrogate_is_interpolated_kneser_ney():
+    """Bigram by hand: predicted 1|0, 2|1, 1|2, 2|1. One table per type sends 1 twice (from
+    contexts 0 and 2) and 2 once (from 1) to the root, which discounts d_0 and backs off to the
+    uniform; context u keeps (N(u,x) − d_1)/N(u) and gives d_1·types/N(u) to the root."""
+    d0, d1 = PAPER_DISCOUNTS[:2]
+    root = torch.tensor([0.0, 2 - d0, 1 - d0], dtype=torch.float64) / 3 + d0 * 2 / 3 / 3
+    expected = torch.stack([
+        torch.tensor([0.0, 1 - d1, 0.0], dtype=torch.float64) + d1 * root,  # after 0
+        torch.tensor([0.0, 0.0, (2 - d1) / 2], dtype=torch.float64) + d1 / 2 * root,  # after 1
+        torch.tensor([0.0, 1 - d1, 0.0], dtype=torch.float64) + d1 * root,  # after 2
+    ])
+    model = fit_surrogate(CORPUS, symbols(3), order=2)
+    log_probs, _ = model.initial_state([[0], [1], [2]])
+    torch.testing.assert_close(log_probs.exp(), expected, rtol=1e-12, atol=0)
+    assert (log_probs.exp() > 0).all()  # a surrogate never rules out a path
+    trigram = fit_surrogate(CORPUS, symbols(3), order=3)
+    unseen, seen = trigram.initial_state([[2, 2], [2]])[0]  # (2, 2) never seen: P(·|2)
+    torch.testing.assert_close(unseen, seen)
+
+
+def test_the_order_is_chosen_to_keep_the_table_small():
+    corpus = [list(range(60)) * 20]
+    assert fit_surrogate(corpus, symbols(67)).order == 5  # Shakespeare's characters
+    assert fit_surrogate(corpus, symbols(67), order=3).order == 3
+    assert fit_surrogate(corpus, symbols(50257)).order == 3  # 1,200 tokens: few contexts
+    gpt2 = fit_surrogate([list(range(3000))], symbols(50257))  # up to 3,001 × V: too many
+    assert gpt2.num_contexts == 1  # i.i.d.: `twisted` is plain importance sampling

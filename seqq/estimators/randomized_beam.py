@@ -10,6 +10,12 @@ tower property the last depth's exact sum Σ_b ŵ(b)·p(V_K | b) is unbiased for
 is sequential importance resampling at every step. Branches (products) run level by level
 together, one batched model call per depth, like beam.py; products of one task share the calls
 for their common prefixes (frontier.py).
+
+With a `surrogate`, candidates are ranked and drawn by ŵ(c)·ψ(c) instead, ψ(c) = β_{k+1} of c's
+surrogate state (twisted.py's backward messages): the beam keeps the prefixes likely to
+*complete* the query, not only the likely ones. ŵ stays an estimate of the prefix's
+probability: a drawn candidate gets m_c·S̃_tail/(sampled·ψ(c)), S̃_tail = Σ_tail ŵ·ψ, whose
+expectation is still ŵ(c); the head may be chosen by any score. So it stays unbiased.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import torch
 from torch import Tensor
 
 from seqq.errors import BudgetError, QueryError
-from seqq.estimators.batch import Batch, tree_calls
+from seqq.estimators.batch import Batch, subset, tree_calls
 from seqq.estimators.beam import TopB, best_candidates
 from seqq.estimators.estimate import Estimate
 from seqq.estimators.frontier import extend
@@ -29,22 +35,30 @@ from seqq.estimators.resample import resample_groups, systematic_counts
 from seqq.estimators.rollout import restrict, restricted_cdf
 from seqq.estimators.search import widths_for_budget
 from seqq.estimators.summary import BranchResult, group_logsumexp, to_estimates
+from seqq.estimators.twisted import Messages, check_surrogate, task_groups
+from seqq.models.automaton import ContextAutomaton
 
 DEFAULT_TOP = 5
 DEFAULT_SAMPLED = 5
 
 
 def randomized_beam(batch: Batch, budgets: Sequence[int] | None, top: int | None = None,
-                    sampled: int | None = None) -> list[Estimate]:
+                    sampled: int | None = None, surrogate: ContextAutomaton | None = None
+                    ) -> list[Estimate]:
     """Unbiased p̂ from a beam of `top` exact + `sampled` drawn nodes per depth and product.
     With a budget, the widest beam top + sampled that fits (at most one call per node), split
     as asked (`top` or `sampled` fixes that part) or evenly, drawn part rounded up. stderr is
-    None: the kept nodes are dependent draws with no simple variance estimate; use replicas."""
+    None: the kept nodes are dependent draws with no simple variance estimate; use replicas.
+    `surrogate` (a `ContextAutomaton`) steers ranking and drawing by its completion chance."""
     if (top is not None and top < 0) or (sampled is not None and sampled < 0):
         raise QueryError(f"randomized_beam options top and sampled must be ≥ 0, got "
                          f"top={top!r}, sampled={sampled!r}")
     head, drawn = _split(batch, budgets, top, sampled)
-    log_value, sizes = _search(batch, head, drawn)
+    if surrogate is None:
+        log_value, sizes = _search(batch, head, drawn, None)
+    else:
+        check_surrogate(batch, surrogate, "randomized_beam")
+        log_value, sizes = _twisted_search(batch, head, drawn, surrogate)
     extras = [{"top": head[b].tolist(), "sampled": drawn[b].tolist(),
                "beam_sizes": sizes[b].tolist()} for b in batch.task_branches()]
     return to_estimates(batch, "randomized_beam", BranchResult(log_value, None, None, None),
@@ -69,7 +83,23 @@ def _split(batch: Batch, budgets: Sequence[int] | None, top: int | None, sampled
     return width - drawn, drawn
 
 
-def _search(batch: Batch, top: Tensor, sampled: Tensor) -> tuple[Tensor, Tensor]:
+def _twisted_search(batch: Batch, top: Tensor, sampled: Tensor, surrogate: ContextAutomaton
+                    ) -> tuple[Tensor, Tensor]:
+    """`_search` steered by the surrogate's messages, in task groups that bound their memory."""
+    N, K = len(batch.branch_task), batch.masks.shape[1]
+    log_value = torch.empty(N, dtype=torch.float64)
+    sizes = torch.zeros(N, K - 1, dtype=torch.long)
+    per_task = batch.task_branches()
+    for tasks in task_groups(batch, surrogate):
+        part = subset(batch, tasks)
+        branches = torch.cat([per_task[t] for t in tasks.tolist()])
+        log_value[branches], sizes[branches] = _search(part, top[branches], sampled[branches],
+                                                       Messages.of(part, surrogate))
+    return log_value, sizes
+
+
+def _search(batch: Batch, top: Tensor, sampled: Tensor, messages: Messages | None
+            ) -> tuple[Tensor, Tensor]:
     """log p̂ per branch and the nodes kept at depths 1..K−1 [N, K−1]: each costs one call,
     unless another product of its task holds the same prefix (then they share it)."""
     N, K, device = len(batch.branch_task), batch.masks.shape[1], batch.device
@@ -78,8 +108,10 @@ def _search(batch: Batch, top: Tensor, sampled: Tensor) -> tuple[Tensor, Tensor]
     branch, log_w = torch.arange(N), torch.zeros(N, dtype=torch.float64)  # the frontier
     prefix = batch.branch_task.clone()  # the evaluated prefix of each node (shared by products)
     log_probs, state = batch.root_log_probs, batch.root_state
+    twist = None if messages is None else messages.rows(branch)
     for depth in range(K):
         node_log_probs = log_probs[prefix.to(device)]
+        guide = None if twist is None else twist.log_values(depth)
         domain = batch.masks[branch.to(device), depth]
         masked, log_mass = restrict(node_log_probs, domain)
         ending = batch.lengths[branch] == depth + 1
@@ -91,8 +123,10 @@ def _search(batch: Batch, top: Tensor, sampled: Tensor) -> tuple[Tensor, Tensor]
         on_device = open_nodes.to(device)
         node, token, log_w = _next_beam(batch, depth, branch[open_nodes], log_w[open_nodes],
                                         node_log_probs[on_device], masked[on_device],
-                                        domain[on_device], top, sampled)
+                                        domain[on_device], top, sampled,
+                                        None if guide is None else guide[on_device])
         parent = open_nodes[node]
+        twist = None if twist is None else twist.select(parent).advance(token)
         branch = branch[parent]
         sizes[:, depth] = torch.bincount(branch, minlength=N)
         prefix, log_probs, state = extend(batch, state, prefix[parent], token)
@@ -100,12 +134,14 @@ def _search(batch: Batch, top: Tensor, sampled: Tensor) -> tuple[Tensor, Tensor]
 
 
 def _next_beam(batch: Batch, depth: int, branch: Tensor, log_w: Tensor, log_probs: Tensor,
-               masked: Tensor, domain: Tensor, top: Tensor, sampled: Tensor
-               ) -> tuple[Tensor, Tensor, Tensor]:
+               masked: Tensor, domain: Tensor, top: Tensor, sampled: Tensor,
+               guide: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
     """(node, symbol, log ŵ) of the next beam, grouped by branch: the head kept exactly and
-    the tail sample. A branch with no more candidates than top + sampled keeps them all."""
+    the tail sample, both chosen by ŵ·ψ with ψ = exp(`guide`) (1 without a twist). A branch
+    with no more candidates than top + sampled keeps them all."""
     N, device = len(top), log_probs.device
     scores = log_w.to(device)[:, None] + masked.double()
+    steered = log_probs if guide is None else log_probs + guide
     candidates = torch.zeros(N, dtype=torch.long).index_add_(
         0, branch, torch.isfinite(masked).sum(-1).cpu())
     keep_all = candidates <= top + sampled
@@ -114,26 +150,28 @@ def _next_beam(batch: Batch, depth: int, branch: Tensor, log_w: Tensor, log_prob
     node = torch.zeros(0, dtype=torch.long)
     token = torch.zeros(0, dtype=torch.long)
     if int(head_width.max()) > 0:
-        node, token = best_candidates(scores, branch, depth, TopB(head_width, by_q=False),
-                                      batch.lengths)
+        node, token = best_candidates(scores if guide is None else scores + guide, branch,
+                                      depth, TopB(head_width, by_q=False), batch.lengths)
     head_log_w = scores[node.to(device), token.to(device)].cpu()
     if int(draws[branch].max()) == 0:
         return node, token, head_log_w
     tail_domain = domain.clone()
     tail_domain[node.to(device), token.to(device)] = False
-    node_tail = log_w + restrict(log_probs, tail_domain)[1].double().cpu()  # log ŵ(b)·p(tail|b)
-    log_tail = group_logsumexp(node_tail, branch, N)  # log S_tail per branch
+    node_tail = log_w + restrict(steered, tail_domain)[1].double().cpu()  # log ŵ(b)·Σ_tail p·ψ
+    log_tail = group_logsumexp(node_tail, branch, N)  # log S̃_tail per branch
     draws = torch.where(torch.isfinite(log_tail), draws, 0)
     ids, per_branch = torch.unique_consecutive(branch, return_counts=True)
     hits = resample_groups(node_tail, per_branch, draws[ids], batch.generator)
     chosen = hits.nonzero().flatten()
-    _, cdf = restricted_cdf(log_probs[chosen.to(device)], tail_domain[chosen.to(device)])
+    _, cdf = restricted_cdf(steered[chosen.to(device)], tail_domain[chosen.to(device)])
     counts = systematic_counts(cdf, hits[chosen], batch.generator)
     row, drawn_token = counts.nonzero(as_tuple=True)
     multiplicity = counts[row, drawn_token].double().cpu()
     drawn_node = chosen[row.cpu()]
     b = branch[drawn_node]
     drawn_log_w = multiplicity.log() + log_tail[b] - draws[b].double().log()
+    if guide is not None:
+        drawn_log_w -= guide[chosen.to(device)[row], drawn_token].cpu()
     node = torch.cat([node, drawn_node])
     order = torch.argsort(node * batch.vocab_size + torch.cat([token, drawn_token.cpu()]))
     return (node[order], torch.cat([token, drawn_token.cpu()])[order],

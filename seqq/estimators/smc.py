@@ -8,6 +8,12 @@ constant: the product, over the stretches between resamplings, of the mean accum
 It is unbiased: Σ_particles weight × p(rest of Q | prefix) is a martingale through weighting,
 resampling and extension, and equals the estimate at the end.
 
+With a `surrogate`, particles target p(x_≤k)·1[x_≤k ∈ Q_≤k]·β_{k+1}(c_k) (twisted.py's backward
+messages) and move by the twisted proposal q̃ ∝ p·1[V_k]·β_{k+1}(next(c, ·)); the incremental
+weight is then Z_k / β_k(c_{k−1}), Z_k = Σ_{V_k} p·β_{k+1}(next(c_{k−1}, ·)), still known before
+x_k is drawn. Resampling follows particles likely to complete the query, not only those whose
+prefix is likely. The weights telescope to twisted IS's p/q̃, so the estimate stays unbiased.
+
 Particles on one prefix are identical (same state, same weight), so they are stored once, as a
 row with a count, and the model is called once per distinct prefix of a task (frontier.py).
 Resampling and extension use systematic sampling (resample.py), which keeps each expected count
@@ -30,6 +36,8 @@ from seqq.estimators.resample import resample_groups, systematic_counts
 from seqq.estimators.rollout import restricted_cdf
 from seqq.estimators.search import widths_for_budget
 from seqq.estimators.summary import BranchResult, group_logsumexp, to_estimates
+from seqq.estimators.twisted import MESSAGE_ELEMENTS, Messages, SurrogateTwist, check_surrogate, message_cells
+from seqq.models.automaton import ContextAutomaton
 
 DEFAULT_PARTICLES = 1000
 DEFAULT_ESS_THRESHOLD = 0.5
@@ -37,18 +45,22 @@ ROW_ELEMENTS = 2**26  # particles × V per group of branches run together: bound
 
 
 def smc(batch: Batch, budgets: Sequence[int] | None, particles: int | None = None,
-        ess_threshold: float = DEFAULT_ESS_THRESHOLD) -> list[Estimate]:
+        ess_threshold: float = DEFAULT_ESS_THRESHOLD,
+        surrogate: ContextAutomaton | None = None) -> list[Estimate]:
     """SMC estimate of p(Q) with `particles` per product. With a budget, it starts with the most
     particles whose worst case (one call per particle per step, at most |prefixes| per step) fits
     it, and whenever shared prefixes left calls unspent, splits its particles into more (before
     extending them; `particles` then caps the count, reported as extras["particles"]).
     `ess_threshold` in [0, 1]: 0 never resamples (stratified importance sampling), 1 resamples
     whenever the weights are uneven. stderr is None: SMC has no simple unbiased variance
-    estimate (its particles are dependent); compare replicas instead."""
+    estimate (its particles are dependent); compare replicas instead. `surrogate` (a
+    `ContextAutomaton`, e.g. from `twisted.fit_surrogate`) twists proposal and weights."""
     if not 0 <= ess_threshold <= 1:
         raise QueryError(f"smc option ess_threshold must lie in [0, 1], got {ess_threshold!r}")
     if particles is not None and particles < 1:
         raise QueryError(f"smc option particles must be a positive integer, got {particles!r}")
+    if surrogate is not None:
+        check_surrogate(batch, surrogate, "smc")
     if budgets is None:
         counts = torch.full((len(batch.branch_task),), particles or DEFAULT_PARTICLES)
     else:
@@ -58,29 +70,33 @@ def smc(batch: Batch, budgets: Sequence[int] | None, particles: int | None = Non
     log_value = torch.zeros(N, dtype=torch.float64)
     resamplings = torch.zeros(N, dtype=torch.long)
     budget = None if budgets is None else (torch.as_tensor(list(budgets)), cap)
-    for branches in _groups(batch, counts):
+    cells = 0 if surrogate is None else message_cells(batch, surrogate)
+    for branches in _groups(batch, counts, cells):
         if not len(branches):
             continue  # only empty queries here: p = 0
         part = _branches(batch, branches)
+        twist = None if surrogate is None else Messages.of(part, surrogate).rows(
+            torch.arange(len(branches)))
         log_value[branches], resamplings[branches], counts[branches] = _run(
-            part, counts[branches], ess_threshold, budget)
+            part, counts[branches], ess_threshold, budget, twist)
     extras = [{"particles": counts[b].tolist(), "resamplings": resamplings[b].tolist()}
               for b in batch.task_branches()]
     return to_estimates(batch, "smc", BranchResult(log_value, None, counts, None), False, extras)
 
 
-def _groups(batch: Batch, counts: Tensor) -> list[Tensor]:
+def _groups(batch: Batch, counts: Tensor, cells: int) -> list[Tensor]:
     """Branches of consecutive whole tasks (so products still share prefixes) whose particles
-    × V stay under ROW_ELEMENTS, at least one task per group."""
-    groups, current, load = [], [], 0
+    × V stay under ROW_ELEMENTS and whose twist messages (`cells` per branch) under
+    MESSAGE_ELEMENTS, at least one task per group."""
+    groups, current, load, held = [], [], 0, 0
     limit = max(1, ROW_ELEMENTS // batch.vocab_size)
     for branches in batch.task_branches():
-        task_load = int(counts[branches].sum())
-        if current and load + task_load > limit:
+        task_load, task_cells = int(counts[branches].sum()), cells * len(branches)
+        if current and (load + task_load > limit or held + task_cells > MESSAGE_ELEMENTS):
             groups.append(torch.cat(current))
-            current, load = [], 0
+            current, load, held = [], 0, 0
         current.append(branches)
-        load += task_load
+        load, held = load + task_load, held + task_cells
     return [*groups, torch.cat(current)] if current else groups
 
 
@@ -93,8 +109,10 @@ def _branches(batch: Batch, branches: Tensor) -> Batch:
 
 
 def _run(batch: Batch, particles: Tensor, ess_threshold: float,
-         budget: tuple[Tensor, int] | None) -> tuple[Tensor, Tensor, Tensor]:
-    """log p̂, the number of resamplings and the final particles per branch of `batch`."""
+         budget: tuple[Tensor, int] | None, twist: SurrogateTwist | None
+         ) -> tuple[Tensor, Tensor, Tensor]:
+    """log p̂, the number of resamplings and the final particles per branch of `batch`; `twist`
+    holds one row per branch, as the particle rows start."""
     N, device = len(batch.branch_task), batch.device
     sizes = batch.masks.sum(-1).double().cpu()  # [N, K] |V_k| per branch
     log_z = torch.zeros(N, dtype=torch.float64)
@@ -104,12 +122,16 @@ def _run(batch: Batch, particles: Tensor, ess_threshold: float,
     branch = torch.arange(N)
     count = particles.clone()
     log_w = torch.zeros(N, dtype=torch.float64)
+    log_twist: Tensor | float = 0.0  # per row, log β_k(c_{k−1}): the twist of the last draw
     prefix = batch.branch_task.clone()
     log_probs, state = batch.root_log_probs, batch.root_state
     for depth in range(int(batch.lengths.max())):
         domain = batch.masks[branch.to(device), depth]
-        log_mass, cdf = restricted_cdf(log_probs[prefix.to(device)], domain)
-        log_w = log_w + log_mass.double().cpu()
+        row_log_probs = log_probs[prefix.to(device)]
+        guide = None if twist is None else twist.log_values(depth)
+        log_mass, cdf = restricted_cdf(row_log_probs if guide is None else row_log_probs + guide,
+                                       domain)
+        log_w = log_w + log_mass.double().cpu() - log_twist
         log_mean = group_logsumexp(log_w + count.double().log(), branch, N) - particles.double().log()
         ending = batch.lengths == depth + 1
         log_z += torch.where(ending, log_mean, 0.0)
@@ -120,6 +142,7 @@ def _run(batch: Batch, particles: Tensor, ess_threshold: float,
             break
         branch, count, log_w, prefix = branch[live], count[live], log_w[live], prefix[live]
         cdf = cdf[live.to(device)]
+        guide, twist = _keep(guide, twist, live)
         if budget is not None:
             more = _affordable(batch, sizes, budget, depth, branch, particles)
             if (more > particles).any():
@@ -135,13 +158,26 @@ def _run(batch: Batch, particles: Tensor, ess_threshold: float,
             kept = (count > 0).nonzero().flatten()
             branch, count, log_w, prefix = branch[kept], count[kept], log_w[kept], prefix[kept]
             cdf = cdf[kept.to(device)]
+            guide, twist = _keep(guide, twist, kept)
         children = systematic_counts(cdf, count, batch.generator)  # extend by q, merged
         parent, token = children.nonzero(as_tuple=True)
         count = children[parent, token].cpu()
         parent = parent.cpu()
         branch, log_w = branch[parent], log_w[parent]
+        if twist is not None:
+            on_device = parent.to(device), token
+            log_twist = guide[on_device].cpu()
+            twist = twist.select(on_device[0]).advance(token)
         prefix, log_probs, state = extend(batch, state, prefix[parent], token)
     return log_z, resamplings, particles
+
+
+def _keep(guide: Tensor | None, twist: SurrogateTwist | None, rows: Tensor
+          ) -> tuple[Tensor | None, SurrogateTwist | None]:
+    """The twist values and rows of the particle rows kept (`rows` on the CPU)."""
+    if twist is None:
+        return None, None
+    return guide[rows.to(guide.device)], twist.select(rows)
 
 
 def _affordable(batch: Batch, sizes: Tensor, budget: tuple[Tensor, int], depth: int,

@@ -24,6 +24,7 @@ from seqq.commands import CONF, hydra_job, run_hydra, wants_help
 from seqq.data import DATASETS, SequenceDataset, load_dataset
 from seqq.data.cache import file_digest
 from seqq.errors import CheckpointError, Interrupted, MissingRawData
+from seqq.estimators.twisted import fit_surrogate
 from seqq.experiments.gt_cache import GroundTruthCache, NoGroundTruth
 from seqq.experiments.histories import (
     History,
@@ -41,7 +42,6 @@ from seqq.experiments.store import PartStore
 from seqq.experiments.sweep_config import HELP, check_config, horizons
 from seqq.models import SequenceModel, TemperatureModel
 from seqq.models.loading import load_model, trained_checkpoint
-from seqq.models.ngram import fit_ngram
 from seqq.reports.build import build_report
 
 # What `make` trains at SIZE=quick (Makefile TRAIN_quick): minutes per LSTM instead of hours.
@@ -145,10 +145,10 @@ def make_specs(cfg: DictConfig, dataset: SequenceDataset,
 
 def with_surrogate(options: dict[str, Any], dataset: SequenceDataset) -> dict[str, Any]:
     """`twisted`'s options with its `order` (auto when absent) replaced by the surrogate it
-    names: an n-gram fitted on the dataset's training split, in seconds."""
+    names: an HPYP n-gram fitted on the dataset's training split, in seconds."""
     rest = dict(options)
     order = rest.pop("order", None)
-    return {**rest, "surrogate": fit_ngram(dataset.train, len(dataset.vocab), order)}
+    return {**rest, "surrogate": fit_surrogate(dataset.train, dataset.vocab, order)}
 
 
 def results_dir(sweep_dir: str | Path) -> Path:

@@ -122,6 +122,10 @@ class HPYPModel(ContextAutomaton):
             nxt[self.prefix_parent[longer], last[longer]] = longer
         return nxt
 
+    def __repr__(self) -> str:  # names a surrogate in the sweep's `options` column
+        return (f"HPYPModel(order={self.order}, vocab_size={self.vocab_size}, "
+                f"contexts={self.num_contexts})")
+
     # --- states -------------------------------------------------------------------------------
     def _context(self, history: Sequence[int]) -> int:
         """The longest training context that is a suffix of the history (only the last n−1
