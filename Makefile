@@ -31,9 +31,12 @@ SHAKESPEARE := $(call resolve,shakespeare)
 sweep = $(SEQQ) query-sweep -m experiment=$(1) size=$(SIZE) dataset=$(call csv,$(2)) \
 	checkpoint_dir=$(CKPT) sweep.report=false $(3)
 report = $(SEQQ) report outputs/sweeps/$(1)$(SUFFIX)/results --out $(FIGS)/$(2) $(3)
-# authors <preset> [overrides]: the same sweep on the paper authors' Shakespeare LSTM
-# (data/models/authors/), one more panel "shakespeare (authors_lstm)" in the Shakespeare figures
-authors = $(if $(filter shakespeare,$(ALL)),$(call sweep,$(1),shakespeare,model=authors $(2)))
+# authors <preset> [overrides]: the same sweep on the paper authors' LSTMs (data/models/authors/):
+# Shakespeare on its test split, MOOCs on histories sampled from the model while its raw files are
+# absent; one more panel each ("shakespeare (authors_lstm)", "moocs (authors_lstm) …")
+authors = $(if $(filter shakespeare,$(ALL)),$(call sweep,$(1),shakespeare,model=authors $(2)) &&) \
+	$(if $(filter %moocs,$(ALL)),$(call sweep,$(1),moocs,model=authors \
+	$(if $(wildcard data/moocs/*),,sweep.histories_from=model) $(2)) &&) true
 
 FIGURES := fig3 fig3-exact fig4 fig5 fig6 fig7-9 fig10 fig11 fig12 fig13 fig14 fig14-exact fig15 table2 tables3-6
 .PHONY: help venv test lint bench bench-e2e demo paper slurm-local fig-frontier $(FIGURES)
