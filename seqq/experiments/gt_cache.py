@@ -37,13 +37,17 @@ def describe_rule(options: Mapping[str, Any]) -> str:
     options not given take `ground_truth_many`'s defaults."""
     params = inspect.signature(seqq.ground_truth_many).parameters.values()
     o = {p.name: p.default for p in params if p.default is not p.empty} | dict(options)
-    stop = (f"the per-sample weight variance is below δ = {o['delta']:g}"
-            if o["rule"] == "absolute" else
-            f"the relative standard error is below {o['rel_tol']:g}")
-    return (f"exact enumeration when it costs at most {o['exact_max_calls']:,.0f} model calls; "
-            f"otherwise an importance-sampling surrogate with the restricted proposal: "
-            f"{o['s_low']:,} samples, then {o['s_step']:,} more at a time until {stop}, "
-            f"at most {o['s_high']:,} samples")
+    if o["rule"] == "absolute":
+        surrogate = (f"importance sampling under the restricted proposal: {o['s_low']:,} "
+                     f"samples, then {o['s_step']:,} more at a time until the per-sample weight "
+                     f"variance is below δ = {o['delta']:g}, at most {o['s_high']:,} samples")
+    else:
+        surrogate = (f"sampling without replacement (sum-and-sample over the prefix trie) until "
+                     f"the relative standard error is below {o['rel_tol']:g}, exact when it "
+                     f"exhausts the query, at most {o['s_high']:,}·(K−1) model calls")
+    return (f"the model's own exact answer where it has one (forward DP); else exact "
+            f"enumeration when it costs at most {o['exact_max_calls']:,.0f} model calls; "
+            f"otherwise {surrogate}")
 
 
 class GroundTruthCache:
