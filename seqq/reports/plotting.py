@@ -21,8 +21,8 @@ STYLE = {"hybrid": "C0", "importance": "C1", "beam": "C2", "uniform": "C3", "nai
          "coverage_beam": "C5", "tail_beam": "C6", "exact": "k"}
 
 
-SPARE = ("C7", "C8", "C9", "tab:olive", "tab:cyan", "indigo", "goldenrod", "teal", "crimson",
-         "slategray", "darkorange", "lime")
+SPARE = ("C7", "C8", "C9", "indigo", "goldenrod", "teal", "crimson", "slategray", "lime",
+         "saddlebrown", "magenta", "navy")  # distinct from STYLE's and from each other
 
 
 def method_colors(methods: Iterable[str]) -> dict[str, str]:
