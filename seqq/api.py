@@ -68,7 +68,9 @@ def estimate_many(
 
 
 # Options every method shares the meaning of: positive integers, and probabilities in (0, 1].
-POSITIVE_INT_OPTIONS = {"samples", "beam_width", "max_width", "max_calls"}
+POSITIVE_INT_OPTIONS = {"samples", "beam_width", "max_width", "max_calls", "particles", "repeats",
+                        "tail_samples"}
+COUNT_OPTIONS = {"top", "sampled"}  # may be 0
 UNIT_INTERVAL_OPTIONS = {"alpha"}
 
 
@@ -94,6 +96,8 @@ def _check_option_values(method: str, options: Mapping[str, object]) -> None:
             continue
         if name in POSITIVE_INT_OPTIONS:
             _check_positive_int(f"{method} option {name}", value, "a count")
+        elif name in COUNT_OPTIONS and not (_is_int(value) and value >= 0):
+            raise QueryError(f"{method} option {name} must be an integer ≥ 0, got {value!r}")
         elif name in UNIT_INTERVAL_OPTIONS and not (
                 isinstance(value, (int, float)) and 0 < value <= 1):
             raise QueryError(f"{method} option {name} must lie in (0, 1], got {value!r}")

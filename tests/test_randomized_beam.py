@@ -106,7 +106,7 @@ def test_randomized_beam_beats_importance_sampling_on_a_long_horizon():
 
 
 def test_negative_sizes_get_a_clear_error():
-    with pytest.raises(QueryError, match="top and sampled"):
+    with pytest.raises(QueryError, match="top must be an integer ≥ 0"):
         seqq.estimate(random_markov(4, 1), [0], Q.hitting_time(1, 3), "randomized_beam", top=-1)
 
 

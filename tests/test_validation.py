@@ -89,3 +89,16 @@ def test_numpy_and_tensor_histories_are_accepted():
     expected = seqq.estimate(model, [0, 3], query, "exact").value
     assert seqq.estimate(model, np.array([0, 3]), query, "exact").value == pytest.approx(expected)
     assert seqq.estimate(model, torch.tensor([0, 3]), query, "exact").value == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("method, options, message", [
+    ("smc", {"particles": 0}, "particles must be a positive integer"),
+    ("hindsight_gumbel", {"repeats": -1}, "repeats must be a positive integer"),
+    ("randomized_beam", {"sampled": -2}, "sampled must be an integer ≥ 0"),
+    ("wor", {"tail_samples": "ten"}, "tail_samples must be a positive integer"),
+])
+def test_new_methods_options_are_checked_before_any_model_call(method, options, message):
+    from seqq.api import check_method  # the sweep calls it before loading the model
+
+    with pytest.raises(QueryError, match=message):
+        check_method(method, options)
