@@ -22,6 +22,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator
 
 from seqq.reports import frontier
 from seqq.reports.plotting import (
@@ -212,6 +213,7 @@ def _scatter_panel(block: pd.DataFrame, title: str, level: int,
         ax = axes[-1, j]
         truth = at_k.drop_duplicates(["history_id", "label"]).truth
         ax.hist(np.log10(truth), bins=20, color="grey")
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # query counts
         ax.set_xlabel("log10 ground truth p", fontsize=8)
         if j == 0:
             ax.set_ylabel("queries", fontsize=8)
