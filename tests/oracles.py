@@ -72,10 +72,18 @@ def tiny_gpt2(V: int = 5, seed: int = 0):
 
 class PrefixRecording:
     """Wraps a model and records every prefix it evaluates (history + symbols stepped), apart
-    from seqq's own counter: a method that never pays twice for a prefix records no duplicate."""
+    from seqq's own counter: `rows` is the calls it served, and a method that never pays twice
+    for a prefix records no duplicate (`distinct`)."""
 
     def __init__(self, model: SequenceModel):
         self.model, self.vocab_size, self.evaluated = model, model.vocab_size, []
+
+    @property
+    def rows(self) -> int:
+        return len(self.evaluated)
+
+    def distinct(self) -> bool:
+        return len(set(self.evaluated)) == len(self.evaluated)
 
     def initial_state(self, histories):
         prefixes = [tuple(h) for h in histories]
@@ -93,3 +101,6 @@ class PrefixRecording:
     def select(self, state, index):
         inner, prefixes = state
         return self.model.select(inner, index), [prefixes[i] for i in index.tolist()]
+
+    def concat(self, states):
+        return (self.model.concat([s[0] for s in states]), [p for s in states for p in s[1]])

@@ -2,45 +2,14 @@
 
 import pytest
 import torch
-from oracles import random_markov, tiny_lstm
+from oracles import PrefixRecording, random_markov, tiny_lstm
 
 import seqq
 from seqq import queries as Q
 from seqq.errors import BudgetError, QueryError
 from seqq.models import CallCounter
 
-
-class Recording:
-    """Counts rows evaluated by the wrapped model and the prefixes they were, independently of
-    seqq's counter: its state carries each row's prefix (history + appended tokens)."""
-
-    def __init__(self, model):
-        self.model, self.vocab_size, self.rows = model, model.vocab_size, 0
-        self.prefixes: list[tuple] = []
-
-    def initial_state(self, histories):
-        self.rows += len(histories)
-        self.prefixes += [tuple(h) for h in histories]
-        log_probs, inner = self.model.initial_state(histories)
-        return log_probs, (inner, [tuple(h) for h in histories])
-
-    def step(self, state, tokens):
-        inner, prefixes = state
-        self.rows += len(tokens)
-        grown = [p + (int(t),) for p, t in zip(prefixes, tokens.tolist(), strict=True)]
-        self.prefixes += grown
-        log_probs, inner = self.model.step(inner, tokens)
-        return log_probs, (inner, grown)
-
-    def select(self, state, index):
-        inner, prefixes = state
-        return self.model.select(inner, index), [prefixes[i] for i in index.tolist()]
-
-    def concat(self, states):
-        return (self.model.concat([s[0] for s in states]), [p for s in states for p in s[1]])
-
-    def distinct(self) -> bool:
-        return len(set(self.prefixes)) == len(self.prefixes)
+Recording = PrefixRecording  # counts rows evaluated, independently of seqq's counter
 
 
 @pytest.mark.parametrize("K, S", [(1, 7), (4, 10), (6, 3), (5, 200)])
