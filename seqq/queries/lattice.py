@@ -1,0 +1,179 @@
+"""A query's automaton unrolled over its horizon: what every estimator walks.
+
+Node (k, s) is "k symbols read, automaton in state s", kept only if acceptance at step K is still
+reachable from it (backward reachability, computed once per query). So the restricted domain at
+a prefix is simply `allowed[node]`: the symbols after which the query can still be satisfied.
+The restricted proposal q ∝ p·1[allowed], the importance weight Π_k p(allowed_k | x_<k), beams,
+exact enumeration and every other estimator only ever ask three things of a node: its allowed
+symbols, the node a symbol leads to, and whether it is `free` (every continuation is in Q, so a
+walk can stop there without another model call).
+
+A product of domains unrolls to a chain (one node per position): every allowed symbol leads to
+the same next node, kept as `successor`, and no [V]-sized table of children is stored. Nodes
+whose children differ by symbol keep a row of `children`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from seqq.queries.automaton import Automaton
+
+
+@dataclass
+class Lattice:
+    depth: Tensor  # [N] long: symbols read at the node
+    allowed: Tensor  # [N, V] bool: symbols after which acceptance is still reachable
+    successor: Tensor  # [N] long: the child of every allowed symbol, −1 where they differ
+    branching: Tensor  # [N] long: row of `children` of nodes with successor −1, else −1
+    children: Tensor  # [M, V] long: child per symbol, −1 where not allowed
+    free: Tensor  # [N] bool: every continuation is accepted (nothing left to decide)
+    horizon: Tensor  # [N] long: the horizon K of the node's query
+    roots: Tensor  # [T] long: each query's start node, −1 if the query holds no path
+
+    @property
+    def vocab_size(self) -> int:
+        return self.allowed.shape[1]
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.depth)
+
+    def advance(self, nodes: Tensor, symbols: Tensor) -> Tensor:
+        """The node after appending `symbols` (CPU long, one per node); −1 where not allowed."""
+        out = self.successor[nodes]
+        allowed = self.allowed[nodes, symbols.cpu()]
+        split = (out < 0) & allowed
+        if split.any():
+            out[split] = self.children[self.branching[nodes[split]], symbols.cpu()[split]]
+        return torch.where(allowed, out, -1)
+
+    def child_table(self, nodes: Tensor) -> Tensor:
+        """[n, V] long: the child of every symbol at each node (−1 where not allowed)."""
+        out = torch.where(self.allowed[nodes], self.successor[nodes, None], -1)
+        split = (self.successor[nodes] < 0).nonzero().flatten()
+        if len(split):
+            out[split] = self.children[self.branching[nodes[split]]]
+        return out
+
+    def to(self, device: torch.device | str) -> Lattice:
+        """`allowed` on the model's device (estimators mask model outputs with it); the index
+        tables stay on the CPU, where control flow reads them."""
+        return Lattice(self.depth, self.allowed.to(device), self.successor, self.branching,
+                       self.children, self.free, self.horizon, self.roots)
+
+    def log_counts(self) -> Tensor:
+        """[N] float64 log of the number of accepted completions below each node (a free node
+        has V^(K − depth) of them)."""
+        log_count = (self.horizon - self.depth).double() * math.log(self.vocab_size)
+        for d in torch.unique(self.depth[~self.free]).flip(0).tolist():
+            nodes = ((self.depth == d) & ~self.free).nonzero().flatten()
+            table = self.child_table(nodes)
+            below = torch.where(table >= 0, log_count[table.clamp_min(0)], -math.inf)
+            log_count[nodes] = torch.logsumexp(below, -1)
+        return log_count
+
+    def count(self, root: int) -> int:
+        """|Q| below one root as an exact integer (may be astronomically large)."""
+        if root < 0:
+            return 0
+        V, counts = self.vocab_size, {}
+        order = [root]
+        for node in order:  # every node below the root, parents before children
+            if not self.free[node]:
+                kids = torch.unique(self.child_table(torch.tensor([node]))[0])
+                order += [k for k in kids.tolist() if k >= 0 and k not in order]
+        for node in reversed(order):
+            if self.free[node]:
+                counts[node] = V ** int(self.horizon[node] - self.depth[node])
+            else:
+                kids, times = torch.unique(self.child_table(torch.tensor([node]))[0],
+                                           return_counts=True)
+                counts[node] = sum(n * counts[k] for k, n in
+                                   zip(kids.tolist(), times.tolist(), strict=True) if k >= 0)
+        return counts[root]
+
+
+def unroll(automaton: Automaton, horizon: int, vocab_size: int) -> Lattice:
+    """The lattice of one query: nodes (k, s) reachable from the start and still able to
+    accept at step K, with their allowed symbols and children."""
+    table = automaton.transition_table(vocab_size)  # [S, V]
+    S, K = automaton.num_states, horizon
+    accepting = torch.zeros(S, dtype=torch.bool)
+    accepting[list(automaton.accepting)] = True
+    live = [torch.zeros(S, dtype=torch.bool) for _ in range(K + 1)]  # can accept at K from (k, s)
+    live[K] = accepting
+    for k in range(K - 1, -1, -1):
+        live[k] = ((table >= 0) & live[k + 1][table.clamp_min(0)]).any(-1)
+    if not live[0][automaton.start]:
+        return _empty(vocab_size)
+
+    # Forward: node ids layer by layer, and each node's allowed symbols and next states.
+    layer_states = [torch.tensor([automaton.start])]
+    for k in range(K):
+        nxt = table[layer_states[k]]
+        ok = (nxt >= 0) & live[k + 1][nxt.clamp_min(0)]
+        layer_states.append(torch.unique(nxt[ok]))
+    offsets = [0]
+    for states in layer_states:
+        offsets.append(offsets[-1] + len(states))
+    N = offsets[-1]
+    depth = torch.cat([torch.full((len(s),), k) for k, s in enumerate(layer_states)])
+    allowed = torch.zeros(N, vocab_size, dtype=torch.bool)
+    child = torch.full((N, vocab_size), -1, dtype=torch.long)
+    for k in range(K):
+        states, rows = layer_states[k], slice(offsets[k], offsets[k + 1])
+        nxt = table[states]
+        ok = (nxt >= 0) & live[k + 1][nxt.clamp_min(0)]
+        index = torch.searchsorted(layer_states[k + 1], nxt.clamp_min(0)) + offsets[k + 1]
+        allowed[rows] = ok
+        child[rows] = torch.where(ok, index, -1)
+
+    # Free nodes: the last layer, and nodes allowing everything into free children.
+    free = torch.zeros(N, dtype=torch.bool)
+    free[offsets[K]:] = True
+    for k in range(K - 1, -1, -1):
+        rows = slice(offsets[k], offsets[k + 1])
+        free[rows] = allowed[rows].all(-1) & free[child[rows].clamp_min(0)].all(-1)
+    return _pack(depth, allowed, child, free, horizon)
+
+
+def _pack(depth: Tensor, allowed: Tensor, child: Tensor, free: Tensor, horizon: int) -> Lattice:
+    """Store chains compactly: one successor where every allowed symbol leads to one node."""
+    first = torch.where(allowed, child, child.amax(-1, keepdim=True)).amin(-1)
+    same = (torch.where(allowed, child, first[:, None]) == first[:, None]).all(-1)
+    successor = torch.where(same, first, -1)
+    split = (~same).nonzero().flatten()
+    branching = torch.full((len(depth),), -1, dtype=torch.long)
+    branching[split] = torch.arange(len(split))
+    return Lattice(depth, allowed, successor, branching, child[split], free,
+                   torch.full_like(depth, horizon), torch.tensor([0]))
+
+
+def _empty(vocab_size: int) -> Lattice:
+    none = torch.zeros(0, dtype=torch.long)
+    return Lattice(none, torch.zeros(0, vocab_size, dtype=torch.bool), none, none,
+                   torch.zeros(0, vocab_size, dtype=torch.long), torch.zeros(0, dtype=torch.bool),
+                   none, torch.tensor([-1]))
+
+
+def concat(lattices: Sequence[Lattice]) -> Lattice:
+    """One lattice for a batch of queries: node ids offset, `roots[t]` the t-th query's root."""
+    nodes = rows = 0
+    parts = []
+    for lat in lattices:
+        parts.append(Lattice(lat.depth, lat.allowed, _shift(lat.successor, nodes),
+                             _shift(lat.branching, rows), _shift(lat.children, nodes), lat.free,
+                             lat.horizon, _shift(lat.roots, nodes)))
+        nodes += lat.num_nodes
+        rows += len(lat.children)
+    return Lattice(*(torch.cat([getattr(p, f) for p in parts]) for f in Lattice.__dataclass_fields__))
+
+
+def _shift(index: Tensor, offset: int) -> Tensor:
+    return torch.where(index >= 0, index + offset, -1)
