@@ -19,11 +19,12 @@ from seqq.queries.constructors import (
     product,
 )
 from seqq.queries.domains import ANY, Domain, Symbol, Symbols, Vocabulary, symbol_ids
+from seqq.queries.language import parse
 from seqq.queries.lattice import Lattice
 from seqq.queries.query import Query, intersection, union
 
 __all__ = [
     "ANY", "COUNT_OPS", "Automaton", "Domain", "Lattice", "Query", "Symbol", "Symbols",
     "Vocabulary", "a_before_b", "automaton", "count", "event_at", "hitting_time",
-    "intersection", "next_event", "occurs_within", "product", "symbol_ids", "union",
+    "intersection", "next_event", "occurs_within", "parse", "product", "symbol_ids", "union",
 ]
