@@ -111,7 +111,7 @@ def test_help_names_every_setting_and_only_real_ones(command: str) -> None:
 
     help_, cfg = ((sweep.HELP, compose_sweep([])) if command == "query-sweep"
                   else (TRAIN_HELP, compose_train()))
-    variants = [cfg] + ([compose_sweep([f"query={q}"]) for q in ("count", "a_before_b")]
+    variants = [cfg] + ([compose_sweep([f"query={q}"]) for q in ("count", "a_before_b", "expr")]
                         if command == "query-sweep" else [])
     listed = {key for key, _ in help_.options if re.fullmatch(r"[\w.]+", key)}
     for key in listed:

@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import math
 import operator
+import re
 from pathlib import Path
 
 import pytest
 import torch
+from conftest import compose_sweep, tiny_overrides
 from oracles import all_paths
 
 import seqq
 from seqq import queries as Q
-from seqq.errors import QueryError
+from seqq.errors import QueryError, SeqqError
+from seqq.experiments import sweep
 from seqq.queries.language import check_syntax, parse, quote
 
 V = ["a", "b", "c", "d"]  # ids 0..3
@@ -182,3 +185,55 @@ def test_syntax_is_checked_without_a_vocabulary():
 
 def test_parse_is_exported():
     assert seqq.parse is parse and Q.parse is parse
+
+
+# ------------------------------------------------------------------------ sweeps: query=expr
+
+
+def _specs(tmp_path: Path, *overrides: str) -> list:
+    cfg = compose_sweep(tiny_overrides(tmp_path, "expr", *overrides))
+    sweep.check_config(cfg)
+    return sweep.make_specs(cfg, sweep.load_data(cfg))
+
+
+def test_an_expr_sweep_asks_what_the_template_says(tmp_path: Path):
+    """The default template is the paper's hitting-time query, symbol for symbol."""
+    ours, paper = _specs(tmp_path, "query=expr"), _specs(tmp_path, "query=hitting_time")
+    assert [(s.history, s.K) for s in ours] == [(s.history, s.K) for s in paper]
+    assert [s.query for s in ours] == [s.query for s in paper]
+    vocab = sweep.load_data(compose_sweep(tiny_overrides(tmp_path, "v"))).vocab
+    first = ours[0]
+    assert first.label == f"tau({quote(vocab[first.history.future[first.K - 1]])}) = {first.K}"
+    assert {s.kind for s in ours} == {"tau({observed}) = {K}"}
+
+
+def test_an_expr_template_fills_every_placeholder(tmp_path: Path):
+    specs = _specs(tmp_path, "query=expr",
+                   "query.expr='count({observed_first}, {K}) >= 1 and X1 != {observed_other}'")
+    assert specs
+    for s in specs:
+        future = s.history.future
+        other = next(x for x in future if x != future[0])
+        assert s.query == Q.count(future[0], 1, s.K, op=">=") & Q.event_at(
+            ~Q.Domain(frozenset({other})), 1)
+
+
+@pytest.mark.parametrize("template, said", [
+    ("tau({observed}) < tau(x)", "query.expr at K=3: missing 'within K'"),
+    ("count({observed}, {K}) = 4", None),  # fine at K=5 only: refused when specs are built
+    ("", "query.expr must be a query-language expression"),
+])
+def test_an_expr_template_is_checked_before_anything_loads(tmp_path: Path, template, said):
+    cfg = compose_sweep(tiny_overrides(tmp_path, "bad", "query=expr", f"query.expr='{template}'"))
+    if said is None:
+        sweep.check_config(cfg)
+        with pytest.raises(QueryError, match="query.expr: count n must lie in 0..K=3"):
+            sweep.make_specs(cfg, sweep.load_data(cfg))
+        return
+    with pytest.raises(SeqqError, match=re.escape(said)):
+        sweep.check_config(cfg)
+
+
+def test_an_expr_template_symbols_are_checked_against_the_vocabulary(tmp_path: Path):
+    with pytest.raises(QueryError, match='query.expr: unknown token "zz" at column 5'):
+        _specs(tmp_path, "query=expr", "query.expr='tau(\"zz\") <= {K}'")

@@ -14,7 +14,7 @@ from seqq.api import check_method
 from seqq.commands import Help
 from seqq.errors import ConfigError
 from seqq.estimators import METHODS
-from seqq.experiments.query_specs import KINDS
+from seqq.experiments.query_specs import KINDS, check_template
 from seqq.models.device import resolve_device
 from seqq.models.loading import LOADERS
 from seqq.reports.figures import FIGURES
@@ -70,6 +70,8 @@ HELP = Help(
         ("query.a", "observed | observed_first | ids or tokens, e.g. [3,4]"),
         ("query.b", "a_before_b: observed_other | ids or tokens"),
         ("query.n", "count: observed | a number"),
+        ("query.expr", "expr: a query-language template, e.g. 'count({observed}, {K}) >= 2' "
+                       "(docs/query-language.md)"),
         ("estimator.methods", f"methods to run: {', '.join(METHODS)}"),
         ("estimator.options.<method>.<option>", "e.g. estimator.options.hybrid.max_width=1500"),
         ("budget.levels", "budget levels S, e.g. [10,100]; 0 = no budget"),
@@ -149,6 +151,8 @@ SWEEP_FITTED_OPTIONS = {"twisted": ("order",)}
 
 def _check_query(cfg: DictConfig) -> None:
     kind = check.choice(cfg, "query.kind", KINDS)
+    if kind == "expr":
+        check_template(check.value(cfg, "query.expr"), horizons(cfg))
     if kind == "count" and check.value(cfg, "query.n") != "observed":
         check.integer(cfg, "query.n", minimum=0)
     if kind == "a_before_b" and "both_orders" in cfg.query:
