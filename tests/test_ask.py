@@ -1,0 +1,138 @@
+"""`seqq ask` run as a user runs it (a subprocess): answers equal brute-force enumeration on a
+tiny LSTM checkpoint and an HPYP model written here, estimates keep their bounds, and every bad
+input is one line with exit status 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import REPO
+from oracles import brute_force
+
+import seqq
+from seqq.ask import encode_history, load
+from seqq.models import LSTMNet
+from seqq.models.checkpoint import save_checkpoint
+from seqq.models.hpyp import HPYPModel
+
+ENV = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+VOCAB = ["<BOS>", "a", "b", "\n", " "]
+HISTORY = "ab a\nb"
+
+
+def ask(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "seqq.cli", "ask", *args], cwd=cwd, env=ENV,
+                          capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random LSTM checkpoint and an HPYP fitted on a few strings, both over VOCAB."""
+    root = tmp_path_factory.mktemp("ask")
+    torch.manual_seed(0)
+    net = LSTMNet(len(VOCAB), 8, 1, 0.0)
+    with torch.no_grad():
+        net.head.weight.mul_(3.0)
+    save_checkpoint(root / "lstm.pt", net, VOCAB)
+    texts = ["ab a\nb ba", "aa b\nab", "b\n\nab a a"]
+    sequences = [[0, *(VOCAB.index(c) for c in t)] for t in texts]
+    HPYPModel.fit(sequences, VOCAB, order=3).save(root / "hpyp.pt")
+    (root / "history.txt").write_text(HISTORY)
+    return root
+
+
+def truth(path: Path, question: str) -> float:
+    model = load(str(path), "cpu")
+    return brute_force(model, encode_history(model, HISTORY), seqq.parse(question, model.vocab))
+
+
+@pytest.mark.parametrize("model, question", [
+    ("lstm.pt", 'tau("\\n") <= 3'),
+    ("lstm.pt", "count(a, 4) >= 2 or X1 = b"),
+    ("hpyp.pt", 'tau({a, b}) < tau(" ") within 4'),
+])
+def test_answers_equal_brute_force(models: Path, model: str, question: str):
+    run = ask("--model", str(models / model), "--history-file", str(models / "history.txt"),
+              "--json", question, cwd=models)
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    assert result["method"] == "exact" and result["stderr"] == 0
+    assert result["estimate"] == pytest.approx(truth(models / model, question), rel=1e-5)
+    assert result["lower"] == result["upper"] == result["estimate"]
+    assert result["model_calls"] > 0 and result["seconds"] >= 0
+
+
+def test_an_estimate_comes_with_its_error_and_certain_bounds(models: Path):
+    question = "count({a, b}, 6) >= 3"
+    run = ask("--model", str(models / "hpyp.pt"), "--history", HISTORY, "--method", "wor",
+              "--budget", "60", "--seed", "3", "--json", question, cwd=models)
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    exact = truth(models / "hpyp.pt", question)
+    assert result["method"] == "wor" and result["stderr"] > 0
+    assert result["lower"] <= exact <= result["upper"]
+    assert abs(result["estimate"] - exact) <= 4 * result["stderr"]
+
+
+def test_the_default_answer_is_readable(models: Path):
+    run = ask("--model", str(models / "lstm.pt"), "--history", HISTORY, "X2 = a", cwd=models)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0] == "X2 = a"
+    assert lines[1].startswith("p = ") and lines[1].endswith("(exact)")
+    assert lines[2].startswith("method: exact, ") and "model calls" in lines[2]
+
+
+@pytest.mark.parametrize("args, said", [
+    (("--model", "lstm.pt", 'tau("z") <= 3'), 'unknown token "z" at column 5'),
+    (("--model", "lstm.pt", "choice()"), "choice() needs at least one quoted string"),
+    (("--model", "lstm.pt", "text ~ /a+/ within 3"), "need the model's tokenizer"),
+    (("--model", "lstm.pt", "tau(a) < tau(b)"), "missing 'within K'"),
+    (("--model", "lstm.pt", "--history", "abc", "X1 = a"),
+     "the history's character 'c' is not in the model's vocabulary"),
+    (("--model", "missing.pt", "X1 = a"), "checkpoint missing.pt not found"),
+    (("--model", "nonsense", "X1 = a"), "is neither a model name"),
+    (("--model", "lstm.pt", "--budget", "0", "X1 = a"), "expected a positive whole number"),
+    (("--model", "lstm.pt", "--method", "guess", "X1 = a"), "unknown method 'guess'"),
+    (("--model", "lstm.pt", "--history-file", "nowhere.txt", "X1 = a"), "--history-file"),
+])
+def test_bad_input_is_one_line_and_exit_status_2(models: Path, args, said):
+    run = ask(*args, cwd=models)
+    assert run.returncode == 2, (run.stdout, run.stderr)
+    assert run.stderr.count("\n") == 1 and run.stderr.startswith("seqq ask: ")
+    assert said in run.stderr
+
+
+def test_a_history_longer_than_the_context_is_refused(tmp_path: Path):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from seqq.data.tokenizers import gpt2_tokenizer
+
+    folder = tmp_path / "tiny-gpt2"
+    tokenizer = gpt2_tokenizer(REPO / "data")
+    config = GPT2Config(n_layer=1, n_embd=8, n_head=2, n_positions=8,
+                        vocab_size=len(tokenizer))
+    GPT2LMHeadModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    with ThreadPoolExecutor(2) as pool:
+        long, multi = pool.map(lambda args: ask("--model", f"hf:{folder}", *args, cwd=tmp_path), [
+            ("--history", "one two three four five six seven", "X2 = \" the\""),
+            ("--history", "one", 'X1 = " Paris France"')])
+    assert long.returncode == 2 and "exceeds the model's context of 8 tokens" in long.stderr
+    assert multi.returncode == 2 and "is 2 tokens of this model" in multi.stderr
+
+
+def test_text_histories_become_the_models_ids(models: Path):
+    lstm = load(str(models / "lstm.pt"), "cpu")
+    assert encode_history(lstm, "ab\n") == [0, 1, 2, 3]
+    hpyp = load(str(models / "hpyp.pt"), "cpu")
+    assert isinstance(hpyp, HPYPModel) and encode_history(hpyp, "") == [0]
+    words = type("Words", (), {"vocab": ["<BOS>", "10", "7"], "tokenizer": None})()
+    assert encode_history(words, "7 10 7") == [0, 2, 1, 2]
