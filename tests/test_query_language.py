@@ -110,6 +110,33 @@ def test_a_quoted_string_is_the_token_it_decodes_to(gpt2_tokenizer):
     assert error.value.args[0].endswith("\n      ^")
 
 
+@pytest.mark.parametrize("expr, built", [
+    (r"text ~ / (yes|no)/ within 3", lambda t: Q.text_matches(" (yes|no)", 3, t)),
+    (r"text ~ /[0-9]+/ within 2 prefix", lambda t: Q.text_matches("[0-9]+", 2, t, mode="prefix")),
+    (r"text ~ /a\/b/ within 4 contains", lambda t: Q.text_matches("a/b", 4, t, mode="contains")),
+    (r"text ~ /\d\./ within 2 full", lambda t: Q.text_matches(r"\d\.", 2, t)),
+    ('choice(" Paris", " Lyon")', lambda t: Q.choice([" Paris", " Lyon"], t)),
+    ("choice(' Paris') within 3", lambda t: Q.choice([" Paris"], t, K=3)),
+    ('contains("ab") within 5', lambda t: Q.appears_within("ab", 5, t)),
+    ('choice(" Paris") or X1 = " the"',
+     lambda t: Q.choice([" Paris"], t) | Q.event_at(t.convert_tokens_to_ids("Ġthe"), 1)),
+])
+def test_text_constructs_build_the_text_queries(gpt2_tokenizer, expr, built):
+    assert parse(expr, tokenizer=gpt2_tokenizer) == built(gpt2_tokenizer)
+
+
+@pytest.mark.parametrize("expr, message, column", [
+    ('choice("")', "every choice must be a non-empty string", 1),
+    ("X1 = a or text ~ /(/ within 3", "regex '('", 11),
+    ("text ~ /abcdefghijklmnop/ within 1", "within 1", 1),
+])
+def test_text_errors_point_at_their_condition(gpt2_tokenizer, expr, message, column):
+    with pytest.raises(QueryError) as error:
+        parse(expr, tokenizer=gpt2_tokenizer)
+    assert message in str(error.value)
+    assert str(error.value).split("\n")[0].endswith(f" at column {column}:")
+
+
 # expression, what the message says, the 1-based column the caret points at
 ERRORS = [
     ('tau("zz") = 3', 'unknown token "zz"', 5),

@@ -32,6 +32,7 @@ from seqq.queries.constructors import (
 )
 from seqq.queries.domains import Domain, Vocabulary
 from seqq.queries.query import Query, intersection, union
+from seqq.queries.text import appears_within, choice, text_matches
 
 OPERATORS = ("!=", "<=", ">=", "=", "<", ">", "(", ")", "{", "}", ",", "~")
 ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "0": "\0", "\\": "\\", '"': '"', "'": "'"}
@@ -412,8 +413,7 @@ class _Parser:
         strings = [t.value for t in self.strings("choice")]
         K = self.within("choice(...)", "").value if self.at("within") else None
 
-        return self.built(start, lambda ctx: _text(ctx, start).choice(
-            strings, ctx.tokenizer, K=K))
+        return self.built(start, lambda ctx: choice(strings, ctx.text_tokenizer(start), K=K))
 
     def contains(self) -> Build:
         start = self.advance()
@@ -422,8 +422,8 @@ class _Parser:
             raise self.error(strings[1], "contains(...) takes one string")
         K = self.within(f"contains({strings[0].text})", f"contains({strings[0].text}) within 10")
         s = strings[0].value
-        return self.built(start, lambda ctx: _text(ctx, start).appears_within(
-            s, K.value, ctx.tokenizer))
+        return self.built(start, lambda ctx: appears_within(s, K.value,
+                                                            ctx.text_tokenizer(start)))
 
     def text(self) -> Build:
         start = self.advance()
@@ -437,8 +437,8 @@ class _Parser:
         mode = "full"
         if self.peek().kind == "word" and self.peek().text in TEXT_MODES:
             mode = self.advance().text
-        return self.built(start, lambda ctx: _text(ctx, start).text_matches(
-            pattern.value, K, ctx.tokenizer, mode=mode))
+        return self.built(start, lambda ctx: text_matches(pattern.value, K,
+                                                          ctx.text_tokenizer(start), mode=mode))
 
     def built(self, token: Token, build: Build) -> Build:
         """`build`, with a plain `QueryError` it raises (a constructor's) located at `token`."""
@@ -452,18 +452,6 @@ class _Parser:
                 raise located(self.expr, token.column, str(error).rstrip(".")) from error
 
         return locate
-
-
-def _text(ctx: Context, token: Token):
-    """`seqq.queries.text`, imported only when a text query is built (it brings the regex
-    machinery), once the context is known to hold a tokenizer."""
-    if ctx.tokenizer is None:
-        raise located(ctx.expr, token.column, f"{token.text} queries read text: they need the "
-                                              "model's tokenizer (parse(..., tokenizer=...), or a "
-                                              "tokenised LM in seqq ask)")
-    from seqq.queries import text
-
-    return text
 
 
 # -------------------------------------------------------------------------------------- symbols
@@ -511,3 +499,11 @@ class Context:
                               f"symbol; ask about text with contains({shown}) within K or "
                               f"choice({shown})")
         raise located(self.expr, token.column, f"unknown token {shown}")
+
+    def text_tokenizer(self, token: Token) -> Any:
+        """The tokenizer a text condition (`token` its first word) reads tokens' text with."""
+        if self.tokenizer is None:
+            raise located(self.expr, token.column, f"{token.text} queries read text: they need "
+                                                   "the model's tokenizer (parse(..., tokenizer="
+                                                   "...), or a tokenised LM in seqq ask)")
+        return self.tokenizer
