@@ -132,20 +132,21 @@ def answer(model: SequenceModel, history: Sequence[int], question: str, method: 
                          "ask something that can happen (a longer horizon, other symbols)")
     if hasattr(model, "check_fits"):
         model.check_fits(len(history), query.horizon)
-    start = time.perf_counter()
+    start, priced = time.perf_counter(), 0
     if method == AUTO:
         try:
             est = seqq.estimate(model, history, query, "exact",
                                 max_calls=budget or AUTO_EXACT_CALLS)
-        except BudgetError:
-            est = seqq.estimate(model, history, query, AUTO_ESTIMATOR, budget or AUTO_BUDGET, seed)
+        except BudgetError:  # exact prices itself after encoding the history: one call spent
+            est, priced = seqq.estimate(model, history, query, AUTO_ESTIMATOR,
+                                        budget or AUTO_BUDGET, seed), 1
     else:
         est = seqq.estimate(model, history, query, method, budget, seed)
     exact = est.method == "exact" or est.stderr == 0
     lower, upper = (est.value, est.value) if exact else (est.lower, est.upper)
     return dict(question=question, estimate=est.value, stderr=0.0 if exact else est.stderr,
                 lower=lower, upper=upper, method=est.method, exact=exact,
-                model_calls=int(est.model_calls), seconds=time.perf_counter() - start,
+                model_calls=int(est.model_calls) + priced, seconds=time.perf_counter() - start,
                 horizon=query.horizon, history_tokens=len(history))
 
 
