@@ -157,14 +157,13 @@ def readable(result: dict[str, Any]) -> str:
         p += " (exact)"
     elif result["stderr"] is not None:
         p += f" ± {result['stderr']:.2g} (standard error)"
-    lines = [f"{result['question']}", p]
-    if not result["exact"]:
-        bounds = ((result["lower"], result["upper"]) if result["lower"] is not None
-                  else None)
-        lines.append(f"bounds: [{bounds[0]:.6g}, {bounds[1]:.6g}] (certain)" if bounds
-                     else f"bounds: none ({result['method']} gives none)")
+    lines = [result["question"], p]
+    if not result["exact"] and result["lower"] is None:
+        lines.append(f"bounds: none ({result['method']} gives none)")
+    elif not result["exact"]:
+        lines.append(f"bounds: [{result['lower']:.4g}, {result['upper']:.4g}] (certain)")
     lines.append(f"method: {result['method']}, {result['model_calls']:,} model calls, "
-                 f"{result['seconds']:.2f} s (K = {result['horizon']}, history of "
+                 f"{result['seconds']:.2f} s after loading (K = {result['horizon']}, history of "
                  f"{result['history_tokens']} tokens)")
     return "\n".join(lines)
 
