@@ -19,6 +19,7 @@ from conftest import REPO
 from oracles import brute_force
 
 import seqq
+from seqq import cli
 from seqq.ask import encode_history, load
 from seqq.models import LSTMNet
 from seqq.models.checkpoint import save_checkpoint
@@ -97,6 +98,7 @@ def test_the_default_answer_is_readable(models: Path):
     (("--model", "lstm.pt", "choice()"), "choice() needs at least one quoted string"),
     (("--model", "lstm.pt", "text ~ /a+/ within 3"), "need the model's tokenizer"),
     (("--model", "lstm.pt", "tau(a) < tau(b)"), "missing 'within K'"),
+    (("--model", "lstm.pt", "count(a, 3) > 3"), "holds for no continuation of 3 symbols"),
     (("--model", "lstm.pt", "--history", "abc", "X1 = a"),
      "the history's character 'c' is not in the model's vocabulary"),
     (("--model", "missing.pt", "X1 = a"), "checkpoint missing.pt not found"),
@@ -110,6 +112,15 @@ def test_bad_input_is_one_line_and_exit_status_2(models: Path, args, said):
     assert run.returncode == 2, (run.stdout, run.stderr)
     assert run.stderr.count("\n") == 1 and run.stderr.startswith("seqq ask: ")
     assert said in run.stderr
+
+
+def test_help_and_usage_mistakes(capsys: pytest.CaptureFixture):
+    with pytest.raises(SystemExit) as done:
+        cli.main(["ask", "--help"])
+    text = capsys.readouterr().out
+    assert done.value.code == 0 and all(o in text for o in ("--model", "--budget", "--json"))
+    assert cli.main(["ask", "X1 = a"]) == 2
+    assert "required: --model" in capsys.readouterr().err
 
 
 def test_a_history_longer_than_the_context_is_refused(tmp_path: Path):

@@ -84,7 +84,7 @@ def test_every_construct_means_what_it_says(expr, K, holds, constructed):
 
 
 def test_tokens_may_be_quoted_with_escapes_or_bare_words_and_vocab_may_be_a_mapping():
-    vocab = ["e", "\n", " ", '"', "\\", "'", "é", "\x01", "the"]
+    vocab = ["e", "\n", " ", '"', "\\", "'", "é", "\x01", "the", "\u2028", "\U0001f600", "\t\r\0"]
     for i, token in enumerate(vocab):
         assert parse(f"X1 = {quote(token)}", vocab) == Q.event_at(i, 1)
     assert parse(r"X1 in {'\n', '\'', '\x20', '\u00e9'}", vocab) == Q.event_at([1, 5, 2, 6], 1)
@@ -210,6 +210,8 @@ def test_syntax_is_checked_without_a_vocabulary():
     check_syntax('tau("anything") = 3 or choice("x") or text ~ /y/ within 2')
     with pytest.raises(QueryError, match="missing 'within K'"):
         check_syntax("tau(a) < tau(b)")
+    with pytest.raises(QueryError, match="a query is a string"):
+        check_syntax(None)
 
 
 def test_parse_is_exported():

@@ -37,6 +37,7 @@ from seqq.queries.text import appears_within, choice, text_matches
 OPERATORS = ("!=", "<=", ">=", "=", "<", ">", "(", ")", "{", "}", ",", "~")
 ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "0": "\0", "\\": "\\", '"': '"', "'": "'"}
 HEX_ESCAPES = {"x": 2, "u": 4, "U": 8}
+_WRITTEN = {c: "\\" + code for code, c in ESCAPES.items() if c != "'"}  # how quote() escapes
 FUNCTIONS = ("tau", "count", "choice", "contains")
 TEXT_MODES = ("full", "prefix", "contains")
 POSITION = re.compile(r"X([0-9]+)")
@@ -79,18 +80,17 @@ def check_syntax(expr: str) -> None:
 
 
 def quote(token: str) -> str:
-    """`token` as a double-quoted string of the language (the inverse of reading one)."""
+    """`token` as a double-quoted string of the language (reading it back gives `token`)."""
     out = []
     for c in token:
-        if c in '"\\':
-            out.append("\\" + c)
-        elif c in "\n\t\r\0":
-            out.append("\\" + {"\n": "n", "\t": "t", "\r": "r", "\0": "0"}[c])
-        elif not c.isprintable() and c != " ":
-            out.append(f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}"
-                       if ord(c) < 1 << 16 else f"\\U{ord(c):08x}")
-        else:
+        code = ord(c)
+        if c in _WRITTEN:
+            out.append(_WRITTEN[c])
+        elif c.isprintable():
             out.append(c)
+        else:
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000
+                       else f"\\U{code:08x}")
     return '"' + "".join(out) + '"'
 
 
@@ -192,6 +192,8 @@ class _Parser:
     """Recursive descent: or < and < not < conditions (docs/query-language.md has the EBNF)."""
 
     def __init__(self, expr: str):
+        if not isinstance(expr, str):
+            raise QueryError(f"a query is a string such as 'tau(a) = 3', got {expr!r:.60}")
         self.expr = expr
         self.tokens = _lex(expr)
         self.i = 0
