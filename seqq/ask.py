@@ -65,7 +65,10 @@ def _parser() -> argparse.ArgumentParser:
                         f"(auto: {AUTO_BUDGET:,})")
     parser.add_argument("--seed", type=int, default=0, help="seed of sampling methods")
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON object: estimate, stderr, lower, upper, method, "
+                             "exact, model_calls, seconds (model loading excluded), horizon, "
+                             "history_tokens")
     return parser
 
 
