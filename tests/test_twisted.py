@@ -8,7 +8,6 @@ import math
 import pytest
 import torch
 from oracles import PrefixRecording, brute_force, random_markov, tiny_gpt2, tiny_lstm
-from test_calls_and_reuse import Recording
 
 import seqq
 from seqq import queries as Q
