@@ -32,6 +32,7 @@ def panel_rows(*, dataset: str = "toy", model: str = "m", temperature: float = 1
     to the method it runs (default: itself). `estimate(method, level, K, h)`
     defaults to the truth times a seeded random factor; `entropy(K, h)` to K + h/10."""
     rng = np.random.default_rng(seed)
+    base_methods = base_methods or {}
     rows = []
     for h in range(histories):
         for k in ks:
@@ -44,8 +45,8 @@ def panel_rows(*, dataset: str = "toy", model: str = "m", temperature: float = 1
                         rows.append(ResultRow(
                             dataset=dataset, model=model, temperature=temperature,
                             history_id=h, history_hash=f"h{h}", K=k,
-                            label=f"{label}@{k}", method=method, base_method=(base_methods or {}).get(method, method),
-                            options=options,
+                            label=f"{label}@{k}", method=method,
+                            base_method=base_methods.get(method, method), options=options,
                             budget_level=level, budget_rule=budget_rule,
                             budget_calls=float(1 + level * (k - 1)), synthetic=False,
                             histories="test",

@@ -49,16 +49,14 @@ class MethodRun:
 
 
 def method_runs(cfg: DictConfig) -> list[MethodRun]:
-    """The runs `estimator.methods` names, in its order, every option checked against its
-    method (one-line `ConfigError` naming the key and the fix)."""
+    """The runs `estimator.methods` names, in its order. Every variant and option set is
+    checked against its method, listed or not (one-line `ConfigError` naming the key and the
+    fix)."""
     variants = _mapping(cfg, "estimator.variants", "labels to variants, e.g. "
                         "estimator.variants.smc_twisted={method:smc,surrogate:hpyp}")
     options = _mapping(cfg, "estimator.options", "methods to their options, e.g. "
                        "estimator.options.hybrid.max_width=1500")
-    for label in variants:
-        if label in METHODS:
-            raise ConfigError(f"estimator.variants.{label}: {label!r} is a method's name; give "
-                              f"the variant another label, e.g. {label}_variant")
+    runs = {label: _variant(label, given) for label, given in variants.items()}
     for method, given in options.items():
         key = f"estimator.options.{method}"
         if method in variants:
@@ -67,15 +65,10 @@ def method_runs(cfg: DictConfig) -> list[MethodRun]:
         if method not in METHODS:
             raise ConfigError(f"{key}: no method {method!r}; methods are {', '.join(METHODS)} "
                               f"(a new label goes in estimator.variants)")
-        _options_mapping(key, given, f"{key}.<option>=<value>")
-    runs = []
-    for label in check.names(cfg, "estimator.methods", [*METHODS, *variants]):
-        if label in METHODS:
-            runs.append(_run(f"estimator.options.{label}", label, label,
-                             options.get(label) or {}))
-        else:
-            runs.append(_variant(label, variants[label]))
-    return runs
+        runs[method] = _run(key, method, method,
+                            _options_mapping(key, given, f"{key}.<option>=<value>"))
+    return [runs.get(label) or _run(f"estimator.options.{label}", label, label, {})
+            for label in check.names(cfg, "estimator.methods", [*METHODS, *variants])]
 
 
 def _mapping(cfg: DictConfig, key: str, what: str) -> dict[str, Any]:
@@ -97,6 +90,9 @@ def _options_mapping(key: str, given: Any, example: str) -> dict[str, Any]:
 
 def _variant(label: str, given: Any) -> MethodRun:
     key = f"estimator.variants.{label}"
+    if label in METHODS:
+        raise ConfigError(f"{key}: {label!r} is a method's name; give the variant another "
+                          f"label, e.g. {label}_variant")
     settings = dict(_options_mapping(key, given, f"{key}={{method:smc,surrogate:hpyp}}"))
     method = settings.pop("method", None)
     if method is None:
