@@ -108,7 +108,7 @@ def _run(key: str, label: str, method: str, given: Mapping[str, Any]) -> MethodR
     """A run of `method` with the configured options `given` (at `key`): `surrogate: hpyp` and
     its `order` become a `Surrogate` to fit; every other option goes to the method as is."""
     options = dict(given)
-    kind = options.pop("surrogate", DEFAULT_SURROGATE.get(method))
+    kind = options.pop("surrogate", None) or DEFAULT_SURROGATE.get(method)
     order = options.pop("order", None)
     if kind is None and order is not None:
         raise ConfigError(f"{key}.order sets a surrogate's order; add {key}.surrogate=hpyp")

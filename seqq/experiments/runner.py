@@ -115,6 +115,8 @@ class SweepRunner:
         if table.empty:
             return set(), {}
         self._check_labels(conform(table))
+        if BUDGET_SETTER not in self.runs:
+            return set(keys_of(table, KEY)), {}
         mine = table[(table[list(CONTEXT)] == pd.Series(self.context)).all(axis=1)]
         hybrid = mine[(mine.method == BUDGET_SETTER)
                       & (mine.options == self._options(BUDGET_SETTER))]
