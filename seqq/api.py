@@ -130,5 +130,5 @@ def estimate(model: SequenceModel, history: Sequence[int], query: Query, method:
 def exact(model: SequenceModel, history: Sequence[int], query: Query) -> float:
     """The exact answer: forward DP when the model offers it (Markov models), else enumeration."""
     if hasattr(model, "log_probability"):
-        return math.exp(model.log_probability(history, query.masks(model.vocab_size)))
+        return math.exp(model.log_probability(history, query))
     return estimate(model, history, query, "exact").value

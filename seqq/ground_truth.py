@@ -98,15 +98,10 @@ def ground_truth(model: SequenceModel, history: Sequence[int], query: Query,
 
 def _model_exact(model, history: Sequence[int], query: Query) -> GroundTruth:
     """The model's own exact answer (forward DP), and H(q) where it offers that too."""
-    masks = query.masks(model.vocab_size)
-    logs = torch.tensor([model.log_probability(history, m[None]) for m in masks] or [-math.inf],
-                        dtype=torch.float64)
-    log_value = torch.logsumexp(logs, 0).item()
+    log_value = model.log_probability(history, query)
     entropy = None
-    if hasattr(model, "restricted_entropy") and len(masks) and math.isfinite(log_value):
-        share = torch.softmax(logs, 0)
-        entropy = sum(w * model.restricted_entropy(history, m)
-                      for w, m in zip(share.tolist(), masks, strict=True))
+    if hasattr(model, "restricted_entropy") and math.isfinite(log_value):
+        entropy = model.restricted_entropy(history, query)
     return GroundTruth(math.exp(log_value), log_value, "exact", 0, 0.0, 0, entropy, "dp")
 
 

@@ -34,6 +34,13 @@ def brute_force(model: SequenceModel, history: list[int], query: Query) -> float
     return math.exp(torch.logsumexp(joint[inside], 0).item()) if inside.any() else 0.0
 
 
+def chain_masks(query: Query, V: int) -> torch.Tensor:
+    """[K, V] allowed symbols per position of a product query (its lattice is a chain)."""
+    lattice = query.lattice(V)
+    assert (lattice.successor[:query.horizon] >= 0).all(), "not a product query"
+    return lattice.allowed[:query.horizon]
+
+
 def all_paths(V: int, K: int) -> torch.Tensor:
     return torch.tensor(list(itertools.product(range(V), repeat=K)))
 

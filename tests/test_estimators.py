@@ -33,6 +33,11 @@ CASES = [
     ("lstm-count", tiny_lstm, [4], Q.count(0, 1, 4)),
     ("gpt2", tiny_gpt2, [1, 0, 3], Q.hitting_time(4, 4)),
     ("gpt2-before", tiny_gpt2, [2], Q.a_before_b(0, 1, 4)),
+    # automaton queries beyond unions of products, and overlapping (DNF) unions
+    ("markov-atleast", lambda: random_markov(5, 1, seed=9), [0], Q.count(1, 2, 5, op=">=")),
+    ("lstm-within", tiny_lstm, [1, 2], Q.occurs_within(3, 4)),
+    ("lstm-overlap", tiny_lstm, [0], Q.event_at(1, 2) | Q.count(2, 1, 3, op=">=")),
+    ("gpt2-overlap", tiny_gpt2, [3], Q.event_at(0, 1) | Q.occurs_within(2, 3)),
 ]
 
 
@@ -74,7 +79,7 @@ def test_coverage_bound_and_exactness(case):
     model, history, query, truth = case
     for alpha in (0.3, 0.7, 0.95):
         est = seqq.estimate(model, history, query, "coverage_beam", alpha=alpha)
-        assert truth - est.value <= est.extras["gap_bound"] + 1e-9  # Thm. 1
+        assert truth - est.value <= est.extras["gap_bound"] + 1e-6 * truth  # Thm. 1 (float32 model)
     full = seqq.estimate(model, history, query, "coverage_beam", alpha=1.0)
     assert full.value == pytest.approx(truth, rel=1e-5)
     wide = seqq.estimate(model, history, query, "beam", beam_width=query.size(model.vocab_size))
@@ -90,7 +95,7 @@ def test_hybrid_is_at_least_its_beam_mass(case):
 def test_importance_entropy_estimates_the_restricted_entropy():
     model = random_markov(8, 1, seed=5)
     query = Q.hitting_time(3, 5)
-    truth = model.restricted_entropy([2], query.masks(8)[0])
+    truth = model.restricted_entropy([2], query)
     for method in ("importance", "hybrid"):
         entropies = [e.entropy for e in replicas(model, [2], query, method, samples=10)]
         values = torch.tensor(entropies, dtype=torch.float64)

@@ -34,22 +34,24 @@ def model(shakespeare):
     return HPYPModel.fit(shakespeare.train, shakespeare.vocab, order=4)
 
 
-def enumerate_product(model, history, mask) -> float:
-    """p(X_{1:K} ∈ Π_k V_k) by expanding every allowed prefix through initial_state/step/select
-    (no DP): the independent oracle."""
-    log_probs, state = model.initial_state([history])
-    joint = torch.zeros(1, dtype=torch.float64)
-    for k, domain in enumerate(mask):
-        allowed = domain.nonzero().flatten()
-        joint = (joint[:, None] + log_probs.double()[:, allowed]).flatten()
-        if k + 1 < len(mask):
-            parent = torch.arange(len(log_probs)).repeat_interleave(len(allowed))
-            log_probs, state = model.step(model.select(state, parent), allowed.repeat(len(log_probs)))
-    return torch.logsumexp(joint, 0).exp().item()
-
-
 def enumerate_query(model, history, query) -> float:
-    return sum(enumerate_product(model, history, m) for m in query.masks(model.vocab_size))
+    """p(Q) by expanding every allowed prefix through the model's step function (no DP),
+    following the query's lattice until each path is decided."""
+    lattice = query.lattice(model.vocab_size)
+    log_probs, state = model.initial_state([history])
+    nodes, joint, total = lattice.roots.clone(), torch.zeros(1, dtype=torch.float64), 0.0
+    while len(nodes):
+        children = lattice.child_table(nodes)
+        rows, tokens = (children >= 0).nonzero(as_tuple=True)
+        child, child_joint = children[rows, tokens], joint[rows] + log_probs.double()[rows, tokens]
+        done = lattice.free[child]
+        total += child_joint[done].exp().sum().item()
+        rows, tokens = rows[~done], tokens[~done]
+        if not len(rows):
+            break
+        log_probs, state = model.step(model.select(state, rows), tokens)
+        nodes, joint = child[~done], child_joint[~done]
+    return total
 
 
 def test_dp_equals_enumeration_on_shakespeare(shakespeare, model):

@@ -5,7 +5,7 @@ import math
 
 import pytest
 import torch
-from oracles import PrefixRecording, brute_force, random_markov, tiny_lstm
+from oracles import PrefixRecording, brute_force, chain_masks, random_markov, tiny_lstm
 from test_estimators import CASES, SEEDS, assert_unbiased, replicas
 from test_twisted import CASES as TWISTED_CASES
 from test_twisted import HISTORIES, QUERIES, SELF_TWISTED, as_own_surrogate, fitted_surrogate, truth_of
@@ -114,7 +114,7 @@ def test_resampling_beats_importance_sampling_on_a_long_horizon():
                                       [0.01, 0.09, 0.9]]), 1)
     query = Q.hitting_time(0, 20)
     particles = 16
-    importance = _importance_variance(model, 1, query.masks(3)[0]) / particles
+    importance = _importance_variance(model, 1, chain_masks(query, 3)) / particles
     values = torch.tensor([e.value for e in seqq.estimate_many(
         model, [[1]] * 400, query, "smc", particles=particles, seed=5)], dtype=torch.float64)
     assert values.var().item() < importance / 3

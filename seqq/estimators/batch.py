@@ -1,9 +1,10 @@
-"""A batch of (history, query) tasks, split into the products ("branches") estimators work on.
+"""A batch of (history, query) tasks and the query lattices estimators walk.
 
-Estimators answer many tasks together: every task's products become branches, each with its own
-mask [K, V] and effective length (positions after the last restricted one allow every symbol and
-sum to one, so nobody needs to look at them). All branches share one call counter and one
-encoding of each distinct history.
+Estimators answer many tasks together. Every task whose query holds at least one path is a
+*branch*: a root node in the batch's one lattice (all queries' lattices concatenated,
+`seqq/queries/lattice.py`). A walk carries a lattice node per row; the node says which symbols
+are allowed next (`domain`), where a symbol leads (`lattice.advance`) and when nothing is left to
+decide (`lattice.free`). All branches share one call counter and one encoding of each history.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from seqq.errors import QueryError
 from seqq.models.counting import CallCounter, OwnedState
 from seqq.models.protocol import SequenceModel
 from seqq.queries import Query
+from seqq.queries.lattice import Lattice, concat
 
 
 @dataclass
@@ -27,8 +29,9 @@ class Batch:
     root_log_probs: Tensor  # [T, V] log p(X_1 | history_t)
     root_state: OwnedState  # one row per task
     branch_task: Tensor  # [N] task of each branch (CPU)
-    masks: Tensor  # [N, K, V] bool, on the model's device
-    lengths: Tensor  # [N] positions 1..length matter (CPU)
+    lattice: Lattice  # every task's query lattice; `allowed` on the model's device
+    branch_root: Tensor  # [N] root node of each branch (CPU)
+    lengths: Tensor  # [N] no walk of the branch goes deeper than this (CPU)
     generator: torch.Generator
     histories: Sequence[Sequence[int]]  # one per task, for estimators that read its tail
 
@@ -44,28 +47,19 @@ class Batch:
     def vocab_size(self) -> int:
         return self.root_log_probs.shape[-1]
 
+    def domain(self, nodes: Tensor) -> Tensor:
+        """[n, V] bool on the device: the symbols allowed next at each lattice node."""
+        return self.lattice.allowed[nodes.to(self.device)]
+
     def task_calls(self) -> Tensor:
         """Model calls charged so far to each task of this batch (a `subset` keeps charging
         the original tasks, which its root rows still own)."""
         return self.counter.calls[self.root_state.owners]
 
     def task_branches(self) -> list[Tensor]:
-        """The branches of each task (branches are grouped by task, in task order)."""
+        """The branches of each task (none for a query without paths, else one)."""
         counts = torch.bincount(self.branch_task, minlength=self.num_tasks)
         return list(torch.arange(len(self.branch_task)).split(counts.tolist()))
-
-
-def effective_lengths(masks: Tensor) -> Tensor:
-    """Index of the last position whose domain is not the whole vocabulary, plus one (≥ 1)."""
-    restricted = ~masks.all(-1)  # [P, K]
-    positions = torch.arange(1, masks.shape[1] + 1)
-    return (restricted * positions).amax(-1).clamp_min(1)
-
-
-def pad_horizon(masks: Tensor, horizon: int) -> Tensor:
-    """Extend [P, K, V] masks to `horizon` positions with free (all-true) domains."""
-    free = torch.ones(masks.shape[0], horizon - masks.shape[1], masks.shape[2], dtype=torch.bool)
-    return torch.cat([masks, free], dim=1)
 
 
 def prepare(
@@ -74,22 +68,20 @@ def prepare(
     queries: Sequence[Query],
     seed: int | None,
 ) -> Batch:
-    """Resolve the queries' masks and encode every history once (charging one call per task)."""
+    """Compile the queries' lattices and encode every history once (one call per task)."""
     if len(histories) != len(queries):
         raise QueryError(f"got {len(histories)} histories but {len(queries)} queries")
     if not histories:
         raise QueryError("no (history, query) pairs given")
     V = model.vocab_size
-    query_masks = [q.masks(V) for q in queries]
-    horizon = max(q.horizon for q in queries)
-    padded = [pad_horizon(m, horizon) for m in query_masks]
+    distinct: dict[Query, int] = {}  # tasks asking one query share its lattice
+    index = torch.tensor([distinct.setdefault(q, len(distinct)) for q in queries])
+    lattice = concat([q.lattice(V) for q in distinct])
+    roots = lattice.roots[index]
     counter = CallCounter(model, num_tasks=len(queries))
     root_log_probs, root_state = counter.initial_state(histories)
     device = root_log_probs.device
-    branch_task = torch.cat(
-        [torch.full((len(m),), t, dtype=torch.long) for t, m in enumerate(query_masks)]
-    )
-    masks = torch.cat(padded) if branch_task.numel() else torch.zeros(0, horizon, V, dtype=torch.bool)
+    branch_task = (roots >= 0).nonzero().flatten()
     generator = torch.Generator(device=device)
     generator.manual_seed(seed if seed is not None else torch.seed() % 2**63)
     return Batch(
@@ -97,24 +89,33 @@ def prepare(
         root_log_probs=root_log_probs,
         root_state=root_state,
         branch_task=branch_task,
-        masks=masks.to(device),
-        lengths=effective_lengths(masks),
+        lattice=lattice.to(device),
+        branch_root=roots[branch_task],
+        lengths=lattice.effective_lengths()[index[branch_task]],
         generator=generator,
         histories=histories,
     )
 
 
+def prefix_reach(batch: Batch) -> Tensor:
+    """[N, D] float64: how many prefixes of length d ≥ 1 of each branch still restrict the
+    future (each would cost one call to expand); column 0 is unused."""
+    lattice = batch.lattice
+    inner = ~lattice.free & (lattice.depth > 0)
+    query, depth = lattice.query[inner], lattice.depth[inner]
+    D = int(depth.max()) + 1 if len(depth) else 1
+    reach = torch.zeros(len(lattice.roots), D, dtype=torch.float64).index_put_(
+        (query, depth), lattice.prefix_counts()[inner], accumulate=True)
+    return reach[lattice.query[batch.branch_root]]  # per branch (a subset keeps its lattice)
+
+
 def tree_calls(batch: Batch, width: float | Tensor = math.inf) -> Tensor:
-    """Calls per task to expand every product's tree keeping at most `width` nodes per level:
-    1 + Σ_products Σ_{k<L} min(width, Π_{j≤k} |V_j|). With width = ∞ this is exact enumeration.
-    `width` may be one number or one per branch."""
-    sizes = batch.masks.sum(-1).double().cpu()  # [N, K]
+    """Calls per task to expand every branch's tree keeping at most `width` prefixes per level:
+    1 + Σ_{1≤d} min(width, prefixes at depth d that still restrict the future). With width = ∞
+    this is exact enumeration. `width` may be one number or one per branch."""
     width = torch.as_tensor(width, dtype=torch.float64).reshape(-1, 1)
-    reach = torch.minimum(torch.cumprod(sizes, dim=1), width)
-    depth = torch.arange(1, sizes.shape[1] + 1)
-    inner = torch.where(depth < batch.lengths[:, None], reach, 0.0).sum(-1)
     return 1 + torch.zeros(batch.num_tasks, dtype=torch.float64).index_add_(
-        0, batch.branch_task, inner)
+        0, batch.branch_task, torch.minimum(prefix_reach(batch), width).sum(-1))
 
 
 def subset(batch: Batch, tasks: Tensor) -> Batch:
@@ -129,7 +130,8 @@ def subset(batch: Batch, tasks: Tensor) -> Batch:
         root_log_probs=batch.root_log_probs[device_tasks],
         root_state=batch.counter.select(batch.root_state, device_tasks),
         branch_task=new_id[batch.branch_task[keep]],
-        masks=batch.masks[keep.to(batch.device)],
+        lattice=batch.lattice,
+        branch_root=batch.branch_root[keep],
         lengths=batch.lengths[keep],
         generator=batch.generator,
         histories=[batch.histories[t] for t in tasks.tolist()],

@@ -1,6 +1,6 @@
 """Beam search over the restricted proposal tree: top-B, coverage (Thm. 1) and tail-splitting.
 
-All branches (products of all tasks) advance level by level together: one batched model call per
+All branches (the queries of all tasks) advance level by level together: one batched model call per
 level expands every kept beam. Only choosing which candidates to keep is per branch. The tree of
 levels is kept, because the hybrid samples from it after pruning (App. D).
 """
@@ -25,11 +25,12 @@ class Level:
     `log_probs[row[i]]` is p(next | node i) and `state` holds the model state after it."""
 
     branch: Tensor  # [n] (CPU)
+    lattice_node: Tensor  # [n] the query-lattice node the prefix has reached
     parent: Tensor  # [n] index into the previous level, -1 at the root
     token: Tensor  # [n] symbol at this depth, -1 at the root
     log_p: Tensor  # [n] float64 joint log p of the prefix
     log_q: Tensor  # [n] float64 joint log q of the prefix
-    final: Tensor  # [n] bool: a complete path of its product (a member of B)
+    final: Tensor  # [n] bool: a complete path of its query (a member of B)
     row: Tensor  # [n] row in `log_probs` / `state`, -1 for final nodes
     log_probs: Tensor | None = None  # [expanded, V] on the model's device
     state: State | None = None
@@ -100,7 +101,8 @@ def beam_search(batch: Batch, rule: Rule) -> list[Level]:
     N = len(batch.branch_task)
     roots = torch.arange(N)
     level = Level(
-        branch=roots, parent=torch.full((N,), -1), token=torch.full((N,), -1),
+        branch=roots, lattice_node=batch.branch_root.clone(), parent=torch.full((N,), -1),
+        token=torch.full((N,), -1),
         log_p=torch.zeros(N, dtype=torch.float64), log_q=torch.zeros(N, dtype=torch.float64),
         final=torch.zeros(N, dtype=torch.bool), row=roots,
         log_probs=batch.root_log_probs[batch.branch_task.to(batch.device)],
@@ -118,7 +120,7 @@ def beam_search(batch: Batch, rule: Rule) -> list[Level]:
 def _expand(batch: Batch, level: Level, depth: int, rule: Rule) -> Level:
     open_nodes = (~level.final).nonzero().flatten()
     branch = level.branch[open_nodes]
-    domain = batch.masks[branch.to(batch.device), depth]
+    domain = batch.domain(level.lattice_node[open_nodes])
     log_probs = level.log_probs[level.row[open_nodes].to(batch.device)]
     masked, log_mass = restrict(log_probs, domain)
     cond_log_q = conditional(masked, log_mass)
@@ -133,7 +135,8 @@ def _expand(batch: Batch, level: Level, depth: int, rule: Rule) -> Level:
     dev_local, dev_token = local.to(batch.device), token.to(batch.device)
     log_p = level.log_p[parent] + log_probs[dev_local, dev_token].double().cpu()
     log_q = level.log_q[parent] + cond_log_q[dev_local, dev_token].cpu()
-    final = batch.lengths[child_branch] == depth + 1
+    lattice_node = batch.lattice.advance(level.lattice_node[parent], token)
+    final = batch.lattice.free[lattice_node]
     grow = (~final).nonzero().flatten()
     row = torch.full((len(parent),), -1)
     row[grow] = torch.arange(len(grow))
@@ -142,7 +145,8 @@ def _expand(batch: Batch, level: Level, depth: int, rule: Rule) -> Level:
         parent_rows = level.row[parent[grow]].to(batch.device)
         next_state = batch.counter.select(level.state, parent_rows)
         next_probs, next_state = batch.counter.step(next_state, token[grow].to(batch.device))
-    return Level(child_branch, parent, token, log_p, log_q, final, row, next_probs, next_state)
+    return Level(child_branch, lattice_node, parent, token, log_p, log_q, final, row,
+                 next_probs, next_state)
 
 
 def best_candidates(scores: Tensor, branch: Tensor, depth: int, rule: Rule, lengths: Tensor,

@@ -1,6 +1,6 @@
 """Drawing i.i.d. paths through the prefix trie, as many as asked or as many as a budget buys.
 
-A draw is one path per (eligible) product of a task; it costs at most Σ (length − 1) calls, and
+A draw is one path per task (whose query is eligible); it costs at most Σ (length − 1) calls, and
 less when its prefixes are already in the trie. With a budget, draws come in rounds: each round
 draws what the calls left could pay for at full price, then looks at what was really spent and
 goes again, until less than one full-price draw fits or the draws reach a cap (by default
@@ -33,7 +33,7 @@ class Draws:
 
 
 def cost_per_draw(trie: Trie, eligible: Tensor) -> Tensor:
-    """Full-price calls of one draw per task: Σ over its eligible products of (length − 1)."""
+    """Full-price calls of one draw per task: its query's effective length − 1 where eligible."""
     batch = trie.batch
     return torch.zeros(batch.num_tasks, dtype=torch.long).index_add_(
         0, batch.branch_task, torch.where(eligible, batch.lengths - 1, 0))

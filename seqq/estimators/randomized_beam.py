@@ -7,9 +7,9 @@ r(c) = ŵ(c)/S_tail (the tail renormalised, seed-notes §2 (d)), systematically,
 a drawn candidate gets ŵ(c)·m_c/(sampled·r(c)) = m_c·S_tail/sampled. E[ŵ'(c)] = ŵ(c), so by the
 tower property the last depth's exact sum Σ_b ŵ(b)·p(V_K | b) is unbiased for p(Q). With
 `sampled` = 0 this is top-K beam search (a lower bound, no longer unbiased); with `top` = 0 it
-is sequential importance resampling at every step. Branches (products) run level by level
-together, one batched model call per depth, like beam.py; products of one task share the calls
-for their common prefixes (frontier.py).
+is sequential importance resampling at every step. All tasks' queries run level by level
+together, one batched model call per depth, like beam.py; nodes on one prefix share its call
+(frontier.py). A symbol that decides the query ends its path: its mass is summed exactly.
 
 With a `surrogate`, candidates are ranked and drawn by ŵ(c)·ψ(c) instead, ψ(c) = β_{k+1} of c's
 surrogate state (twisted.py's backward messages): the beam keeps the prefixes likely to
@@ -45,7 +45,7 @@ DEFAULT_SAMPLED = 5
 def randomized_beam(batch: Batch, budgets: Sequence[int] | None, top: int | None = None,
                     sampled: int | None = None, surrogate: ContextAutomaton | None = None
                     ) -> list[Estimate]:
-    """Unbiased p̂ from a beam of `top` exact + `sampled` drawn nodes per depth and product.
+    """Unbiased p̂ from a beam of `top` exact + `sampled` drawn nodes per depth and query.
     With a budget, the widest beam top + sampled that fits (at most one call per node), split
     as asked (`top` or `sampled` fixes that part) or evenly, drawn part rounded up. stderr is
     None: the kept nodes are dependent draws with no simple variance estimate; use replicas.
@@ -86,50 +86,59 @@ def _split(batch: Batch, budgets: Sequence[int] | None, top: int | None, sampled
 def _twisted_search(batch: Batch, top: Tensor, sampled: Tensor, surrogate: ContextAutomaton
                     ) -> tuple[Tensor, Tensor]:
     """`_search` steered by the surrogate's messages, in task groups that bound their memory."""
-    N, K = len(batch.branch_task), batch.masks.shape[1]
+    N = len(batch.branch_task)
     log_value = torch.empty(N, dtype=torch.float64)
-    sizes = torch.zeros(N, K - 1, dtype=torch.long)
+    sizes = torch.zeros(N, int(batch.lengths.max()) - 1 if N else 0, dtype=torch.long)
     per_task = batch.task_branches()
     for tasks in task_groups(batch, surrogate):
         part = subset(batch, tasks)
         branches = torch.cat([per_task[t] for t in tasks.tolist()])
-        log_value[branches], sizes[branches] = _search(part, top[branches], sampled[branches],
-                                                       Messages.of(part, surrogate))
+        value, part_sizes = _search(part, top[branches], sampled[branches],
+                                    Messages.of(part, surrogate))
+        log_value[branches] = value
+        sizes[branches, :part_sizes.shape[1]] = part_sizes
     return log_value, sizes
 
 
 def _search(batch: Batch, top: Tensor, sampled: Tensor, messages: Messages | None
             ) -> tuple[Tensor, Tensor]:
-    """log p̂ per branch and the nodes kept at depths 1..K−1 [N, K−1]: each costs one call,
-    unless another product of its task holds the same prefix (then they share it)."""
-    N, K, device = len(batch.branch_task), batch.masks.shape[1], batch.device
+    """log p̂ per branch and the nodes kept at depths 1..L−1 [N, L−1]: each costs one call.
+    A symbol that decides the query (its lattice child is free) is summed exactly at once;
+    the beam moves on along the others."""
+    N, device, lattice = len(batch.branch_task), batch.device, batch.lattice
+    L = int(batch.lengths.max()) if N else 1
     log_value = torch.full((N,), -math.inf, dtype=torch.float64)
-    sizes = torch.zeros(N, K - 1, dtype=torch.long)
+    sizes = torch.zeros(N, L - 1, dtype=torch.long)
     branch, log_w = torch.arange(N), torch.zeros(N, dtype=torch.float64)  # the frontier
-    prefix = batch.branch_task.clone()  # the evaluated prefix of each node (shared by products)
+    node = batch.branch_root.clone()
+    prefix = batch.branch_task.clone()  # the evaluated prefix of each frontier row
     log_probs, state = batch.root_log_probs, batch.root_state
     twist = None if messages is None else messages.rows(branch)
-    for depth in range(K):
+    depth = 0
+    while len(branch):
         node_log_probs = log_probs[prefix.to(device)]
-        guide = None if twist is None else twist.log_values(depth)
-        domain = batch.masks[branch.to(device), depth]
+        children = lattice.child_table(node)
+        ends = ((children >= 0) & lattice.free[children.clamp_min(0)]).to(device)
+        log_end = restrict(node_log_probs, ends)[1].double().cpu()
+        log_value = torch.logaddexp(log_value, group_logsumexp(log_w + log_end, branch, N))
+        guide = None if twist is None else twist.log_values(node)
+        domain = batch.domain(node) & ~ends
         masked, log_mass = restrict(node_log_probs, domain)
-        ending = batch.lengths[branch] == depth + 1
-        log_value = torch.logaddexp(log_value, group_logsumexp(
-            (log_w + log_mass.double().cpu())[ending], branch[ending], N))
-        open_nodes = (~ending).nonzero().flatten()
-        if not len(open_nodes):
+        open_rows = torch.isfinite(log_mass).cpu().nonzero().flatten()
+        if not len(open_rows):
             break
-        on_device = open_nodes.to(device)
-        node, token, log_w = _next_beam(batch, depth, branch[open_nodes], log_w[open_nodes],
-                                        node_log_probs[on_device], masked[on_device],
-                                        domain[on_device], top, sampled,
-                                        None if guide is None else guide[on_device])
-        parent = open_nodes[node]
+        on_device = open_rows.to(device)
+        picked, token, log_w = _next_beam(batch, depth, branch[open_rows], log_w[open_rows],
+                                          node_log_probs[on_device], masked[on_device],
+                                          domain[on_device], top, sampled,
+                                          None if guide is None else guide[on_device])
+        parent = open_rows[picked]
         twist = None if twist is None else twist.select(parent).advance(token)
         branch = branch[parent]
+        node = lattice.advance(node[parent], token)
         sizes[:, depth] = torch.bincount(branch, minlength=N)
         prefix, log_probs, state = extend(batch, state, prefix[parent], token)
+        depth += 1
     return log_value, sizes
 
 

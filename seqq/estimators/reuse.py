@@ -24,7 +24,7 @@ def hitting_time_distribution(model: SequenceModel, history: Sequence[int], a: S
     estimate for k reports the 1 + S·(k−1) calls its prefix of the run used."""
     query = hitting_time(a, K, vocab)
     batch = prepare(model, [history], [query], seed)
-    hit = batch.masks[0, K - 1]  # A
+    hit = batch.domain(batch.lattice.depth.new_tensor([K - 1]))[0]  # A: the chain's last node
     S = samples
     rows = torch.zeros(S, dtype=torch.long)
     log_probs = batch.root_log_probs[rows.to(batch.device)]

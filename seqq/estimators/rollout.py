@@ -1,8 +1,9 @@
-"""Batched ancestral sampling along products: the inner loop of every sampling estimator.
+"""Batched ancestral sampling along query lattices: the inner loop of the streaming samplers.
 
-Rows are independent paths, each tied to a branch (one product of one task). Per step the rows
-draw one symbol, accumulate log p, log q and the importance weight log Π_k p(V_k | x_<k), and only
-rows that still have restricted positions ahead pay for another model call.
+Rows are independent paths, each at a node of its task's query lattice. Per step the rows draw
+one symbol, accumulate log p, log q and the importance weight log Π_k p(V_k | x_<k), and only
+rows whose query is still undecided pay for another model call. Nothing is cached, so memory
+stays bounded by the rows of one step (ground truth's surrogate draws millions of paths).
 """
 
 from __future__ import annotations
@@ -16,15 +17,15 @@ from torch import Tensor
 from seqq.estimators.batch import Batch
 from seqq.models.protocol import State
 
-Policy = Literal["proposal", "uniform"]
+Policy = Literal["proposal", "uniform", "model"]
 
 
 @dataclass
 class Paths:
-    tokens: Tensor  # [R, K] sampled symbols, -1 where a row had stopped
     log_p: Tensor  # [R] float64, log p of the sampled symbols
     log_q: Tensor  # [R] float64, log q of the sampled symbols under the proposal that drew them
     log_weight: Tensor  # [R] float64, log p - log q (Σ_k log p(V_k | x_<k) without a twist)
+    accepted: Tensor  # [R] bool, the path reached a free lattice node (it lies in Q)
 
 
 class Twist(Protocol):
@@ -32,8 +33,8 @@ class Twist(Protocol):
 
     Stepped alongside the model like a model state (twisted proposals, `twisted.py`)."""
 
-    def log_values(self, depth: int) -> Tensor:
-        """[R, V] float64 log ψ of every symbol at `depth` for the current rows; finite."""
+    def log_values(self, nodes: Tensor) -> Tensor:
+        """[R, V] float64 log ψ of every symbol for the current rows at lattice `nodes`."""
         ...
 
     def select(self, index: Tensor) -> Twist:
@@ -83,55 +84,63 @@ def conditional(masked: Tensor, log_mass: Tensor) -> Tensor:
 
 def rollout(
     batch: Batch,
-    branch: Tensor,
+    nodes: Tensor,
     log_probs: Tensor,
     state: State,
-    start: int = 0,
     policy: Policy = "proposal",
-    masks: Tensor | None = None,
-    lengths: Tensor | None = None,
     twist: Twist | None = None,
 ) -> Paths:
-    """Sample positions start+1..length of every row; `log_probs`/`state` sit at depth `start`.
+    """Sample every row from its lattice node (`log_probs`/`state` at that prefix) until the
+    query is decided: the row reaches a free node (accepted) or, under `policy="model"`, draws
+    a symbol the query does not allow (rejected).
 
-    `branch` indexes `masks` [N, K, V] and `lengths` [N] (the batch's products by default).
-    A `twist` ψ (rows as `branch`) draws from q̃ ∝ p·1[V_k]·ψ instead of the restricted proposal;
-    each step's weight p/q̃ is then Z/ψ(x) with Z = Σ_{V_k} p·ψ, exact whatever ψ is.
+    `policy`: "proposal" draws from q ∝ p·1[allowed] (or, with a `twist` ψ, from
+    q̃ ∝ p·1[allowed]·ψ, whose weight per step is Z/ψ(x) with Z = Σ_allowed p·ψ, exact whatever
+    ψ is); "uniform" draws uniformly among the query's decided completions (`log_counts`);
+    "model" draws from p itself (naive Monte Carlo).
     """
-    masks = batch.masks if masks is None else masks
-    lengths = (batch.lengths if lengths is None else lengths)[branch]  # CPU: steers the loop
-    device, (R, K) = log_probs.device, (len(branch), masks.shape[1])
-    tokens = torch.full((R, K), -1, dtype=torch.long, device=device)
+    lattice = batch.lattice
+    device, R = log_probs.device, len(nodes)
     log_p, log_q, log_weight = (torch.zeros(R, dtype=torch.float64, device=device)
                                 for _ in range(3))
+    accepted = torch.zeros(R, dtype=torch.bool)
     running = torch.arange(R)  # output rows still sampling (CPU copy for control flow)
-    rows, branch = running.to(device), branch.to(device)
-    one_branch = bool((branch == branch[0]).all()) if R else False
-    for depth in range(start, K):
-        domain = (masks[branch[0], depth].expand(len(rows), -1) if one_branch
-                  else masks[branch[rows], depth])
-        guide = None if twist is None else twist.log_values(depth)
-        log_mass, cdf = restricted_cdf(log_probs if guide is None else log_probs + guide, domain)
+    rows = running.to(device)
+    log_counts = lattice.log_counts().to(device) if policy == "uniform" else None
+    while len(running):
+        domain = batch.domain(nodes)
+        guide = None if twist is None else twist.log_values(nodes)
+        if policy == "model":
+            log_mass, cdf = restricted_cdf(log_probs, torch.ones_like(domain))
+        else:
+            log_mass, cdf = restricted_cdf(log_probs if guide is None else log_probs + guide,
+                                           domain)
         if policy == "uniform":
-            cdf = domain.cumsum(-1, dtype=torch.float64)
+            children = lattice.child_table(nodes).to(device)
+            below = torch.where(domain, log_counts[children.clamp_min(0)], -torch.inf)
+            cdf = (below - below.amax(-1, keepdim=True)).exp().cumsum(-1)
         drawn = sample_from_cdf(cdf, batch.generator)
         picked = log_probs.gather(1, drawn[:, None])[:, 0].double()
         step_weight = log_mass.double()  # log p(x)/q(x) of this step
         if guide is not None:
             step_weight = step_weight - guide.gather(1, drawn[:, None])[:, 0]
-        tokens[rows, depth] = drawn
         log_p[rows] += picked
         log_q[rows] += torch.where(torch.isneginf(step_weight), 0.0, picked - step_weight)
         log_weight[rows] += step_weight
-        going_on = lengths[running] > depth + 1
-        if not going_on.any():
+        nodes = lattice.advance(nodes, drawn.cpu())
+        dead = nodes < 0
+        done = dead | lattice.free[nodes.clamp_min(0)]
+        accepted[running[done & ~dead]] = True
+        if done.all():
             break
-        if not going_on.all():
-            keep = going_on.nonzero().flatten()
-            running, keep = running[keep], keep.to(device)
+        if done.any():
+            keep = (~done).nonzero().flatten()
+            running, nodes = running[keep], nodes[keep]
+            keep = keep.to(device)
             rows, drawn = rows[keep], drawn[keep]
             state = batch.counter.select(state, keep)
             twist = None if twist is None else twist.select(keep)
         log_probs, state = batch.counter.step(state, drawn)
         twist = None if twist is None else twist.advance(drawn)
-    return Paths(tokens.cpu(), log_p.cpu(), log_q.cpu(), log_weight.cpu())
+    log_weight = torch.where(accepted.to(device), log_weight, -torch.inf)
+    return Paths(log_p.cpu(), log_q.cpu(), log_weight.cpu(), accepted)

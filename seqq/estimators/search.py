@@ -101,7 +101,7 @@ def hybrid(batch: Batch, budgets: Sequence[int] | None, samples: int | None = No
     """p(B) from tail-splitting beam search + IS of p(Q∖B) under the pruned proposal q_B.
 
     The beam tree becomes the prefix trie with B removed (App. D's pruning), so tail samples
-    pay only for prefixes outside the explored tree. `samples` tail samples per product
+    pay only for prefixes outside the explored tree. `samples` tail samples per query
     (default 100); with a budget, tail samples are drawn until the budget is spent.
     """
     N = len(batch.branch_task)

@@ -1,7 +1,7 @@
 """Sequential Monte Carlo on the restricted proposal, with ESS-triggered resampling.
 
-Each product (branch) runs P particles. At depth k a particle at prefix x_<k gains the incremental
-weight p(V_k | x_<k) (known before x_k is drawn, so resampling on it is fully adapted), the branch
+Each task's query (branch) runs P particles. At depth k a particle at prefix x_<k gains the
+incremental weight p(V_k | x_<k) (known before x_k is drawn, so resampling on it is fully adapted), the branch
 resamples when the effective sample size falls below `ess_threshold`·P, and x_k is drawn from
 q(· | x_<k) ∝ p(· | x_<k)·1[· ∈ V_k]. The estimate of p(Q_i) is the standard SMC normalising
 constant: the product, over the stretches between resamplings, of the mean accumulated weight.
@@ -29,11 +29,11 @@ import torch
 from torch import Tensor
 
 from seqq.errors import QueryError
-from seqq.estimators.batch import Batch
+from seqq.estimators.batch import Batch, prefix_reach
 from seqq.estimators.estimate import Estimate
 from seqq.estimators.frontier import extend
 from seqq.estimators.resample import resample_groups, systematic_counts
-from seqq.estimators.rollout import restricted_cdf
+from seqq.estimators.rollout import restrict, restricted_cdf
 from seqq.estimators.search import widths_for_budget
 from seqq.estimators.summary import BranchResult, group_logsumexp, to_estimates
 from seqq.estimators.twisted import MESSAGE_ELEMENTS, Messages, SurrogateTwist, check_surrogate, message_cells
@@ -47,7 +47,7 @@ ROW_ELEMENTS = 2**26  # particles × V per group of branches run together: bound
 def smc(batch: Batch, budgets: Sequence[int] | None, particles: int | None = None,
         ess_threshold: float = DEFAULT_ESS_THRESHOLD,
         surrogate: ContextAutomaton | None = None) -> list[Estimate]:
-    """SMC estimate of p(Q) with `particles` per product. With a budget, it starts with the most
+    """SMC estimate of p(Q) with `particles` per query. With a budget, it starts with the most
     particles whose worst case (one call per particle per step, at most |prefixes| per step) fits
     it, and whenever shared prefixes left calls unspent, splits its particles into more (before
     extending them; `particles` then caps the count, reported as extras["particles"]).
@@ -85,7 +85,7 @@ def smc(batch: Batch, budgets: Sequence[int] | None, particles: int | None = Non
 
 
 def _groups(batch: Batch, counts: Tensor, cells: int) -> list[Tensor]:
-    """Branches of consecutive whole tasks (so products still share prefixes) whose particles
+    """Branches of consecutive whole tasks whose particles
     × V stay under ROW_ELEMENTS and whose twist messages (`cells` per branch) under
     MESSAGE_ELEMENTS, at least one task per group."""
     groups, current, load, held = [], [], 0, 0
@@ -102,9 +102,8 @@ def _groups(batch: Batch, counts: Tensor, cells: int) -> list[Tensor]:
 
 def _branches(batch: Batch, branches: Tensor) -> Batch:
     """The batch limited to some branches; tasks keep their ids (and their call counts)."""
-    device_branches = branches.to(batch.device)
     return dataclasses.replace(batch, branch_task=batch.branch_task[branches],
-                               masks=batch.masks[device_branches],
+                               branch_root=batch.branch_root[branches],
                                lengths=batch.lengths[branches])
 
 
@@ -112,64 +111,79 @@ def _run(batch: Batch, particles: Tensor, ess_threshold: float,
          budget: tuple[Tensor, int] | None, twist: SurrogateTwist | None
          ) -> tuple[Tensor, Tensor, Tensor]:
     """log p̂, the number of resamplings and the final particles per branch of `batch`; `twist`
-    holds one row per branch, as the particle rows start."""
-    N, device = len(batch.branch_task), batch.device
-    sizes = batch.masks.sum(-1).double().cpu()  # [N, K] |V_k| per branch
-    log_z = torch.zeros(N, dtype=torch.float64)
+    holds one row per branch, as the particle rows start.
+
+    A symbol that decides the query (its lattice child is free) ends the path: that mass is
+    added to the estimate exactly at once (the SMC measure of the current particles is unbiased
+    for any test function, here p(ending symbols | prefix)), and particles move on only along
+    symbols that leave the query undecided."""
+    N, device, lattice = len(batch.branch_task), batch.device, batch.lattice
+    reach = None if budget is None else prefix_reach(batch)
+    log_z = torch.zeros(N, dtype=torch.float64)  # Σ log mean weight at the resamplings so far
+    log_total = torch.full((N,), -torch.inf, dtype=torch.float64)  # the estimate, as it grows
     resamplings = torch.zeros(N, dtype=torch.long)
     # one row per distinct prefix of a branch: its branch, particle count, log weight since the
-    # last resampling, and the evaluated prefix it sits on (shared with the task's other products)
+    # last resampling, lattice node, and the evaluated prefix it sits on
     branch = torch.arange(N)
     count = particles.clone()
     log_w = torch.zeros(N, dtype=torch.float64)
-    log_twist: Tensor | float = 0.0  # per row, log β_k(c_{k−1}): the twist of the last draw
+    log_twist: Tensor | float = 0.0  # per row, log ψ of its last draw
+    node = batch.branch_root.clone()
     prefix = batch.branch_task.clone()
     log_probs, state = batch.root_log_probs, batch.root_state
-    for depth in range(int(batch.lengths.max())):
-        domain = batch.masks[branch.to(device), depth]
+    depth = 0
+    while len(branch):
         row_log_probs = log_probs[prefix.to(device)]
-        guide = None if twist is None else twist.log_values(depth)
-        log_mass, cdf = restricted_cdf(row_log_probs if guide is None else row_log_probs + guide,
-                                       domain)
-        log_w = log_w + log_mass.double().cpu() - log_twist
-        log_mean = group_logsumexp(log_w + count.double().log(), branch, N) - particles.double().log()
-        ending = batch.lengths == depth + 1
-        log_z += torch.where(ending, log_mean, 0.0)
-        going_on = batch.lengths > depth + 1
-        log_z = torch.where(going_on & torch.isneginf(log_mean), -torch.inf, log_z)
-        live = (going_on[branch] & torch.isfinite(log_w)).nonzero().flatten()
+        children = lattice.child_table(node)
+        ends = ((children >= 0) & lattice.free[children.clamp_min(0)]).to(device)
+        guide = None if twist is None else twist.log_values(node)
+        steered = row_log_probs if guide is None else row_log_probs + guide
+        log_end = restrict(row_log_probs, ends)[1].double().cpu()  # ψ = 1 on ending symbols
+        log_cont, cdf = restricted_cdf(steered, batch.domain(node) & ~ends)
+        log_w = log_w - log_twist
+        log_c = count.double().log()
+        log_total = torch.logaddexp(log_total, log_z + group_logsumexp(
+            log_w + log_end + log_c, branch, N) - particles.double().log())
+        log_w = log_w + log_cont.double().cpu()
+        live = torch.isfinite(log_w).nonzero().flatten()
         if not len(live):
             break
-        branch, count, log_w, prefix = branch[live], count[live], log_w[live], prefix[live]
+        branch, count, log_w, prefix, node = (x[live] for x in (branch, count, log_w, prefix,
+                                                                 node))
         cdf = cdf[live.to(device)]
         guide, twist = _keep(guide, twist, live)
         if budget is not None:
-            more = _affordable(batch, sizes, budget, depth, branch, particles)
+            more = _affordable(batch, reach, budget, depth, branch, particles)
             if (more > particles).any():
                 count = _split(branch, count, particles, more, batch.generator)
                 particles = more
+        log_mean = (group_logsumexp(log_w + count.double().log(), branch, N)
+                    - particles.double().log())
         uneven = _ess(log_w, count, branch, N) < ess_threshold * particles
-        resample = going_on & torch.isfinite(log_mean) & uneven
+        resample = torch.isfinite(log_mean) & uneven
         if resample.any():
             log_z += torch.where(resample, log_mean, 0.0)
             resamplings += resample.long()
             count, log_w = _resample(branch, count, log_w, resample, particles,
                                      batch.generator)
             kept = (count > 0).nonzero().flatten()
-            branch, count, log_w, prefix = branch[kept], count[kept], log_w[kept], prefix[kept]
+            branch, count, log_w, prefix, node = (x[kept] for x in (branch, count, log_w,
+                                                                     prefix, node))
             cdf = cdf[kept.to(device)]
             guide, twist = _keep(guide, twist, kept)
-        children = systematic_counts(cdf, count, batch.generator)  # extend by q, merged
-        parent, token = children.nonzero(as_tuple=True)
-        count = children[parent, token].cpu()
+        drawn = systematic_counts(cdf, count, batch.generator)  # extend by q, merged
+        parent, token = drawn.nonzero(as_tuple=True)
+        count = drawn[parent, token].cpu()
         parent = parent.cpu()
         branch, log_w = branch[parent], log_w[parent]
+        node = lattice.advance(node[parent], token.cpu())
         if twist is not None:
             on_device = parent.to(device), token
             log_twist = guide[on_device].cpu()
             twist = twist.select(on_device[0]).advance(token)
         prefix, log_probs, state = extend(batch, state, prefix[parent], token)
-    return log_z, resamplings, particles
+        depth += 1
+    return log_total, resamplings, particles
 
 
 def _keep(guide: Tensor | None, twist: SurrogateTwist | None, rows: Tensor
@@ -180,17 +194,13 @@ def _keep(guide: Tensor | None, twist: SurrogateTwist | None, rows: Tensor
     return guide[rows.to(guide.device)], twist.select(rows)
 
 
-def _affordable(batch: Batch, sizes: Tensor, budget: tuple[Tensor, int], depth: int,
+def _affordable(batch: Batch, reach: Tensor, budget: tuple[Tensor, int], depth: int,
                 branch: Tensor, particles: Tensor) -> Tensor:
     """The most particles per branch (≤ cap, ≥ now; one number per task) whose worst-case calls
-    from here on fit what is left of each task's budget: a branch with r prefixes now evaluates
-    at most min(P, r·|V_{k+1}|···|V_j|) prefixes of length j, for j < its length."""
+    from here on fit what is left of each task's budget: P particles evaluate at most
+    min(P, undecided prefixes of length j) prefixes of each length j > depth."""
     budgets, cap = budget
-    N = len(particles)
-    rows = torch.bincount(branch, minlength=N).double()
-    reach = rows[:, None] * torch.cumprod(sizes[:, depth:], 1)  # prefixes of length depth+1..
-    length = torch.arange(depth + 1, sizes.shape[1] + 1)
-    evaluated = length < batch.lengths[:, None]
+    ahead = reach[:, depth + 1:]
     tasks, task_of = torch.unique(batch.branch_task, return_inverse=True)
     left = (budgets[tasks] - batch.counter.calls[tasks]).double()
     low = torch.zeros(len(tasks), dtype=particles.dtype).scatter_reduce(
@@ -198,7 +208,7 @@ def _affordable(batch: Batch, sizes: Tensor, budget: tuple[Tensor, int], depth: 
     high = torch.full_like(low, cap).maximum(low)
     while (low < high).any():  # largest count whose worst case fits, per task
         mid = (low + high + 1) // 2
-        calls = (torch.minimum(reach, mid[task_of, None].double()) * evaluated).sum(-1)
+        calls = torch.minimum(ahead, mid[task_of, None].double()).sum(-1)
         fits = torch.zeros(len(tasks), dtype=torch.float64).index_add_(0, task_of, calls) <= left
         low = torch.where(fits & (low < high), mid, low)
         high = torch.where(~fits & (low < high), mid - 1, high)

@@ -1,4 +1,4 @@
-"""One prefix trie over the restricted proposal tree of every product of a batch (004 Alg. 2).
+"""One prefix trie over the restricted proposal tree of every query of a batch (004 Alg. 2).
 
 Every sampling estimator walks this trie, so a prefix evaluated once is never paid for again:
 each expanded node keeps the model's log p(· | prefix) row and its state, and a walk only calls
@@ -36,7 +36,8 @@ class Level:
     """The nodes at one depth, for all branches. Node i has been expanded when row[i] ≥ 0:
     log_probs[row[i]] is p(next | node) and its state is row `index[row]` of `chunks[chunk[row]]`."""
 
-    branch: Tensor  # [n] product (branch) of the batch
+    branch: Tensor  # [n] branch (task) of the batch
+    lattice_node: Tensor  # [n] the query-lattice node the prefix has reached
     parent: Tensor  # [n] node index at the previous depth, -1 at roots
     token: Tensor  # [n] symbol at this depth, -1 at roots
     log_p: Tensor  # [n] float64 joint log p of the prefix
@@ -58,7 +59,7 @@ class Level:
 
 def _empty_level(V: int, device: torch.device) -> Level:
     long, f64 = torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.float64)
-    return Level(long, long, long, f64, f64, f64, f64, long,
+    return Level(long, long, long, long, f64, f64, f64, f64, long,
                  torch.zeros(0, V, device=device))
 
 
@@ -72,7 +73,8 @@ class Trie:
         tasks = batch.branch_task.to(batch.device)
         zero = torch.zeros(N, dtype=torch.float64)
         roots = Level(
-            branch=torch.arange(N), parent=torch.full((N,), -1), token=torch.full((N,), -1),
+            branch=torch.arange(N), lattice_node=batch.branch_root.clone(),
+            parent=torch.full((N,), -1), token=torch.full((N,), -1),
             log_p=zero, log_q=zero.clone(), log_w=zero.clone(), log_m=zero.clone(),
             row=torch.arange(N), log_probs=batch.root_log_probs[tasks],
             chunk=torch.zeros(N, dtype=torch.long), index=torch.arange(N),
@@ -86,7 +88,8 @@ class Trie:
         its expanded nodes keep their rows and states, so samples pay nothing inside it."""
         trie = cls(batch)
         trie.levels = [
-            Level(branch=b.branch, parent=b.parent, token=b.token, log_p=b.log_p,
+            Level(branch=b.branch, lattice_node=b.lattice_node, parent=b.parent, token=b.token,
+                  log_p=b.log_p,
                   log_q=b.log_q, log_w=b.log_p - b.log_q, log_m=b.log_q.clone(),
                   row=b.row.clone(),
                   log_probs=(b.log_probs if b.log_probs is not None
@@ -103,16 +106,16 @@ class Trie:
             self.levels.append(_empty_level(self.V, self.batch.device))
         return self.levels[depth]
 
-    def lengths(self, depth: int, nodes: Tensor) -> Tensor:
-        return self.batch.lengths[self.levels[depth].branch[nodes]]
+    def finished(self, depth: int, nodes: Tensor) -> Tensor:
+        """Which nodes end a path: nothing after them is restricted (their lattice node is free)."""
+        return self.batch.lattice.free[self.levels[depth].lattice_node[nodes]]
 
     def conditionals(self, depth: int, nodes: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Masked log p(v | node), log q(v | node) [n, V] and log p(V_{d+1} | node) of
         expanded nodes."""
         level = self.levels[depth]
         log_probs = level.log_probs[level.row[nodes].to(self.batch.device)]
-        domain = self.batch.masks[level.branch[nodes].to(self.batch.device), depth]
-        masked, log_mass = restrict(log_probs, domain)
+        masked, log_mass = restrict(log_probs, self.batch.domain(level.lattice_node[nodes]))
         return masked, conditional(masked, log_mass), log_mass.double()
 
     def child_nodes(self, depth: int, parents: Tensor, tokens: Tensor) -> Tensor:
@@ -132,6 +135,8 @@ class Trie:
             log_w = parent.log_w[p] + log_mass.cpu()
             found[new] = child.size + torch.arange(len(new))
             child.branch = torch.cat([child.branch, parent.branch[p]])
+            child.lattice_node = torch.cat([child.lattice_node, self.batch.lattice.advance(
+                parent.lattice_node[p], t)])
             child.parent = torch.cat([child.parent, p])
             child.token = torch.cat([child.token, t])
             child.log_p = torch.cat([child.log_p, log_p])
@@ -151,7 +156,7 @@ class Trie:
         return torch.where(level.keys[pos] == keys, level.order[pos], -1)
 
     def expand(self, depth: int, nodes: Tensor) -> None:
-        """Make sure the nodes (at depth ≥ 1, below their product's length) carry p(· | node):
+        """Make sure the nodes (at depth ≥ 1, not finished) carry p(· | node):
         every node not yet expanded costs one model call, all of them in one batched step."""
         level = self.levels[depth]
         todo = torch.unique(nodes[level.row[nodes] < 0])
@@ -222,7 +227,7 @@ class Trie:
     def walk(self, row_branch: Tensor, policy: Policy = "proposal") -> tuple[Tensor, Tensor]:
         """One i.i.d. path per row from its branch's root: from q, or from the residual
         q(· | not removed). Returns (depth, node) of each row's leaf; rows stop at their
-        product's length, or early (node −1) where their prefix has no mass in the domain."""
+        lattice node is free, or early (node −1) where their prefix has no mass in the domain."""
         rows = torch.arange(len(row_branch))
         node = row_branch.clone()
         leaf_depth = torch.zeros(len(rows), dtype=torch.long)
@@ -235,8 +240,7 @@ class Trie:
             if policy == "proposal":
                 level = self.levels[depth]
                 log_probs = level.log_probs[level.row[node].to(self.batch.device)]
-                domain = self.batch.masks[level.branch[node].to(self.batch.device), depth]
-                log_mass, cdf = restricted_cdf(log_probs, domain)
+                log_mass, cdf = restricted_cdf(log_probs, self.batch.domain(level.lattice_node[node]))
                 alive = torch.isfinite(log_mass).cpu()
             else:
                 logits = self.residual_logits(depth, nodes)[inverse.to(self.batch.device)]
@@ -246,7 +250,7 @@ class Trie:
             drawn = sample_from_cdf(cdf, self.batch.generator).cpu()
             rows, node, drawn = rows[alive], node[alive], drawn[alive]
             child = self.child_nodes(depth, node, drawn)
-            done = self.lengths(depth + 1, child) <= depth + 1
+            done = self.finished(depth + 1, child)
             leaf_depth[rows[done]], leaf[rows[done]] = depth + 1, child[done]
             rows, node = rows[~done], child[~done]
             depth += 1
@@ -256,11 +260,18 @@ class Trie:
     def sample_without_replacement(self, draws: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """`draws[b]` distinct leaves per branch from the residual, by stochastic beam search
         (top-down Gumbel-top-k over the trie's residual masses). Returns (depth, leaf, branch)
-        grouped by branch, each branch's leaves in sampling order (decreasing Gumbel)."""
+        grouped by branch, each branch's leaves in sampling order (decreasing Gumbel).
+
+        Paths of one query may end at different depths (a free lattice node ends a path), so
+        the leaves found so far stay in the running: at each depth the top `draws[b]` of
+        (leaves found, children of open nodes) are kept, and a leaf can be pushed out by
+        deeper paths with larger keys. The result is exactly the top-k of the perturbed leaves.
+        """
         log_m = self.levels[0].log_m
         start = ((draws > 0) & torch.isfinite(log_m)).nonzero().flatten()
         node, gumbel = start, torch.zeros(len(start), dtype=torch.float64)
-        found: list[tuple[int, Tensor, Tensor]] = []
+        empty = torch.zeros(0, dtype=torch.long)
+        leaf_depth, leaf, leaf_key, leaf_branch = empty, empty, empty.double(), empty
         depth = 0
         while len(node):
             if depth:
@@ -268,26 +279,26 @@ class Trie:
             logits = self.residual_logits(depth, node)
             branch = self.levels[depth].branch[node]
             perturbed = _truncated_gumbel(logits, gumbel.to(logits.device), self.batch.generator)
-            flat = perturbed.flatten().cpu()
-            candidate_branch = branch.repeat_interleave(self.V)
-            keep = _top_per_group(flat, candidate_branch, draws)
-            parents, tokens = node[keep // self.V], keep % self.V
+            flat = torch.cat([leaf_key, perturbed.flatten().cpu()])
+            group = torch.cat([leaf_branch, branch.repeat_interleave(self.V)])
+            keep = _top_per_group(flat, group, draws)
+            found = len(leaf_key)
+            old, new = keep[keep < found], keep[keep >= found] - found
+            leaf_depth, leaf, leaf_key, leaf_branch = (x[old] for x in (leaf_depth, leaf,
+                                                                        leaf_key, leaf_branch))
+            parents, tokens = node[new // self.V], new % self.V
             child = self.child_nodes(depth, parents, tokens)
-            done = self.lengths(depth + 1, child) <= depth + 1
-            if done.any():
-                found.append((depth + 1, child[done], flat[keep[done]]))
-            node, gumbel = child[~done], flat[keep[~done]]
+            done = self.finished(depth + 1, child)
+            keys = perturbed.flatten().cpu()[new]
+            leaf_depth = torch.cat([leaf_depth, torch.full((int(done.sum()),), depth + 1)])
+            leaf = torch.cat([leaf, child[done]])
+            leaf_key = torch.cat([leaf_key, keys[done]])
+            leaf_branch = torch.cat([leaf_branch, self.levels[depth + 1].branch[child[done]]])
+            node, gumbel = child[~done], keys[~done]
             depth += 1
-        if not found:
-            empty = torch.zeros(0, dtype=torch.long)
-            return empty, empty, empty
-        depths = torch.cat([torch.full((len(n),), d) for d, n, _ in found])
-        leaves = torch.cat([n for _, n, _ in found])
-        keys = torch.cat([g for _, _, g in found])
-        branch = torch.cat([self.levels[d].branch[n] for d, n, _ in found])
-        order = torch.sort(keys, descending=True, stable=True).indices
-        order = order[torch.sort(branch[order], stable=True).indices]
-        return depths[order], leaves[order], branch[order]
+        order = torch.sort(leaf_key, descending=True, stable=True).indices
+        order = order[torch.sort(leaf_branch[order], stable=True).indices]
+        return leaf_depth[order], leaf[order], leaf_branch[order]
 
     def node_values(self, depths: Tensor, nodes: Tensor, name: str) -> Tensor:
         """A per-node field (log_p, log_q, log_w) for nodes given with their depths."""

@@ -6,7 +6,7 @@ into prefixes from which `a` at step K is unlikely. The optimal proposal is
 p(x_k | x_<k)·P(X_{k+1:L} ∈ V_{k+1} × … × V_L | x_≤k). The twist replaces the second factor by
 β_{k+1}, the same probability under a surrogate whose future can be summed exactly: any
 `ContextAutomaton` (an HPYP / interpolated Kneser–Ney n-gram from `fit_surrogate`, a
-`MarkovModel`). One backward DP per product over the surrogate's C context states gives it for
+`MarkovModel`). One backward DP per query lattice over the surrogate's C context states gives it for
 every state, with no model calls:
 
     β_{L+1} = 1,    β_k(c) = Σ_{x ∈ V_k} p_s(x | c) · β_{k+1}(next(c, x)).
@@ -26,15 +26,16 @@ import torch
 from torch import Tensor
 
 from seqq.errors import QueryError
-from seqq.estimators.batch import Batch, effective_lengths, subset
+from seqq.estimators.batch import Batch, subset
 from seqq.estimators.estimate import Estimate
 from seqq.estimators.montecarlo import weighted_samples
 from seqq.models.automaton import ContextAutomaton
 from seqq.models.hpyp import HPYPModel
 from seqq.models.markov import MarkovModel
+from seqq.queries.lattice import Lattice
 
 MESSAGE_ELEMENTS = 2**25  # float64 message values held at once (256 MB); more run in task groups
-STEP_ELEMENTS = 2**24  # products × C × V gathered at once by one DP step
+STEP_ELEMENTS = 2**24  # nodes × C × V gathered at once by one DP step
 LOG_FLOOR = -69.0  # log twists are clipped at 1e-30 of a step's largest: a surrogate that rules a
 # path out must not stop the proposal from drawing it, or the estimate would lose that path's mass
 DEFAULT_ORDER = 5  # HPYP order of `fit_surrogate`: 4 symbols of context
@@ -61,7 +62,7 @@ def fit_surrogate(sequences: Sequence[Sequence[int]], vocab: Sequence[str],
 def twisted(batch: Batch, budgets: Sequence[int] | None, samples: int | None = None,
             surrogate: ContextAutomaton | None = None) -> list[Estimate]:
     """Importance sampling from the restricted proposal twisted by `surrogate`'s backward
-    messages; S samples per product, each costing what an `importance` sample costs. A
+    messages; S samples per query, each costing what an `importance` sample costs. A
     one-state surrogate cannot tell futures apart, so it gives plain importance sampling."""
     check_surrogate(batch, surrogate, "twisted")
     if surrogate.num_contexts == 1:
@@ -92,96 +93,119 @@ def check_surrogate(batch: Batch, surrogate: ContextAutomaton | None, method: st
 
 
 def message_cells(batch: Batch, surrogate: ContextAutomaton) -> int:
-    """Message values one branch may need: K × C (fewer when products repeat)."""
-    return batch.masks.shape[1] * surrogate.num_contexts
+    """Message values the batch's lattice needs: nodes × C."""
+    return batch.lattice.num_nodes * surrogate.num_contexts
 
 
 def task_groups(batch: Batch, surrogate: ContextAutomaton) -> list[Tensor]:
-    """Consecutive tasks whose messages (products × K × C values) take about
-    `MESSAGE_ELEMENTS` at most; usually one group, many for e.g. count queries at large K."""
-    per_task = torch.bincount(batch.branch_task, minlength=batch.num_tasks)
-    per_task = per_task * message_cells(batch, surrogate)
-    bucket = (torch.cumsum(per_task, 0) - per_task) // MESSAGE_ELEMENTS
+    """Consecutive tasks whose lattices' messages (nodes × C values) take about
+    `MESSAGE_ELEMENTS` at most; usually one group (tasks asking one query share its nodes)."""
+    lattice = batch.lattice
+    nodes_per_query = torch.bincount(lattice.query, minlength=len(lattice.roots))
+    query_of_task = torch.zeros(batch.num_tasks, dtype=torch.long)
+    query_of_task[batch.branch_task] = lattice.query[batch.branch_root]
+    first_use = torch.zeros(batch.num_tasks, dtype=torch.long)
+    seen: set[int] = set()
+    for t, q in enumerate(query_of_task.tolist()):
+        if q not in seen:
+            seen.add(q)
+            first_use[t] = nodes_per_query[q] * surrogate.num_contexts
+    bucket = (torch.cumsum(first_use, 0) - first_use) // MESSAGE_ELEMENTS
     sizes = torch.unique_consecutive(bucket, return_counts=True)[1]
     return list(torch.arange(batch.num_tasks).split(sizes.tolist()))
 
 
 @dataclass(frozen=True)
 class SurrogateTwist:
-    """The `Twist` of some rows: each row's product and surrogate context state; with the next
-    symbol x they name the state next(c, x) whose β is the twist of x."""
+    """The `Twist` of some rows: each row's surrogate context state. With a row's lattice node
+    n and the next symbol x it names the twist log β(child(n, x), next(c, x))."""
 
-    log_beta: Tensor  # [U, K, C] float64, see `Messages`
-    next_context: Tensor  # [C, V] the surrogate's transitions, on the same device
-    product: Tensor  # [R]
-    context: Tensor  # [R]
+    messages: Messages
+    context: Tensor  # [R] on the model's device
 
-    def log_values(self, depth: int) -> Tensor:
-        return self.log_beta[self.product[:, None], depth, self.next_context[self.context]]
+    def log_values(self, nodes: Tensor) -> Tensor:
+        """[R, V] log ψ of every next symbol of rows at lattice `nodes` (CPU); symbols that are
+        not allowed get 0 (the domain masks them), the rest are floored at LOG_FLOOR below the
+        row's largest."""
+        m = self.messages
+        device = self.context.device
+        children = m.lattice.child_table(nodes)
+        local = m.local[children.clamp_min(0)].to(device)
+        nxt = m.next_context[self.context]
+        values = m.log_scale[local] + m.beta[local, nxt].log()
+        allowed = (children >= 0).to(device)
+        values = torch.where(allowed, values, -torch.inf)
+        top = values.amax(-1, keepdim=True)
+        values = torch.maximum(values, top + LOG_FLOOR)
+        return torch.where(allowed, values, 0.0)
 
     def select(self, index: Tensor) -> SurrogateTwist:
-        index = index.to(self.product.device)
-        return replace(self, product=self.product[index], context=self.context[index])
+        return replace(self, context=self.context[index.to(self.context.device)])
 
     def advance(self, drawn: Tensor) -> SurrogateTwist:
-        return replace(self, context=self.next_context[self.context, drawn.to(self.context.device)])
+        return replace(self, context=self.messages.next_context[
+            self.context, drawn.to(self.context.device)])
 
 
 @dataclass(frozen=True)
 class Messages:
-    """Backward messages of a batch's distinct products under a surrogate automaton.
+    """Backward messages β(n, c): the surrogate's probability of completing the query from
+    lattice node n in surrogate state c (1 at free nodes), for the nodes of a batch's queries.
 
-    `log_beta[u, d, c]` = log β_{d+2}(c): the twist of symbol x when sampling depth d from
-    state c' is log_beta[u, d, next(c', x)], up to a constant per (u, d) that cancels in q̃, in
-    the IS weight and in SMC's telescoping incremental weights."""
+    Kept as β = exp(log_scale[n])·beta[n, c] with max_c beta[n, ·] = 1, so long horizons do
+    not underflow and free nodes stay exactly 1, which SMC's and IS's weights rely on."""
 
-    log_beta: Tensor  # [U, K, C] float64, on the model's device
+    lattice: Lattice
+    local: Tensor  # [lattice nodes] row of each node in `beta` (CPU; 0 for nodes not held)
+    log_scale: Tensor  # [n] float64, on the model's device
+    beta: Tensor  # [n, C] float64, on the model's device
     next_context: Tensor  # [C, V] long, on the model's device
-    product: Tensor  # [N] distinct product of each branch
     context: Tensor  # [N] surrogate state after each branch's history
 
     @classmethod
     def of(cls, batch: Batch, surrogate: ContextAutomaton) -> Messages:
-        device = batch.device
-        masks, product = torch.unique(batch.masks.flatten(1), dim=0, return_inverse=True)
-        masks = masks.view(-1, *batch.masks.shape[1:])
+        device, lattice = batch.device, batch.lattice
+        queries = torch.unique(lattice.query[batch.branch_root])
+        held = torch.isin(lattice.query, queries).nonzero().flatten()
+        local = torch.zeros(lattice.num_nodes, dtype=torch.long)
+        local[held] = torch.arange(len(held))
         next_context = surrogate.next_context.to(device)
-        log_beta = backward_messages(surrogate.log_table.exp().to(device), next_context, masks)
+        log_scale, beta = backward_messages(surrogate.log_table.exp().to(device), next_context,
+                                            lattice, held, local)
         context = start_contexts(surrogate, batch.histories).to(device)
-        return cls(log_beta, next_context, product, context[batch.branch_task.to(device)])
+        return cls(lattice, local, log_scale, beta, next_context,
+                   context[batch.branch_task.to(device)])
 
     def rows(self, branch: Tensor) -> SurrogateTwist:
-        branch = branch.to(self.product.device)
-        return SurrogateTwist(self.log_beta, self.next_context, self.product[branch],
-                              self.context[branch])
+        return SurrogateTwist(self, self.context[branch.to(self.context.device)])
 
 
-def backward_messages(probs: Tensor, next_context: Tensor, masks: Tensor) -> Tensor:
-    """log β_{d+2} per product and depth d as [U, K, C] (see `Messages`), by the backward DP
-    over the surrogate's states (`probs` p_s(x | c) [C, V], `next_context` [C, V]); from each
-    product's last restricted position on, β = 1 exactly. Each depth is rescaled to max 1,
-    which keeps long horizons from underflowing."""
-    (U, K, V), C = masks.shape, len(probs)
-    log_beta = torch.zeros(U, K, C, dtype=torch.float64, device=probs.device)
-    if not U:
-        return log_beta
-    lengths = effective_lengths(masks.cpu()).to(probs.device)
-    chunk = max(1, STEP_ELEMENTS // (C * V))
-    beta = torch.ones(U, C, dtype=torch.float64, device=probs.device)  # β_{d+2}
-    for d in range(int(lengths.max()) - 1, 0, -1):  # β_{d+1}(c) from β_{d+2}, V_{d+1} = masks[:, d]
-        beta = torch.cat([_backward_step(part, m, probs, next_context) for part, m in
-                          zip(beta.split(chunk), masks[:, d].double().split(chunk), strict=True)])
-        beta = beta / beta.amax(1, keepdim=True).clamp_min(torch.finfo(beta.dtype).tiny)
-        beta = torch.where((lengths <= d)[:, None], 1.0, beta)  # V_{d+1}, … all free
-        log_beta[:, d - 1] = beta.log().clamp_min(LOG_FLOOR)
-    return log_beta
-
-
-def _backward_step(beta: Tensor, domain: Tensor, probs: Tensor, next_context: Tensor) -> Tensor:
-    """Σ_{x ∈ domain} p_s(x | c)·β(next(c, x)) for every state c and product row: one gather
-    and one batched mat-vec, no temporaries beyond the gathered [u, C, V]."""
-    gathered = beta[:, next_context.flatten()].view(len(beta), *next_context.shape).mul_(probs)
-    return torch.bmm(gathered, domain[:, :, None])[..., 0]
+def backward_messages(probs: Tensor, next_context: Tensor, lattice: Lattice, held: Tensor,
+                      local: Tensor) -> tuple[Tensor, Tensor]:
+    """(log_scale, beta) of the `held` lattice nodes (see `Messages`), by the backward DP over
+    the surrogate's states, deepest nodes first (`probs` p_s(x | c) [C, V], `next_context`
+    [C, V]):  β(n, c) = Σ_{x allowed at n} p_s(x | c)·β(child(n, x), next(c, x)); β = 1 at free
+    nodes. A chain node (one child) is one gather and one batched mat-vec."""
+    C, device = len(probs), probs.device
+    log_scale = torch.zeros(len(held), dtype=torch.float64, device=device)
+    beta = torch.ones(len(held), C, dtype=torch.float64, device=device)
+    open_nodes = held[~lattice.free[held]]
+    depths = lattice.depth[open_nodes]
+    chunk = max(1, STEP_ELEMENTS // (C * lattice.vocab_size))
+    for d in torch.unique(depths).flip(0).tolist():
+        for nodes in open_nodes[depths == d].split(chunk):
+            children = local[lattice.child_table(nodes).clamp_min(0)].to(device)  # [n, V]
+            allowed = lattice.allowed[nodes.to(lattice.allowed.device)].to(device)
+            child_scale = torch.where(allowed, log_scale[children], -torch.inf)
+            top = child_scale.amax(-1, keepdim=True)
+            weight = (child_scale - top).exp()  # [n, V]: child scales relative to the largest
+            gathered = beta[children[:, None, :], next_context[None]]  # [n, C, V]
+            total = torch.bmm(gathered.mul_(probs), weight[:, :, None])[..., 0]  # [n, C]
+            peak = total.amax(-1, keepdim=True).clamp_min(torch.finfo(total.dtype).tiny)
+            rows = local[nodes].to(device)
+            beta[rows] = total / peak
+            log_scale[rows] = top[:, 0] + peak[:, 0].log()
+    return log_scale, beta
 
 
 def start_contexts(surrogate: ContextAutomaton, histories: Sequence[Sequence[int]]) -> Tensor:

@@ -80,7 +80,7 @@ def _grow_head(trie: Trie, draws_per_branch: Tensor) -> tuple[Tensor, Tensor, Te
 
 def _wor_rounds(trie: Trie, budgets: Sequence[int] | None, samples: int | None,
                 method: str) -> list[tuple[Tensor, Tensor, Tensor]]:
-    """WOR rounds: `samples` draws per product in one round, or, with a budget, rounds that
+    """WOR rounds: `samples` draws per query in one round, or, with a budget, rounds that
     each draw what the calls left pay for at full price (`samples` then caps the draws)."""
     batch = trie.batch
     alive = torch.ones(len(batch.branch_task), dtype=torch.bool)
@@ -123,7 +123,7 @@ def wor(batch: Batch, budgets: Sequence[int] | None, samples: int | None = None,
         tail_samples: int | None = None, rel_tol: float | None = None) -> list[Estimate]:
     """Sum-and-sample over a WOR head: p(S) + (1 − q(S))·mean w, tail drawn from q(· | ∉ S).
 
-    Options: `samples` WOR draws per product for the head (default 100) and `tail_samples`
+    Options: `samples` WOR draws per query for the head (default 100) and `tail_samples`
     i.i.d. tail draws (default as many). With a budget, the head grows in WOR rounds of an
     eighth of the budget for as long as they pay: a round continues the head only if the last
     one shrank the residual R enough that R²/(calls left) — the tail's variance per call —
@@ -225,7 +225,7 @@ def hindsight_gumbel(batch: Batch, budgets: Sequence[int] | None, samples: int |
     q_κ(s) = 1 − exp(−q(s)·e^{−κ}), where κ is the (n+1)-th Gumbel of the sampling process,
     drawn in hindsight from the residual masses R_0 = 1, R_1, …, R_n:
     e^{−κ} = Σ_{i=0}^{n} E_i / R_i with E_i ~ Exp(1). `repeats` > 1 averages several κ
-    (repeated HGE). Options: `samples` draws per product (default 100), or all the budget's
+    (repeated HGE). Options: `samples` draws per query (default 100), or all the budget's
     calls in WOR rounds. Exact once the draws exhaust Q; bounds [p(S), p(S) + 1 − q(S)].
     """
     if repeats < 1:
@@ -267,7 +267,7 @@ def wor_until(batch: Batch, rel_tol: float, max_calls: int | Tensor, draws: int 
     """Sum-and-sample in doubling stages on one trie until each task's relative standard error
     is below `rel_tol`, its head exhausts Q (exact), or its calls reach `max_calls`.
 
-    Stage j adds up to draws·2^j WOR draws per product to the head and draws as many tail
+    Stage j adds up to draws·2^j WOR draws per query to the head and draws as many tail
     samples (each at most half of the calls left, at full price); a task stops once less than
     a base stage (`draws`) fits. Tail draws stay valid until
     the head changes, so they accumulate; once a head stage shrinks the residual R by less than

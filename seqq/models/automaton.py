@@ -2,17 +2,21 @@
 symbol updates deterministically (Markov chains, n-gram / HPYP models).
 
 Such a model is a finite automaton: `log_table[c]` is p(· | state c) and
-`next_context[c, v]` the state after appending v. That makes every product query exact at any
-horizon by forward DP over states, which is what `seqq.exact` and ground truth
+`next_context[c, v]` the state after appending v. That makes every query exact at any
+horizon by forward DP over (state × query-lattice node), which is what `seqq.exact` and ground truth
 use; subclasses only say how a history maps to its state (`_context`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Iterator, Sequence
 
 import torch
 from torch import Tensor
+
+from seqq.queries import Query
+from seqq.queries.lattice import Lattice
 
 
 class ContextAutomaton:
@@ -42,45 +46,85 @@ class ContextAutomaton:
     def concat(self, states: Sequence[Tensor]) -> Tensor:
         return torch.cat(list(states))
 
-    # --- exact oracle -----------------------------------------------------------------------
-    def log_probability(self, history: Sequence[int], masks: Tensor) -> float:
-        """log p(X_{1:K} ∈ ∪_i Π_k V_k^(i) | history) by forward DP over contexts, any K.
+    # --- exact oracles -----------------------------------------------------------------------
+    def log_probability(self, history: Sequence[int], query: Query) -> float:
+        """log p(X_{1:K} ∈ Q | history) by forward DP over (context state × lattice node).
 
-        Products are walked as a trie of their domains, so products sharing a prefix (Q4's
-        (V∖(A∪B))^{i−1}) share its DP steps, and trailing unrestricted steps (Q4's V^{K−i}) are
-        skipped: they keep the mass.
+        Mass flows down the query's lattice layer by layer; a node's mass over contexts is kept
+        normalised with a log scale, so long horizons do not underflow. Mass reaching a free
+        node is final (every continuation is accepted), so trailing free steps cost nothing.
         """
-        masks = masks.bool().cpu()
-        if not len(masks):
+        lattice = query.lattice(self.vocab_size)
+        root = int(lattice.roots[0])
+        if root < 0:
             return -float("inf")
-        restricted = ~masks.all(-1)  # [P, K]
-        steps = torch.arange(1, masks.shape[1] + 1)
-        lengths = (restricted * steps).amax(-1)  # last restricted step of each product
+        finished: list[float] = []
+        alpha = {root: self._start(history)}
+        for node, (scale, mass) in self._flow(lattice, alpha, by_proposal=False):
+            if lattice.free[node]:
+                finished.append(scale + mass.sum().log().item())
+        if not finished:
+            return -float("inf")
+        return torch.logsumexp(torch.tensor(finished, dtype=torch.float64), 0).item()
+
+    def restricted_entropy(self, history: Sequence[int], query: Query) -> float:
+        """H(q) = -E_q[log q(X)] of the query's restricted proposal, exactly (nats): the
+        q-flow over (context × lattice node) times each step's entropy of q(· | c, node)."""
+        lattice = query.lattice(self.vocab_size)
+        root = int(lattice.roots[0])
+        if root < 0:
+            return 0.0
+        entropy = 0.0
+        for node, (scale, mu) in self._flow(lattice, {root: self._start(history)}, by_proposal=True):
+            if lattice.free[node]:
+                continue
+            live = mu.nonzero().flatten()
+            logits = self.log_table[live].masked_fill(~lattice.allowed[node].cpu(), -float("inf"))
+            log_q = logits - torch.logsumexp(logits, -1, keepdim=True)
+            h = -(log_q.exp() * log_q.nan_to_num(0.0, neginf=0.0)).sum(-1)
+            entropy += math.exp(scale) * (mu[live] * h.nan_to_num(0.0)).sum().item()
+        return entropy
+
+    def _start(self, history: Sequence[int]) -> tuple[float, Tensor]:
         start = torch.zeros(self.num_contexts, dtype=torch.float64)
         start[self._context(history)] = 1.0
-        logs: list[float] = []
-        pending = [(start, 0.0, torch.arange(len(masks)), 0)]
-        while pending:
-            alpha, log_scale, products, k = pending.pop()
-            done = lengths[products] == k
-            logs += [log_scale] * int(done.sum())
-            products = products[~done]
-            if not len(products):
-                continue
-            domains, group = torch.unique(masks[products, k], dim=0, return_inverse=True)
-            for g, domain in enumerate(domains):
-                members = products[group == g]
-                if (lengths[members] == k + 1).all():  # last step: only the mass is needed
-                    total = self._mass(alpha, domain)
-                    logs += [log_scale + total.log().item()] * len(members) if total > 0 else []
+        return 0.0, start
+
+    def _flow(self, lattice: Lattice, alpha: dict[int, tuple[float, Tensor]],
+              by_proposal: bool) -> Iterator[tuple[int, tuple[float, Tensor]]]:
+        """Yield (node, (log scale, mass over contexts)) for every lattice node in depth order,
+        pushing each open node's mass to its children: by p(v | c), or, `by_proposal`, by the
+        restricted proposal q(v | c, node) (the q-flow)."""
+        while alpha:
+            depth = min(int(lattice.depth[n]) for n in alpha)
+            layer = sorted(n for n in alpha if int(lattice.depth[n]) == depth)
+            for node in layer:
+                scale, mass = alpha.pop(node)
+                yield node, (scale, mass)
+                if lattice.free[node]:
                     continue
-                moved = self._advance(alpha, domain)
-                total = moved.sum()
-                if total > 0:
-                    pending.append((moved / total, log_scale + total.log().item(), members, k + 1))
-        if not logs:
-            return -float("inf")
-        return torch.logsumexp(torch.tensor(logs, dtype=torch.float64), 0).item()
+                live = mass.nonzero().flatten()
+                allowed = lattice.allowed[node].cpu()
+                step = self._probs[live] * allowed
+                if by_proposal:
+                    step = step / step.sum(-1, keepdim=True).clamp_min(1e-300)
+                children = lattice.child_table(torch.tensor([node]))[0]
+                for child in torch.unique(children[children >= 0]).tolist():
+                    into = (children == child)
+                    flow = mass[live, None] * step[:, into]
+                    moved = torch.zeros_like(mass).index_add_(
+                        0, self.next_context[live][:, into].flatten(), flow.flatten())
+                    total = moved.sum()
+                    if total <= 0:
+                        continue
+                    moved, log_total = moved / total, scale + total.log().item()
+                    if child in alpha:
+                        old_scale, old = alpha[child]
+                        top = max(old_scale, log_total)
+                        merged = old * math.exp(old_scale - top) + moved * math.exp(log_total - top)
+                        alpha[child] = (top, merged)
+                    else:
+                        alpha[child] = (log_total, moved)
 
     @property
     def _probs(self) -> Tensor:
@@ -90,31 +134,3 @@ class ContextAutomaton:
             cached = (self.log_table, self.log_table.exp())
             self.__dict__["_probs_cache"] = cached
         return cached[1]
-
-    def _advance(self, alpha: Tensor, domain: Tensor) -> Tensor:
-        """α'(c') = Σ_{c, v ∈ domain: next(c, v) = c'} α(c) p(v | c), over the live states only."""
-        live = alpha.nonzero().flatten()
-        allowed = domain.nonzero().flatten()
-        flow = alpha[live, None] * self._probs[live][:, allowed]
-        return torch.zeros_like(alpha).index_add_(
-            0, self.next_context[live][:, allowed].flatten(), flow.flatten())
-
-    def _mass(self, alpha: Tensor, domain: Tensor) -> Tensor:
-        """Σ_c α(c) p(domain | c): the probability of one more step inside `domain`."""
-        live = alpha.nonzero().flatten()
-        return alpha[live] @ self._probs[live] @ domain.to(alpha)
-
-    def restricted_entropy(self, history: Sequence[int], mask: Tensor) -> float:
-        """H(q) = -E_q[log q(X)] of one product's restricted proposal, exactly (nats)."""
-        mu = torch.zeros(self.num_contexts, dtype=torch.float64)
-        mu[self._context(history)] = 1.0
-        entropy = 0.0
-        for domain in mask.bool().cpu():
-            live = mu.nonzero().flatten()
-            logits = self.log_table[live].masked_fill(~domain, -float("inf"))
-            log_q = logits - torch.logsumexp(logits, -1, keepdim=True)
-            q = log_q.exp().nan_to_num(0.0)
-            entropy += (mu[live, None] * -(q * log_q.nan_to_num(0.0, neginf=0.0))).sum().item()
-            mu = torch.zeros_like(mu).index_add_(0, self.next_context[live].flatten(),
-                                                 (mu[live, None] * q).flatten())
-        return entropy

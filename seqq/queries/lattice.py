@@ -34,6 +34,7 @@ class Lattice:
     children: Tensor  # [M, V] long: child per symbol, −1 where not allowed
     free: Tensor  # [N] bool: every continuation is accepted (nothing left to decide)
     horizon: Tensor  # [N] long: the horizon K of the node's query
+    query: Tensor  # [N] long: which query of a batch the node belongs to
     roots: Tensor  # [T] long: each query's start node, −1 if the query holds no path
 
     @property
@@ -65,18 +66,38 @@ class Lattice:
         """`allowed` on the model's device (estimators mask model outputs with it); the index
         tables stay on the CPU, where control flow reads them."""
         return Lattice(self.depth, self.allowed.to(device), self.successor, self.branching,
-                       self.children, self.free, self.horizon, self.roots)
+                       self.children, self.free, self.horizon, self.query, self.roots)
 
     def log_counts(self) -> Tensor:
-        """[N] float64 log of the number of accepted completions below each node (a free node
-        has V^(K − depth) of them)."""
-        log_count = (self.horizon - self.depth).double() * math.log(self.vocab_size)
+        """[N] float64 log of the number of decided completions below each node: paths cut
+        where they reach a free node (a free node counts once). Uniform sampling over these
+        and weighting by their number is Eq. 7 on the query's own support."""
+        log_count = torch.zeros(self.num_nodes, dtype=torch.float64)
         for d in torch.unique(self.depth[~self.free]).flip(0).tolist():
             nodes = ((self.depth == d) & ~self.free).nonzero().flatten()
             table = self.child_table(nodes)
             below = torch.where(table >= 0, log_count[table.clamp_min(0)], -math.inf)
             log_count[nodes] = torch.logsumexp(below, -1)
         return log_count
+
+    def prefix_counts(self) -> Tensor:
+        """[N] float64: how many distinct prefixes lead from the node's root to the node."""
+        count = torch.zeros(self.num_nodes, dtype=torch.float64)
+        count[self.roots[self.roots >= 0]] = 1.0
+        for d in torch.unique(self.depth[~self.free]).tolist():
+            nodes = ((self.depth == d) & ~self.free).nonzero().flatten()
+            table = self.child_table(nodes)
+            ok = table >= 0
+            count.index_add_(0, table[ok], count[nodes][:, None].expand_as(table)[ok])
+        return count
+
+    def effective_lengths(self) -> Tensor:
+        """[T] per query: 1 + the deepest node that still restricts anything (≥ 1); a walk
+        never needs to go further."""
+        T = len(self.roots)
+        open_nodes = ~self.free
+        return torch.ones(T, dtype=torch.long).scatter_reduce(
+            0, self.query[open_nodes], self.depth[open_nodes] + 1, reduce="amax")
 
     def count(self, root: int) -> int:
         """|Q| below one root as an exact integer (may be astronomically large)."""
@@ -152,24 +173,24 @@ def _pack(depth: Tensor, allowed: Tensor, child: Tensor, free: Tensor, horizon: 
     branching = torch.full((len(depth),), -1, dtype=torch.long)
     branching[split] = torch.arange(len(split))
     return Lattice(depth, allowed, successor, branching, child[split], free,
-                   torch.full_like(depth, horizon), torch.tensor([0]))
+                   torch.full_like(depth, horizon), torch.zeros_like(depth), torch.tensor([0]))
 
 
 def _empty(vocab_size: int) -> Lattice:
     none = torch.zeros(0, dtype=torch.long)
     return Lattice(none, torch.zeros(0, vocab_size, dtype=torch.bool), none, none,
                    torch.zeros(0, vocab_size, dtype=torch.long), torch.zeros(0, dtype=torch.bool),
-                   none, torch.tensor([-1]))
+                   none, none, torch.tensor([-1]))
 
 
 def concat(lattices: Sequence[Lattice]) -> Lattice:
     """One lattice for a batch of queries: node ids offset, `roots[t]` the t-th query's root."""
     nodes = rows = 0
     parts = []
-    for lat in lattices:
+    for i, lat in enumerate(lattices):
         parts.append(Lattice(lat.depth, lat.allowed, _shift(lat.successor, nodes),
                              _shift(lat.branching, rows), _shift(lat.children, nodes), lat.free,
-                             lat.horizon, _shift(lat.roots, nodes)))
+                             lat.horizon, torch.full_like(lat.query, i), _shift(lat.roots, nodes)))
         nodes += lat.num_nodes
         rows += len(lat.children)
     return Lattice(*(torch.cat([getattr(p, f) for p in parts]) for f in Lattice.__dataclass_fields__))

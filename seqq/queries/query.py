@@ -22,15 +22,22 @@ from seqq.queries.lattice import Lattice, unroll
 class Query:
     """p(X_{1:K} ∈ Q | history) with Q the paths `automaton` accepts after exactly K symbols."""
 
-    automaton: Automaton
+    automaton: Automaton | None
     horizon: int
     name: str = "query"
+    parts: tuple[Query, ...] = ()  # what a union was built from (kept for union estimators)
 
     def __post_init__(self) -> None:
         check_horizon(self.horizon)
+        if self.automaton is None and not self.parts:
+            raise QueryError("a query needs an automaton (or, for an uncompiled union, parts)")
 
     def lattice(self, vocab_size: int) -> Lattice:
         """The automaton unrolled over K steps for a vocabulary of `vocab_size` symbols."""
+        if self.automaton is None:
+            raise QueryError(f"this union of {len(self.parts)} queries was not compiled into one "
+                             "automaton; estimate it with method 'mixture' or 'klm', or build it "
+                             "with union(..., compile=True)")
         return _lattice(self.automaton, self.horizon, vocab_size)
 
     def size(self, vocab_size: int) -> int:
@@ -43,6 +50,9 @@ class Query:
         if paths.shape[1] != self.horizon:
             raise QueryError(f"paths have {paths.shape[1]} symbols but the query's horizon is "
                              f"{self.horizon}")
+        if self.automaton is None:
+            return torch.stack([q.extend(self.horizon).contains(paths, vocab_size)
+                                for q in self.parts]).any(0)
         final = self.automaton.run(paths, vocab_size)
         accepting = torch.tensor(sorted(self.automaton.accepting), dtype=torch.long)
         return torch.isin(final, accepting).to(paths.device)
@@ -55,6 +65,8 @@ class Query:
             raise QueryError(f"cannot shorten a query's horizon from {self.horizon} to {horizon}")
         if horizon == self.horizon:
             return self
+        if self.automaton is None:
+            return Query(None, horizon, self.name, tuple(q.extend(horizon) for q in self.parts))
         a, S, K = self.automaton, self.automaton.num_states, self.horizon
         sink = K * S  # reached at step K in an accepting state; free from then on
         edges = []
@@ -81,21 +93,29 @@ def _lattice(automaton: Automaton, horizon: int, vocab_size: int) -> Lattice:
     return unroll(automaton, horizon, vocab_size)
 
 
-def _combined(queries: tuple[Query, ...], accept: str, name: str) -> Query:
+def _combined(queries: tuple[Query, ...], accept: str, name: str, compile: bool = True
+              ) -> Query:
     if not queries:
         raise QueryError(f"an {name} needs at least one query")
     K = max(q.horizon for q in queries)
-    parts = [q.extend(K) for q in queries]
+    parts = tuple(q.extend(K) for q in queries)
+    if not compile:
+        return Query(None, K, name, parts)
+    if any(q.automaton is None for q in parts):
+        raise QueryError(f"an {name} of an uncompiled union must be uncompiled too "
+                         "(compile=False)")
     automaton = parts[0].automaton
     for q in parts[1:]:
         automaton = combine(automaton, q.automaton, accept)
-    return Query(automaton, K, name)
+    return Query(automaton, K, name, parts if accept == "or" else ())
 
 
-def union(*queries: Query) -> Query:
-    """Paths in any of the queries; overlaps are counted once (the automata run side by side).
-    Queries of different horizons are extended to the longest."""
-    return _combined(queries, "or", "union")
+def union(*queries: Query, compile: bool = True) -> Query:
+    """Paths in any of the queries; overlaps are counted once. Compiled (default), the automata
+    run side by side (the product construction; its size is `automaton.num_states`) and every
+    estimator applies. A union too large to compile (`compile=False`) keeps only its parts,
+    for the union estimators (`mixture`, `klm`). Horizons are extended to the longest."""
+    return _combined(queries, "or", "union", compile)
 
 
 def intersection(*queries: Query) -> Query:
