@@ -135,6 +135,17 @@ def test_disjoint_single_symbol_parts_are_exact(method):
     assert estimate.stderr == pytest.approx(0, abs=1e-9)
 
 
+@pytest.mark.parametrize("method", METHODS)
+def test_union_of_empty_parts_is_zero(method):
+    model = random_markov(5, 1, seed=1)
+    empty = Q.event_at(1, 2) & Q.event_at(2, 2)
+    union = Q.union(empty, Q.hitting_time(3, 1) & Q.event_at(4, 1), compile=False)
+    for budget in (None, 10):
+        estimate = seqq.estimate(model, [0], union, method, budget=budget, seed=0)
+        assert (estimate.value, estimate.model_calls) == (0.0, 1)
+        assert "empty" in estimate.note
+
+
 def test_bad_input_is_one_line():
     model = random_markov(5, 1, seed=1)
     union = Q.union(Q.event_at(1, 2), Q.event_at(2, 3), compile=False)
