@@ -2,11 +2,10 @@
 
 from seqq.estimators.estimate import Estimate
 from seqq.estimators.exact import exact
-from seqq.estimators.montecarlo import importance, naive, uniform
+from seqq.estimators.montecarlo import importance, naive, twisted, uniform
 from seqq.estimators.randomized_beam import randomized_beam
 from seqq.estimators.search import coverage, hybrid, tail, top_b
 from seqq.estimators.smc import smc
-from seqq.estimators.twisted import twisted
 from seqq.estimators.union import klm, mixture
 from seqq.estimators.wor import hindsight_gumbel, wor
 
