@@ -5,7 +5,7 @@ All tasks' samples run in shared batches."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -56,15 +56,22 @@ def sample_rows(batch: Batch, row_branch: Tensor, policy: Policy) -> Paths:
 
 def streamed_draws(batch: Batch, budgets: Sequence[int] | None, samples: int | None,
                    method: str, policy: Policy) -> tuple[Tensor, Paths]:
-    """Rollouts per task: `samples` each, or, with a budget, rounds until it is spent. A round
-    draws what the calls left surely pay for at full price (effective length − 1 each); paths
-    decided early cost less, so later rounds buy more (`samples` then caps the count).
-    Returns each path's branch and the paths."""
+    """Rollouts per task under `policy` (`draw_in_rounds`)."""
+    return draw_in_rounds(batch, budgets, samples, method,
+                          lambda rows: sample_rows(batch, rows, policy))
+
+
+def draw_in_rounds(batch: Batch, budgets: Sequence[int] | None, samples: int | None,
+                   method: str, draw: Callable[[Tensor], Paths]) -> tuple[Tensor, Paths]:
+    """Independent paths per branch, `draw(row_branch)` rolling them out: `samples` each, or,
+    with a budget, rounds until it is spent. A round draws what the calls left surely pay for
+    at full price (effective length − 1 each); paths decided early cost less, so later rounds
+    buy more (`samples` then caps the count). Returns each path's branch and the paths."""
     cost = _calls_per_sample(batch)
     per_task = samples_for_budget(budgets, cost, samples, method)
     if budgets is None:
         rows = _per_branch_samples(batch, per_task)
-        return rows, sample_rows(batch, rows, policy)
+        return rows, draw(rows)
     budgets_t = torch.as_tensor(list(budgets), dtype=torch.long)
     cap = CAP_FACTOR * per_task if samples is None else torch.full_like(per_task, samples)
     per_task = torch.minimum(per_task, cap)
@@ -72,7 +79,7 @@ def streamed_draws(batch: Batch, budgets: Sequence[int] | None, samples: int | N
     parts: list[tuple[Tensor, Paths]] = []
     while per_task.any():
         rows = _per_branch_samples(batch, per_task)
-        parts.append((rows, sample_rows(batch, rows, policy)))
+        parts.append((rows, draw(rows)))
         drawn += per_task
         left = (budgets_t - batch.task_calls()).clamp_min(0)
         more = torch.where(cost > 0, left // cost.clamp_min(1), 0)
