@@ -64,6 +64,20 @@ def conditional(masked: Tensor, log_mass: Tensor) -> Tensor:
     return masked.double() - safe.double()[:, None]
 
 
+def step_unfinished(batch: Batch, done: Tensor, running: Tensor, nodes: Tensor, rows: Tensor,
+                    drawn: Tensor, state: State) -> tuple[Tensor, Tensor, Tensor, Tensor, State]:
+    """The end of a rollout step: drop the rows that are `done` (CPU mask) and call the model
+    on the rest with the symbols they drew. Returns (running, nodes, rows, log_probs, state)."""
+    if done.any():
+        keep = (~done).nonzero().flatten()
+        running, nodes = running[keep], nodes[keep]
+        keep = keep.to(rows.device)
+        rows, drawn = rows[keep], drawn[keep]
+        state = batch.counter.select(state, keep)
+    log_probs, state = batch.counter.step(state, drawn)
+    return running, nodes, rows, log_probs, state
+
+
 def rollout(
     batch: Batch,
     nodes: Tensor,
@@ -109,12 +123,7 @@ def rollout(
         accepted[running[done & ~dead]] = True
         if done.all():
             break
-        if done.any():
-            keep = (~done).nonzero().flatten()
-            running, nodes = running[keep], nodes[keep]
-            keep = keep.to(device)
-            rows, drawn = rows[keep], drawn[keep]
-            state = batch.counter.select(state, keep)
-        log_probs, state = batch.counter.step(state, drawn)
+        running, nodes, rows, log_probs, state = step_unfinished(batch, done, running, nodes,
+                                                                 rows, drawn, state)
     log_weight = torch.where(accepted.to(device), log_weight, -torch.inf)
     return Paths(log_p.cpu(), log_q.cpu(), log_weight.cpu(), accepted)

@@ -23,7 +23,7 @@ from torch import Tensor
 from seqq.estimators.batch import Batch
 from seqq.estimators.estimate import Estimate
 from seqq.estimators.montecarlo import ROW_ELEMENTS, draw_in_rounds
-from seqq.estimators.rollout import Paths, restricted_cdf, sample_from_cdf
+from seqq.estimators.rollout import Paths, restricted_cdf, sample_from_cdf, step_unfinished
 from seqq.estimators.summary import BranchResult, segment_mean, to_estimates
 
 Weight = Literal["mixture", "klm"]
@@ -119,13 +119,8 @@ def _walk(batch: Batch, row_branch: Tensor, siblings: Tensor, column: Tensor,
         inside[running[done]] = nodes[done] >= 0
         if done.all():
             break
-        if done.any():
-            keep = (~done).nonzero().flatten()
-            running, nodes = running[keep], nodes[keep]
-            keep = keep.to(device)
-            rows, drawn = rows[keep], drawn[keep]
-            state = batch.counter.select(state, keep)
-        log_probs, state = batch.counter.step(state, drawn)
+        running, nodes, rows, log_probs, state = step_unfinished(batch, done, running, nodes,
+                                                                 rows, drawn, state)
     return _weigh(log_p.cpu(), log_ratio.cpu(), inside, own, weight)
 
 
