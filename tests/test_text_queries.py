@@ -18,6 +18,7 @@ import pytest
 import torch
 from oracles import all_paths, brute_force, path_log_probs, tiny_gpt2
 
+import seqq
 from seqq.errors import QueryError
 from seqq.queries import Query, appears_within, choice, text_matches
 
@@ -148,6 +149,7 @@ def test_choice_sums_every_tokenisation(tokenizer, model):
     assert len(found) > len(strings)  # strings with several tokenisations
     total = sum(math.exp(sequence_log_prob(model, HISTORY, t)) for t in found)
     assert brute_force(model, HISTORY, query) == pytest.approx(total, rel=1e-6)
+    assert seqq.exact(model, HISTORY, query) == pytest.approx(total, rel=1e-6)
 
 
 def test_choice_accepts_exactly_the_tokenisations_of_longer_strings(tokenizer):
@@ -189,6 +191,23 @@ def test_regex_probability_equals_brute_force_over_decoded_paths(tokenizer, mode
         expected = math.exp(torch.logsumexp(joint[inside], 0).item())
         query = text_matches(pattern, K, tokenizer, mode)
         assert brute_force(model, HISTORY, query) == pytest.approx(expected, rel=1e-6), pattern
+        assert seqq.exact(model, HISTORY, query) == pytest.approx(expected, rel=1e-6), pattern
+
+
+@pytest.mark.parametrize("make", [
+    lambda t: choice(["the", "ça", " c"], t),
+    lambda t: text_matches(r" ?(the|a) [cr]at", 3, t, mode="prefix"),
+    lambda t: appears_within("é", 4, t),
+], ids=["choice", "prefix", "appears_within"])
+def test_importance_sampling_is_unbiased_on_text_queries(tokenizer, model, make):
+    query = make(tokenizer)
+    truth = seqq.exact(model, HISTORY, query)
+    seeds = 240  # independent replicas, run as one batched call
+    estimates = seqq.estimate_many(model, [HISTORY] * seeds, query, "importance", samples=4, seed=3)
+    values = torch.tensor([e.value for e in estimates], dtype=torch.float64)
+    se = values.std().item() / math.sqrt(seeds)
+    assert 0 < truth < 1 and se > 0
+    assert abs(values.mean().item() - truth) <= 4 * se, (values.mean(), truth, se)
 
 
 @pytest.fixture(scope="module")
@@ -226,7 +245,8 @@ def test_sentencepiece_spaces_and_byte_fallback(sentencepiece_tokenizer):
     (lambda t: text_matches(r"\bthe", 3, t), "invalid or unsupported"),
     (lambda t: text_matches("the", 3, t, mode="search"), "not one of full, prefix, contains"),
     (lambda t: text_matches("the", 0, t), "K must be an integer >= 1"),
-    (lambda t: text_matches("x", 3, t), "no text this tokenizer's tokens can write"),
+    (lambda t: text_matches("x", 3, t), "needs text this tokenizer's tokens cannot write"),
+    (lambda t: text_matches("the$", 3, t), "without anchors (^, $)"),
     (lambda t: text_matches("the cat", 1, t), "shortest match takes 2; change K"),
     (lambda t: text_matches("the cat", 1, t, mode="prefix"), "raise K to at least 2"),
     (lambda t: appears_within(" the rat", 1, t), "raise K to at least 2"),
@@ -255,6 +275,17 @@ def smollm2():
     return lm, history, token_texts
 
 
+def forward_log_probs(lm, history: list[int], seqs: list[tuple[int, ...]]) -> list[float]:
+    """log p(seq | history) of each sequence, from one right-padded forward pass of the HF model
+    (causal attention: the padding after a sequence does not change its own positions)."""
+    width = max(len(s) for s in seqs)
+    ids = torch.tensor([history + list(s) + [0] * (width - len(s)) for s in seqs])
+    with torch.no_grad():
+        log_probs = torch.log_softmax(lm.model(ids).logits.double(), -1)
+    n = len(history)
+    return [sum(log_probs[i, n - 1 + k, t].item() for k, t in enumerate(s)) for i, s in enumerate(seqs)]
+
+
 @requires_smollm2
 def test_smollm2_choice_is_every_tokenisation_of_each_string(smollm2):
     lm, history, token_texts = smollm2
@@ -272,6 +303,9 @@ def test_smollm2_choice_is_every_tokenisation_of_each_string(smollm2):
     query = choice(strings, lm.tokenizer)
     assert query.horizon == 6 and len(expected) > 10
     assert accepted_sequences(query, lm.vocab_size) == expected
+    total = sum(math.exp(lp) for lp in forward_log_probs(lm, history, sorted(expected)))
+    assert total > 0.01  # " Paris" is likely after "The capital of France is"
+    assert seqq.exact(lm, history, query) == pytest.approx(total, rel=1e-4)
 
 
 @requires_smollm2
@@ -291,3 +325,5 @@ def test_smollm2_regex_at_two_tokens(smollm2):
     assert all(re.fullmatch(pattern, "".join(token_texts[t] for t in seq)) for seq in expected)
     query = text_matches(pattern, 2, lm.tokenizer, mode="prefix")
     assert len(expected) > 4 and accepted_sequences(query, lm.vocab_size) == expected
+    total = sum(math.exp(lp) for lp in forward_log_probs(lm, history, sorted(expected)))
+    assert seqq.exact(lm, history, query) == pytest.approx(total, rel=1e-4)

@@ -13,13 +13,18 @@ parent's row. Masses are joint q-masses in log space, float64.
 Walks draw i.i.d. paths either from q (`policy="proposal"`) or from the residual
 q(· | not removed) (`policy="residual"`); `sample_without_replacement` draws distinct paths
 from the residual with stochastic beam search (Gumbel-top-k, top-down).
+
+With `messages` (a surrogate's backward messages, twisted.py) the trie's proposal is the twisted
+q̃(v | node) ∝ p(v | node)·1[allowed]·ψ(v), ψ the surrogate's chance of completing the query
+after v; each node then also carries its surrogate state. Every trie method (importance, wor,
+hindsight_gumbel) works unchanged on q̃, with weights p/q̃ exact whatever the surrogate is.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import torch
 from torch import Tensor
@@ -27,6 +32,9 @@ from torch import Tensor
 from seqq.estimators.batch import Batch
 from seqq.estimators.rollout import conditional, restrict, restricted_cdf, sample_from_cdf
 from seqq.models.counting import OwnedState
+
+if TYPE_CHECKING:
+    from seqq.estimators.twisted import Messages
 
 Policy = Literal["proposal", "residual"]
 
@@ -42,10 +50,11 @@ class Level:
     token: Tensor  # [n] symbol at this depth, -1 at roots
     log_p: Tensor  # [n] float64 joint log p of the prefix
     log_q: Tensor  # [n] float64 joint log q of the prefix
-    log_w: Tensor  # [n] float64 Σ_j log p(V_j | x_<j) along the prefix = log p − log q
+    log_w: Tensor  # [n] float64 log p − log q of the prefix (Σ_j log p(V_j | x_<j) untwisted)
     log_m: Tensor  # [n] float64 log of the unsampled q-mass below the node
     row: Tensor  # [n] row of an expanded node, -1 otherwise
     log_probs: Tensor  # [r, V] model output per expanded node (model's device)
+    context: Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))  # [n]
     chunk: Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))  # [r]
     index: Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))  # [r]
     chunks: list[OwnedState] = field(default_factory=list)
@@ -66,8 +75,9 @@ def _empty_level(V: int, device: torch.device) -> Level:
 class Trie:
     """The prefix trie of all branches of a batch; roots are the branches (depth 0)."""
 
-    def __init__(self, batch: Batch):
+    def __init__(self, batch: Batch, messages: Messages | None = None):
         self.batch = batch
+        self.messages = messages
         self.V = batch.vocab_size
         N = len(batch.branch_task)
         tasks = batch.branch_task.to(batch.device)
@@ -78,7 +88,9 @@ class Trie:
             log_p=zero, log_q=zero.clone(), log_w=zero.clone(), log_m=zero.clone(),
             row=torch.arange(N), log_probs=batch.root_log_probs[tasks],
             chunk=torch.zeros(N, dtype=torch.long), index=torch.arange(N),
-            chunks=[batch.counter.select(batch.root_state, tasks)])
+            chunks=[batch.counter.select(batch.root_state, tasks)],
+            context=(torch.zeros(N, dtype=torch.long) if messages is None
+                     else messages.context.cpu()))
         self.levels = [roots]
         self.concat = getattr(batch.counter.model, "concat", None)
 
@@ -96,7 +108,8 @@ class Trie:
                              else torch.zeros(0, batch.vocab_size, device=batch.device)),
                   chunk=torch.zeros(int((b.row >= 0).sum()), dtype=torch.long),
                   index=torch.arange(int((b.row >= 0).sum())),
-                  chunks=[b.state] if b.state is not None else [])
+                  chunks=[b.state] if b.state is not None else [],
+                  context=torch.zeros(len(b.branch), dtype=torch.long))
             for b in beam_levels]
         return trie
 
@@ -111,12 +124,27 @@ class Trie:
         return self.batch.lattice.free[self.levels[depth].lattice_node[nodes]]
 
     def conditionals(self, depth: int, nodes: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """Masked log p(v | node), log q(v | node) [n, V] and log p(V_{d+1} | node) of
-        expanded nodes."""
+        """For expanded nodes, [n, V] each: masked log p(v | node), log q(v | node) of the
+        proposal, and log p(v | node) − log q(v | node), the weight a child adds (the same for
+        every v, log p(V_{d+1} | node), unless the proposal is twisted)."""
         level = self.levels[depth]
         log_probs = level.log_probs[level.row[nodes].to(self.batch.device)]
-        masked, log_mass = restrict(log_probs, self.batch.domain(level.lattice_node[nodes]))
-        return masked, conditional(masked, log_mass), log_mass.double()
+        domain = self.batch.domain(level.lattice_node[nodes])
+        masked, log_mass = restrict(log_probs, domain)
+        guide = self._guide(depth, nodes)
+        if guide is None:
+            step = log_mass.double()[:, None].expand_as(masked)
+            return masked, conditional(masked, log_mass), step
+        steered, log_z = restrict(log_probs + guide, domain)
+        return masked, conditional(steered, log_z), log_z.double()[:, None] - guide
+
+    def _guide(self, depth: int, nodes: Tensor) -> Tensor | None:
+        """log ψ [n, V] of the twist at the nodes (None without messages)."""
+        if self.messages is None:
+            return None
+        level = self.levels[depth]
+        return self.messages.log_values(level.lattice_node[nodes],
+                                        level.context[nodes].to(self.batch.device))
 
     def child_nodes(self, depth: int, parents: Tensor, tokens: Tensor) -> Tensor:
         """Nodes at depth+1 for (parent, token) pairs, created where missing (no model call)."""
@@ -128,11 +156,11 @@ class Trie:
         if len(new):
             p, t = unique[new] // self.V, unique[new] % self.V
             parent = self.levels[depth]
-            masked, cond, log_mass = self.conditionals(depth, p)
+            masked, cond, step = self.conditionals(depth, p)
             dev_rows, dev_t = torch.arange(len(p), device=masked.device), t.to(masked.device)
             log_p = parent.log_p[p] + masked[dev_rows, dev_t].double().cpu()
             log_q = parent.log_q[p] + cond[dev_rows, dev_t].cpu()
-            log_w = parent.log_w[p] + log_mass.cpu()
+            log_w = parent.log_w[p] + step[dev_rows, dev_t].cpu()
             found[new] = child.size + torch.arange(len(new))
             child.branch = torch.cat([child.branch, parent.branch[p]])
             child.lattice_node = torch.cat([child.lattice_node, self.batch.lattice.advance(
@@ -144,6 +172,8 @@ class Trie:
             child.log_w = torch.cat([child.log_w, log_w])
             child.log_m = torch.cat([child.log_m, log_q])
             child.row = torch.cat([child.row, torch.full((len(new),), -1)])
+            child.context = torch.cat([child.context, parent.context[p] if self.messages is None
+                                       else self.messages.next_context_cpu[parent.context[p], t]])
             child.keys = None
         return found[inverse]
 
@@ -240,7 +270,9 @@ class Trie:
             if policy == "proposal":
                 level = self.levels[depth]
                 log_probs = level.log_probs[level.row[node].to(self.batch.device)]
-                log_mass, cdf = restricted_cdf(log_probs, self.batch.domain(level.lattice_node[node]))
+                guide = self._guide(depth, node)
+                log_mass, cdf = restricted_cdf(log_probs if guide is None else log_probs + guide,
+                                               self.batch.domain(level.lattice_node[node]))
                 alive = torch.isfinite(log_mass).cpu()
             else:
                 logits = self.residual_logits(depth, nodes)[inverse.to(self.batch.device)]

@@ -103,8 +103,7 @@ def _literal(s: str) -> str:
 class TokenTexts:
     """What each ordinary token writes, in the form outlines-core indexes."""
 
-    texts: dict[int, bytes]  # token id -> its bytes (special tokens and empty tokens left out)
-    vocabulary: outlines_core.Vocabulary  # those tokens and MARK (id end + 1)
+    vocabulary: outlines_core.Vocabulary  # token bytes -> ids (no special or empty tokens), MARK
     end: int  # ids from here on are no token's: outlines-core's end of text and MARK
 
 
@@ -131,7 +130,7 @@ def token_texts(tokenizer) -> TokenTexts:
         by_text[b].append(i)
     end = max(tokenizer.get_vocab().values()) + 1
     by_text[MARK.encode()] = [end + 1]
-    out = TokenTexts(texts, outlines_core.Vocabulary(end, dict(by_text)), end)
+    out = TokenTexts(outlines_core.Vocabulary(end, dict(by_text)), end)
     _CACHE[tokenizer] = out
     return out
 
@@ -192,12 +191,12 @@ _BYTES = outlines_core.Vocabulary(256, {bytes([b]): [b] for b in range(256)})
 
 def _check_syntax(pattern: str, what: str) -> None:
     """Refuse a bad regex before it is embedded in a larger one: indexed over single bytes,
-    only syntax and unsupported features can fail."""
+    only syntax and unsupported features (anchors, look-around) can fail."""
     try:
-        outlines_core.Index(pattern, _BYTES)
+        outlines_core.Index(f"(?:{pattern}){_MARK_REGEX}", _BYTES)
     except ValueError as e:
         raise QueryError(f"{what} is invalid or unsupported ({_one_line(e)}); use Rust regex "
-                         "syntax without anchors or look-around") from None
+                         "syntax without anchors (^, $) or look-around") from None
 
 
 def _token_automaton(pattern: str, tokenizer, what: str) -> Automaton:
@@ -207,7 +206,7 @@ def _token_automaton(pattern: str, tokenizer, what: str) -> Automaton:
     try:
         index = outlines_core.Index(f"(?:{pattern}){_MARK_REGEX}", texts.vocabulary)
     except ValueError as e:
-        raise QueryError(f"{what} matches no text this tokenizer's tokens can write "
+        raise QueryError(f"{what} needs text this tokenizer's tokens cannot write "
                          f"({_one_line(e)}); change the pattern") from None
     transitions, finals = index.get_transitions(), set(index.get_final_states())
     number = {index.get_initial_state(): 0}
