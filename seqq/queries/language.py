@@ -413,8 +413,7 @@ class _Parser:
     def choice(self) -> Build:
         start = self.advance()
         strings = [t.value for t in self.strings("choice")]
-        K = self.within("choice(...)", "").value if self.at("within") else None
-
+        K = self.within("choice(...)", "").value if self.at("within") else None  # optional
         return self.built(start, lambda ctx: choice(strings, ctx.text_tokenizer(start), K=K))
 
     def contains(self) -> Build:
