@@ -44,7 +44,7 @@ def estimate_many(
     product; mixture/klm samples per part of a union; hybrid tail samples; wor head draws;
     hindsight_gumbel draws), `tail_samples`
     (wor), `repeats` (hindsight_gumbel), `beam_width` (beam), `alpha` (coverage_beam),
-    `max_width` (tail_beam/hybrid), `surrogate` (twisted, wor, smc, randomized_beam: a
+    `max_width` (tail_beam/hybrid), `surrogate` (twisted, wor, hybrid, smc, randomized_beam: a
     `ContextAutomaton`, e.g. from `seqq.estimators.twisted.fit_surrogate`). Each method's
     docstring in `seqq.estimators` says more.
     """

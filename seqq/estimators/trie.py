@@ -95,10 +95,12 @@ class Trie:
         self.concat = getattr(batch.counter.model, "concat", None)
 
     @classmethod
-    def from_beam(cls, batch: Batch, beam_levels: list) -> Trie:
+    def from_beam(cls, batch: Batch, beam_levels: list, messages: Messages | None = None
+                  ) -> Trie:
         """The trie holding a finished beam search's tree (App. D's partial view of Q's tree):
-        its expanded nodes keep their rows and states, so samples pay nothing inside it."""
-        trie = cls(batch)
+        its expanded nodes keep their rows and states, so samples pay nothing inside it. With
+        `messages` the nodes' proposal masses are re-derived under the twisted q̃."""
+        trie = cls(batch, messages)
         trie.levels = [
             Level(branch=b.branch, lattice_node=b.lattice_node, parent=b.parent, token=b.token,
                   log_p=b.log_p,
@@ -111,7 +113,22 @@ class Trie:
                   chunks=[b.state] if b.state is not None else [],
                   context=torch.zeros(len(b.branch), dtype=torch.long))
             for b in beam_levels]
+        if messages is not None:
+            trie.levels[0].context = messages.context.cpu()
+            for depth in range(1, len(trie.levels)):
+                trie._twist_level(depth)
         return trie
+
+    def _twist_level(self, depth: int) -> None:
+        """Surrogate states, log q̃ and log w of a level built without the twist."""
+        level, parent = self.levels[depth], self.levels[depth - 1]
+        p, t = level.parent, level.token
+        _, cond, step = self.conditionals(depth - 1, p)
+        rows, dev_t = torch.arange(len(p), device=cond.device), t.to(cond.device)
+        level.context = self.messages.next_context_cpu[parent.context[p], t]
+        level.log_q = parent.log_q[p] + cond[rows, dev_t].cpu()
+        level.log_w = parent.log_w[p] + step[rows, dev_t].cpu()
+        level.log_m = level.log_q.clone()
 
     # --- structure ------------------------------------------------------------------------
     def level(self, depth: int) -> Level:
