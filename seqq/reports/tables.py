@@ -48,8 +48,10 @@ def load_results(paths: Iterable[str | Path], datasets: Iterable[str] = ()) -> p
 def name_option_sets(table: pd.DataFrame) -> pd.DataFrame:
     """A method run with several option sets (e.g. coverage α over a multirun) is several
     methods in tables and plots: `coverage_beam {"alpha": 0.5}`; a method with one option set,
-    a labelled variant (`estimator.variants`) included, keeps its name."""
-    variants = table.groupby("method").options.transform("nunique")
+    a labelled variant (`estimator.variants`) included, keeps its name. Option sets are
+    counted within a panel: a surrogate fitted per model differs between panels, not in one."""
+    keys = [c for c in PANEL if c in table.columns] + ["method"]
+    variants = table.groupby(keys, dropna=False).options.transform("nunique")
     several = variants > 1
     table.loc[several, "method"] = table.method[several] + " " + table.options[several]
     return table
