@@ -155,14 +155,20 @@ def best_candidates(scores: Tensor, branch: Tensor, depth: int, rule: Rule, leng
     `scores` [n, V] rank the children of n nodes; nodes are grouped by `branch` (CPU)."""
     V = scores.shape[-1]
     k = min(rule.cap or V, V)
-    top_scores, top_tokens = scores.topk(k, dim=-1)  # a branch's best are among its nodes' best
+    if k < V:  # a branch's best are among its nodes' best: pre-select them
+        top_scores, top_tokens = scores.topk(k, dim=-1)
+    else:  # every symbol may be kept: a per-node sort would cost more than it saves
+        top_scores, top_tokens = scores, None
     local, token = [], []
     for rows in _chunks(branch, k):
         on_device = rows.to(top_scores.device)
-        node, symbol = _choose(top_scores[on_device], top_tokens[on_device], branch[rows], depth,
-                               rule, lengths, totals)
+        node, symbol = _choose(top_scores[on_device],
+                               None if top_tokens is None else top_tokens[on_device],
+                               branch[rows], depth, rule, lengths, totals)
         local.append(rows[0] + node)
         token.append(symbol)
+    if len(local) == 1:
+        return local[0], token[0]
     return torch.cat(local), torch.cat(token)
 
 
@@ -172,6 +178,8 @@ PADDED_ELEMENTS = 2**25  # branches × candidates laid out at once when choosing
 def _chunks(branch: Tensor, k: int) -> list[Tensor]:
     """Contiguous node ranges holding whole branches, each small enough to pad at once."""
     _, sizes = torch.unique_consecutive(branch, return_counts=True)
+    if len(sizes) * int(sizes.max()) * k <= PADDED_ELEMENTS:
+        return [torch.arange(len(branch))]
     chunks, start, nodes, branches, widest = [], 0, 0, 0, 0
     for size in sizes.tolist():
         wider = max(widest, size * k)
@@ -183,20 +191,24 @@ def _chunks(branch: Tensor, k: int) -> list[Tensor]:
     return chunks
 
 
-def _choose(top_scores: Tensor, top_tokens: Tensor, branch: Tensor, depth: int, rule: Rule,
-            lengths: Tensor, totals: tuple | None) -> tuple[Tensor, Tensor]:
-    """Apply the rule to every branch at once: each branch's candidates (its nodes' top-k) are
-    laid out in one padded row, sorted, and the rule says how many of the best to keep.
+def _choose(top_scores: Tensor, top_tokens: Tensor | None, branch: Tensor, depth: int,
+            rule: Rule, lengths: Tensor, totals: tuple | None) -> tuple[Tensor, Tensor]:
+    """Apply the rule to every branch at once: each branch's candidates (its nodes' top-k, or
+    all their symbols when `top_tokens` is None) are laid out in one padded row, sorted, and
+    the rule says how many of the best to keep.
     Returns (open-node index, symbol) of the kept candidates, grouped by branch."""
     ids, nodes_per_branch = torch.unique_consecutive(branch, return_counts=True)
     first_node = torch.cumsum(nodes_per_branch, 0) - nodes_per_branch
     k = top_scores.shape[1]
-    group = torch.repeat_interleave(torch.arange(len(ids)), nodes_per_branch)
-    column = (torch.arange(len(branch)) - first_node[group])[:, None] * k + torch.arange(k)
     device = top_scores.device
     width = int(nodes_per_branch.max()) * k
-    padded = torch.full((len(ids), width), -torch.inf, dtype=top_scores.dtype, device=device)
-    padded[group.to(device)[:, None], column.to(device)] = top_scores
+    if len(ids) == 1:  # one branch: its row is the scores themselves, no padding
+        padded = top_scores.reshape(1, -1)
+    else:
+        group = torch.repeat_interleave(torch.arange(len(ids)), nodes_per_branch)
+        column = (torch.arange(len(branch)) - first_node[group])[:, None] * k + torch.arange(k)
+        padded = torch.full((len(ids), width), -torch.inf, dtype=top_scores.dtype, device=device)
+        padded[group.to(device)[:, None], column.to(device)] = top_scores
     keep_at_most = min(width, rule.cap or width)
     sorted_scores, position = padded.topk(keep_at_most, dim=-1)
     count = rule.counts(sorted_scores, ids, depth, lengths[ids], totals)
@@ -204,7 +216,7 @@ def _choose(top_scores: Tensor, top_tokens: Tensor, branch: Tensor, depth: int, 
     kept = (rank < count[:, None]) & torch.isfinite(sorted_scores)
     g, r = kept.nonzero(as_tuple=True)
     node = first_node.to(device)[g] + position[g, r] // k
-    token = top_tokens[node, position[g, r] % k]
+    token = position[g, r] % k if top_tokens is None else top_tokens[node, position[g, r] % k]
     return node.cpu(), token.cpu()
 
 
