@@ -117,3 +117,21 @@ def test_wor_draws_never_repeat_across_rounds_and_exhaust_q():
         seen += leaves.tolist()
     assert len(seen) == len(set(seen)) == 9
     assert trie.root_residual()[0] == -math.inf
+
+
+def test_top_per_group_matches_a_full_sort():
+    """The WOR rounds' selection: each group's `count[g]` largest finite values, grouped by g
+    and in decreasing order, whatever order the groups arrive in."""
+    from seqq.estimators.trie import _top_per_group
+
+    generator = torch.Generator().manual_seed(0)
+    for trial in range(50):
+        n, groups = 1 + trial * 3, 1 + trial % 4
+        values = torch.randn(n, generator=generator, dtype=torch.float64)
+        values[torch.rand(n, generator=generator) < 0.3] = -math.inf
+        group = torch.randint(groups, (n,), generator=generator)
+        count = torch.randint(0, 8, (groups,), generator=generator)
+        expected = [i for g in range(groups) for i in sorted(
+            (i for i in range(n) if group[i] == g and math.isfinite(values[i])),
+            key=lambda i: -values[i])[:int(count[g])]]
+        assert _top_per_group(values, group, count).tolist() == expected

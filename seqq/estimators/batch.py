@@ -49,7 +49,7 @@ class Batch:
 
     def domain(self, nodes: Tensor) -> Tensor:
         """[n, V] bool on the device: the symbols allowed next at each lattice node."""
-        return self.lattice.allowed[nodes.to(self.device)]
+        return self.lattice.allowed.index_select(0, nodes.to(self.device))
 
     def task_calls(self) -> Tensor:
         """Model calls charged so far to each task of this batch (a `subset` keeps charging

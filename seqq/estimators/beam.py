@@ -31,7 +31,7 @@ class Level:
     log_p: Tensor  # [n] float64 joint log p of the prefix
     log_q: Tensor  # [n] float64 joint log q of the prefix
     final: Tensor  # [n] bool: a complete path of its query (a member of B)
-    row: Tensor  # [n] row in `log_probs` / `state`, -1 for final nodes
+    row: Tensor  # [n] row in `log_probs` / `state` (the non-final nodes in order), -1 if final
     log_probs: Tensor | None = None  # [expanded, V] on the model's device
     state: State | None = None
     log_m: Tensor | None = None  # [n] residual q-mass below each node outside B (hybrid)
@@ -121,20 +121,26 @@ def _expand(batch: Batch, level: Level, depth: int, rule: Rule) -> Level:
     open_nodes = (~level.final).nonzero().flatten()
     branch = level.branch[open_nodes]
     domain = batch.domain(level.lattice_node[open_nodes])
-    log_probs = level.log_probs[level.row[open_nodes].to(batch.device)]
+    log_probs = level.log_probs  # its rows are the open nodes, in order (see `row`)
     masked, log_mass = restrict(log_probs, domain)
-    cond_log_q = conditional(masked, log_mass)
-    if rule.by_q:
-        scores = level.log_q[open_nodes].to(batch.device)[:, None] + cond_log_q
+    if rule.by_q:  # joint log q of every child: the kept ones' log q is read off it
+        parent_log_q = level.log_q[open_nodes].to(batch.device)
+        scores = conditional(masked, log_mass).add_(parent_log_q[:, None])
     else:
-        scores = level.log_p[open_nodes].to(batch.device)[:, None] + masked.double()
+        parent_log_p = level.log_p[open_nodes].to(batch.device)
+        scores = masked.to(torch.float64, copy=True).add_(parent_log_p[:, None])
     totals = _branch_totals(scores, domain, branch) if isinstance(rule, TailSplit) else None
     local, token = best_candidates(scores, branch, depth, rule, batch.lengths, totals)
     parent = open_nodes[local]
     child_branch = level.branch[parent]
     dev_local, dev_token = local.to(batch.device), token.to(batch.device)
-    log_p = level.log_p[parent] + log_probs[dev_local, dev_token].double().cpu()
-    log_q = level.log_q[parent] + cond_log_q[dev_local, dev_token].cpu()
+    if rule.by_q:
+        log_q = scores[dev_local, dev_token].cpu()
+        log_p = level.log_p[parent] + log_probs[dev_local, dev_token].double().cpu()
+    else:
+        log_p = scores[dev_local, dev_token].cpu()
+        log_q = level.log_q[parent] + conditional(masked[dev_local, dev_token, None],
+                                                  log_mass[dev_local])[:, 0].cpu()
     lattice_node = batch.lattice.advance(level.lattice_node[parent], token)
     final = batch.lattice.free[lattice_node]
     grow = (~final).nonzero().flatten()

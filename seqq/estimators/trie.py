@@ -321,12 +321,26 @@ def _truncated_gumbel(logits: Tensor, bound: Tensor, generator: torch.Generator)
 
 
 def _top_per_group(values: Tensor, group: Tensor, count: Tensor) -> Tensor:
-    """Indices of the `count[g]` largest finite values of each group g."""
-    order = torch.sort(values, descending=True, stable=True).indices
-    order = order[torch.sort(group[order], stable=True).indices]
-    g = group[order]
-    starts = torch.searchsorted(g, g, right=False)
-    rank = torch.arange(len(g)) - starts
-    keep = (rank < count[g]) & torch.isfinite(values[order])
-    return order[keep]
-
+    """Indices of the `count[g]` largest finite values of each group g, grouped by g
+    (ascending), each group's in decreasing order of value. One top-k over the candidates laid
+    out one group per row, not a full sort of every value."""
+    candidates = torch.isfinite(values).nonzero().flatten()
+    g = group[candidates]
+    if len(g) > 1 and not bool((g[1:] >= g[:-1]).all()):
+        g, by_group = torch.sort(g, stable=True)
+        candidates = candidates[by_group]
+    ids, sizes = torch.unique_consecutive(g, return_counts=True)
+    if not len(ids):
+        return candidates
+    start = torch.cumsum(sizes, 0) - sizes
+    if len(ids) == 1:
+        padded = values[candidates][None]
+    else:
+        row = torch.repeat_interleave(torch.arange(len(ids)), sizes)
+        padded = torch.full((len(ids), int(sizes.max())), -math.inf, dtype=values.dtype)
+        padded[row, torch.arange(len(g)) - start[row]] = values[candidates]
+    wanted = count[ids]
+    top, position = padded.topk(min(int(wanted.max()), padded.shape[1]), dim=-1)
+    keep = (torch.arange(top.shape[1]) < wanted[:, None]) & torch.isfinite(top)
+    r, c = keep.nonzero(as_tuple=True)
+    return candidates[start[r] + position[r, c]]
