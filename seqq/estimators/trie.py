@@ -46,6 +46,7 @@ class Level:
     log_m: Tensor  # [n] float64 log of the unsampled q-mass below the node
     row: Tensor  # [n] row of an expanded node, -1 otherwise
     log_probs: Tensor  # [r, V] model output per expanded node (model's device)
+    log_mass: Tensor  # [r] log p(V_k | node) per expanded node: computed once, read by children
     chunk: Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))  # [r]
     index: Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))  # [r]
     chunks: list[OwnedState] = field(default_factory=list)
@@ -60,7 +61,7 @@ class Level:
 def _empty_level(V: int, device: torch.device) -> Level:
     long, f64 = torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.float64)
     return Level(long, long, long, long, f64, f64, f64, f64, long,
-                 torch.zeros(0, V, device=device))
+                 torch.zeros(0, V, device=device), torch.zeros(0, device=device))
 
 
 class Trie:
@@ -77,6 +78,7 @@ class Trie:
             parent=torch.full((N,), -1), token=torch.full((N,), -1),
             log_p=zero, log_q=zero.clone(), log_w=zero.clone(), log_m=zero.clone(),
             row=torch.arange(N), log_probs=batch.root_log_probs[tasks],
+            log_mass=self._masses(batch.root_log_probs[tasks], batch.branch_root),
             chunk=torch.zeros(N, dtype=torch.long), index=torch.arange(N),
             chunks=[batch.counter.select(batch.root_state, tasks)])
         self.levels = [roots]
@@ -87,17 +89,19 @@ class Trie:
         """The trie holding a finished beam search's tree (App. D's partial view of Q's tree):
         its expanded nodes keep their rows and states, so samples pay nothing inside it."""
         trie = cls(batch)
-        trie.levels = [
-            Level(branch=b.branch, lattice_node=b.lattice_node, parent=b.parent, token=b.token,
-                  log_p=b.log_p,
-                  log_q=b.log_q, log_w=b.log_p - b.log_q, log_m=b.log_q.clone(),
-                  row=b.row.clone(),
-                  log_probs=(b.log_probs if b.log_probs is not None
-                             else torch.zeros(0, batch.vocab_size, device=batch.device)),
-                  chunk=torch.zeros(int((b.row >= 0).sum()), dtype=torch.long),
-                  index=torch.arange(int((b.row >= 0).sum())),
-                  chunks=[b.state] if b.state is not None else [])
-            for b in beam_levels]
+        trie.levels = []
+        for b in beam_levels:
+            expanded = (b.row >= 0).nonzero().flatten()  # rows are the expanded nodes in order
+            log_probs = (b.log_probs if b.log_probs is not None
+                         else torch.zeros(0, batch.vocab_size, device=batch.device))
+            trie.levels.append(Level(
+                branch=b.branch, lattice_node=b.lattice_node, parent=b.parent, token=b.token,
+                log_p=b.log_p, log_q=b.log_q, log_w=b.log_p - b.log_q, log_m=b.log_q.clone(),
+                row=b.row.clone(), log_probs=log_probs,
+                log_mass=trie._masses(log_probs, b.lattice_node[expanded]),
+                chunk=torch.zeros(len(expanded), dtype=torch.long),
+                index=torch.arange(len(expanded)),
+                chunks=[b.state] if b.state is not None else []))
         return trie
 
     # --- structure ------------------------------------------------------------------------
@@ -110,13 +114,17 @@ class Trie:
         """Which nodes end a path: nothing after them is restricted (their lattice node is free)."""
         return self.batch.lattice.free[self.levels[depth].lattice_node[nodes]]
 
-    def conditionals(self, depth: int, nodes: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """Masked log p(v | node), log q(v | node) [n, V] and log p(V_{d+1} | node) of
-        expanded nodes."""
+    def _masses(self, log_probs: Tensor, lattice_nodes: Tensor) -> Tensor:
+        """log p(V_k | prefix) of new expanded rows at their lattice nodes."""
+        return restrict(log_probs, self.batch.domain(lattice_nodes))[1]
+
+    def conditional_log_q(self, depth: int, nodes: Tensor) -> Tensor:
+        """log q(v | node) [n, V] of expanded nodes."""
         level = self.levels[depth]
-        log_probs = level.log_probs[level.row[nodes].to(self.batch.device)]
-        masked, log_mass = restrict(log_probs, self.batch.domain(level.lattice_node[nodes]))
-        return masked, conditional(masked, log_mass), log_mass.double()
+        rows = level.row[nodes].to(self.batch.device)
+        masked = torch.where(self.batch.domain(level.lattice_node[nodes]),
+                             level.log_probs.index_select(0, rows), -torch.inf)
+        return conditional(masked, level.log_mass[rows])
 
     def child_nodes(self, depth: int, parents: Tensor, tokens: Tensor) -> Tensor:
         """Nodes at depth+1 for (parent, token) pairs, created where missing (no model call)."""
@@ -128,11 +136,13 @@ class Trie:
         if len(new):
             p, t = unique[new] // self.V, unique[new] % self.V
             parent = self.levels[depth]
-            masked, cond, log_mass = self.conditionals(depth, p)
-            dev_rows, dev_t = torch.arange(len(p), device=masked.device), t.to(masked.device)
-            log_p = parent.log_p[p] + masked[dev_rows, dev_t].double().cpu()
-            log_q = parent.log_q[p] + cond[dev_rows, dev_t].cpu()
-            log_w = parent.log_w[p] + log_mass.cpu()
+            rows, dev_t = parent.row[p].to(self.batch.device), t.to(self.batch.device)
+            allowed = self.batch.lattice.allowed[parent.lattice_node[p].to(dev_t.device), dev_t]
+            picked = torch.where(allowed, parent.log_probs[rows, dev_t], -torch.inf)
+            log_mass = parent.log_mass[rows]
+            log_p = parent.log_p[p] + picked.double().cpu()
+            log_q = parent.log_q[p] + conditional(picked[:, None], log_mass)[:, 0].cpu()
+            log_w = parent.log_w[p] + log_mass.double().cpu()
             found[new] = child.size + torch.arange(len(new))
             child.branch = torch.cat([child.branch, parent.branch[p]])
             child.lattice_node = torch.cat([child.lattice_node, self.batch.lattice.advance(
@@ -184,6 +194,8 @@ class Trie:
         for order, log_probs, state in results:
             level.row[todo[order]] = len(level.log_probs) + torch.arange(len(order))
             level.log_probs = torch.cat([level.log_probs, log_probs])
+            level.log_mass = torch.cat([level.log_mass,
+                                        self._masses(log_probs, level.lattice_node[todo[order]])])
             level.chunk = torch.cat([level.chunk, torch.full((len(order),), len(level.chunks))])
             level.index = torch.cat([level.index, torch.arange(len(order))])
             level.chunks.append(state)
@@ -191,7 +203,7 @@ class Trie:
     # --- residual masses --------------------------------------------------------------------
     def residual_logits(self, depth: int, nodes: Tensor) -> Tensor:
         """[n, V] log unsampled mass of every child of the (expanded, distinct) nodes."""
-        _, cond, _ = self.conditionals(depth, nodes)
+        cond = self.conditional_log_q(depth, nodes)
         logits = self.levels[depth].log_q[nodes].to(cond.device)[:, None] + cond
         if len(self.levels) > depth + 1:
             child = self.levels[depth + 1]
@@ -239,7 +251,7 @@ class Trie:
             nodes, inverse = torch.unique(node, return_inverse=True)
             if policy == "proposal":
                 level = self.levels[depth]
-                log_probs = level.log_probs[level.row[node].to(self.batch.device)]
+                log_probs = level.log_probs.index_select(0, level.row[node].to(self.batch.device))
                 log_mass, cdf = restricted_cdf(log_probs, self.batch.domain(level.lattice_node[node]))
                 alive = torch.isfinite(log_mass).cpu()
             else:
