@@ -34,7 +34,11 @@ Policy = Literal["proposal", "residual"]
 @dataclass
 class Level:
     """The nodes at one depth, for all branches. Node i has been expanded when row[i] ≥ 0:
-    log_probs[row[i]] is p(next | node) and its state is row `index[row]` of `chunks[chunk[row]]`."""
+    log_probs[row[i]] is p(next | node) and its state is row `index[row]` of `chunks[chunk[row]]`.
+
+    Levels grow as walks add nodes and rows (`append`): each field is a view of the used part
+    of a buffer that doubles when full, so growing a level by many small walks costs time
+    linear in its size, not quadratic (as re-concatenating every field would)."""
 
     branch: Tensor  # [n] branch (task) of the batch
     lattice_node: Tensor  # [n] the query-lattice node the prefix has reached
@@ -50,12 +54,43 @@ class Level:
     chunk: Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))  # [r]
     index: Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))  # [r]
     chunks: list[OwnedState] = field(default_factory=list)
-    keys: Tensor | None = None  # sorted parent·V + token of the nodes (lookup), rebuilt lazily
-    order: Tensor | None = None
+    keys: Tensor | None = None  # sorted parent·V + token of the nodes (lookup), built lazily
+    order: Tensor | None = None  # node of each key
+    buffers: dict[str, Tensor] = field(default_factory=dict, repr=False)  # behind the fields
 
     @property
     def size(self) -> int:
         return len(self.branch)
+
+    def append(self, **fields: Tensor) -> None:
+        """Add entries at the end of the named fields (all node fields, or all row fields)."""
+        for name, new in fields.items():
+            used = getattr(self, name)
+            n, end = len(used), len(used) + len(new)
+            buffer = self.buffers.get(name, used)
+            if buffer.data_ptr() != used.data_ptr():  # the field was replaced: start afresh
+                buffer = used
+            dtype = torch.promote_types(used.dtype, new.dtype)
+            if end > len(buffer) or buffer.dtype != dtype:
+                grown = new.new_empty((max(end, 2 * len(buffer)), *new.shape[1:]), dtype=dtype)
+                grown[:n] = used
+                buffer = grown
+            buffer[n:end] = new
+            self.buffers[name] = buffer
+            setattr(self, name, buffer[:end])
+
+    def index_keys(self, keys: Tensor, nodes: Tensor) -> None:
+        """Merge new nodes (sorted, distinct `keys` absent so far) into the lookup's order."""
+        if self.keys is None:
+            return  # built at the next lookup
+        position = torch.searchsorted(self.keys, keys) + torch.arange(len(keys))
+        is_new = torch.zeros(len(self.keys) + len(keys), dtype=torch.bool)
+        is_new[position] = True
+        merged_keys, merged_order = self.keys.new_empty(len(is_new)), self.order.new_empty(
+            len(is_new))
+        merged_keys[position], merged_order[position] = keys, nodes
+        merged_keys[~is_new], merged_order[~is_new] = self.keys, self.order
+        self.keys, self.order = merged_keys, merged_order
 
 
 def _empty_level(V: int, device: torch.device) -> Level:
@@ -144,17 +179,11 @@ class Trie:
             log_q = parent.log_q[p] + conditional(picked[:, None], log_mass)[:, 0].cpu()
             log_w = parent.log_w[p] + log_mass.double().cpu()
             found[new] = child.size + torch.arange(len(new))
-            child.branch = torch.cat([child.branch, parent.branch[p]])
-            child.lattice_node = torch.cat([child.lattice_node, self.batch.lattice.advance(
-                parent.lattice_node[p], t)])
-            child.parent = torch.cat([child.parent, p])
-            child.token = torch.cat([child.token, t])
-            child.log_p = torch.cat([child.log_p, log_p])
-            child.log_q = torch.cat([child.log_q, log_q])
-            child.log_w = torch.cat([child.log_w, log_w])
-            child.log_m = torch.cat([child.log_m, log_q])
-            child.row = torch.cat([child.row, torch.full((len(new),), -1)])
-            child.keys = None
+            child.index_keys(unique[new], found[new])
+            child.append(branch=parent.branch[p],
+                         lattice_node=self.batch.lattice.advance(parent.lattice_node[p], t),
+                         parent=p, token=t, log_p=log_p, log_q=log_q, log_w=log_w, log_m=log_q,
+                         row=torch.full((len(new),), -1))
         return found[inverse]
 
     def _lookup(self, level: Level, keys: Tensor) -> Tensor:
@@ -193,11 +222,10 @@ class Trie:
                 results.append((order, *counter.step(state, tokens[order.to(self.batch.device)])))
         for order, log_probs, state in results:
             level.row[todo[order]] = len(level.log_probs) + torch.arange(len(order))
-            level.log_probs = torch.cat([level.log_probs, log_probs])
-            level.log_mass = torch.cat([level.log_mass,
-                                        self._masses(log_probs, level.lattice_node[todo[order]])])
-            level.chunk = torch.cat([level.chunk, torch.full((len(order),), len(level.chunks))])
-            level.index = torch.cat([level.index, torch.arange(len(order))])
+            level.append(log_probs=log_probs,
+                         log_mass=self._masses(log_probs, level.lattice_node[todo[order]]),
+                         chunk=torch.full((len(order),), len(level.chunks)),
+                         index=torch.arange(len(order)))
             level.chunks.append(state)
 
     # --- residual masses --------------------------------------------------------------------
