@@ -17,8 +17,7 @@ from seqq.estimators.estimate import Estimate
 from seqq.estimators.rollout import Paths, Policy, Twist, rollout
 from seqq.estimators.summary import BranchResult, segment_average, segment_mean, to_estimates
 from seqq.estimators.trie import Trie
-
-ROW_ELEMENTS = 2**26  # rows × V per chunk: bounds the memory of one batched step
+from seqq.models.batching import map_row_chunks
 
 
 def samples_for_budget(budgets: Sequence[int] | None, calls_per_sample: Tensor,
@@ -41,15 +40,16 @@ def samples_for_budget(budgets: Sequence[int] | None, calls_per_sample: Tensor,
 
 def sample_rows(batch: Batch, row_branch: Tensor, policy: Policy,
                 twist: Callable[[Tensor], Twist] | None = None) -> Paths:
-    """Roll out every row from the root of its branch, in chunks that bound memory; `twist`
-    makes the twist of a chunk's rows from their branches."""
-    chunk = max(1, ROW_ELEMENTS // batch.vocab_size)
-    parts = []
-    for rows in row_branch.split(chunk):
+    """Roll out every row from the root of its branch, in row chunks sized for the device
+    (which also bound memory; `seqq.models.batching`); `twist` makes the twist of a chunk's
+    rows from their branches."""
+    def run(rows: Tensor) -> Paths:
         tasks = batch.branch_task[rows].to(batch.device)
         state = batch.counter.select(batch.root_state, tasks)
-        parts.append(rollout(batch, batch.branch_root[rows], batch.root_log_probs[tasks], state,
-                             policy, None if twist is None else twist(rows)))
+        return rollout(batch, batch.branch_root[rows], batch.root_log_probs[tasks], state, policy,
+                       None if twist is None else twist(rows))
+
+    parts = map_row_chunks(batch.counter, row_branch, run)
     return Paths(*(torch.cat([getattr(p, f) for p in parts])
                    for f in ("log_p", "log_q", "log_weight", "accepted")))
 
