@@ -207,14 +207,17 @@ def _choose(top_scores: Tensor, top_tokens: Tensor | None, branch: Tensor, depth
     first_node = torch.cumsum(nodes_per_branch, 0) - nodes_per_branch
     k = top_scores.shape[1]
     device = top_scores.device
-    width = int(nodes_per_branch.max()) * k
-    if len(ids) == 1:  # one branch: its row is the scores themselves, no padding
-        padded = top_scores.reshape(1, -1)
-    else:
+    most = int(nodes_per_branch.max())
+    width = most * k
+    if bool((nodes_per_branch == most).all()):  # equal branches: no padding, just a view
+        padded = top_scores.reshape(len(ids), width)
+    else:  # a branch's nodes are its row's slots of k (cheaper than a scatter per element)
         group = torch.repeat_interleave(torch.arange(len(ids)), nodes_per_branch)
-        column = (torch.arange(len(branch)) - first_node[group])[:, None] * k + torch.arange(k)
-        padded = torch.full((len(ids), width), -torch.inf, dtype=top_scores.dtype, device=device)
-        padded[group.to(device)[:, None], column.to(device)] = top_scores
+        local = torch.arange(len(branch)) - first_node[group]
+        padded = torch.full((len(ids), most, k), -torch.inf, dtype=top_scores.dtype,
+                            device=device)
+        padded[group.to(device), local.to(device)] = top_scores
+        padded = padded.view(len(ids), width)
     keep_at_most = min(width, rule.cap or width)
     sorted_scores, position = padded.topk(keep_at_most, dim=-1)
     count = rule.counts(sorted_scores, ids, depth, lengths[ids], totals)
