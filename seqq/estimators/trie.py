@@ -172,7 +172,8 @@ class Trie:
             p, t = unique[new] // self.V, unique[new] % self.V
             parent = self.levels[depth]
             rows, dev_t = parent.row[p].to(self.batch.device), t.to(self.batch.device)
-            allowed = self.batch.lattice.allowed[parent.lattice_node[p].to(dev_t.device), dev_t]
+            allowed = self.batch.lattice.on(dev_t.device).allowed[
+                parent.lattice_node[p].to(dev_t.device), dev_t]
             picked = torch.where(allowed, parent.log_probs[rows, dev_t], -torch.inf)
             log_mass = parent.log_mass[rows]
             log_p = parent.log_p[p] + picked.double().cpu()
