@@ -14,6 +14,7 @@ import torch
 from benchmarks import chunks, e2e, gt_cost, scaling, throughput
 from benchmarks.plans import PLANS
 from benchmarks.report import Section, header, write
+from benchmarks.timing import set_clock
 
 RESULTS = Path(__file__).parent / "RESULTS.md"
 SECTIONS = {"a": throughput.run, "c": scaling.run, "d": gt_cost.run, "e": chunks.run}
@@ -25,6 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mode", choices=sorted(PLANS), default="quick")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--clock", choices=("auto", "wall", "cpu"), default="auto",
+                        help="cpu: this process's CPU time (auto: on a CPU run with one thread)")
     parser.add_argument("--e2e", action="store_true", help="also time make demo and fig3 (b)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
@@ -33,7 +36,11 @@ def main(argv: list[str] | None = None) -> int:
     device = None if args.device == "auto" else args.device
     resolved = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     plan = PLANS[args.mode]
-    head = header(shlex.join(["python", "-m", "benchmarks", *argv]), resolved, args.mode)
+    clock = args.clock
+    if clock == "auto":
+        clock = "cpu" if resolved.type == "cpu" and torch.get_num_threads() == 1 else "wall"
+    set_clock(clock)
+    head = header(shlex.join(["python", "-m", "benchmarks", *argv]), resolved, args.mode, clock)
     sections: list[Section] = []
     started = time.perf_counter()
     for key, run in SECTIONS.items():

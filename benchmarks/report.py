@@ -61,13 +61,25 @@ def _git(*args: str) -> str:
         return "unknown"
 
 
-def header(command: str, device: torch.device, mode: str) -> list[str]:
+CLOCK_NOTES = {
+    "wall": "wall time (a GPU's work waited for)",
+    "cpu": "this process's CPU time (one thread: time-slicing by other processes on a shared "
+           "machine does not count; their cache contention still does)",
+}
+
+
+def header(command: str, device: torch.device, mode: str, clock: str = "wall") -> list[str]:
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     commit = _git("rev-parse", "--short", "HEAD")
     if _git("status", "--porcelain", "--untracked-files=no"):
         commit += " (with uncommitted changes)"
     gpu = f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""
-    load = ", ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
+    load = "?"
+    if hasattr(os, "getloadavg"):
+        averages = os.getloadavg()
+        load = ", ".join(f"{x:.1f}" for x in averages)
+        if averages[0] > 1.5:  # more than this run alone
+            load += " — a shared machine: other processes ran alongside these measurements"
     return [
         "# seqq benchmark results",
         "",
@@ -80,6 +92,7 @@ def header(command: str, device: torch.device, mode: str) -> list[str]:
         f"({usable} usable), {platform.system()} {platform.release()}",
         f"- torch {torch.__version__}, {torch.get_num_threads()} threads, device {device}{gpu}",
         f"- load average at start (1/5/15 min): {load}",
+        f"- clock: {CLOCK_NOTES[clock]}",
         "",
     ]
 

@@ -55,7 +55,8 @@ def test_ground_truth_and_chunk_sections_report_numbers(results):
     gt = results.split("## (d)")[1].split("## (e)")[0]
     assert "| 2 | 12 |" in gt and "| 3 | 133 |" in gt  # enumeration: 1 + 11 (+ 121) calls
     chunks = results.split("## (e)")[1]
-    assert "map_row_chunks, measured chunk" in chunks and "one batch of 2,000" in chunks
+    assert "one batch of 2,000" in chunks
+    assert "map_row_chunks, chunk 1,024" in chunks and "step_in_chunks, chunk 1,024" in chunks
 
 
 def test_slope_recovers_power_laws():
@@ -76,6 +77,8 @@ def test_method_options_pass_only_what_a_method_takes():
     assert method_options("beam", bench, 100) == {"beam_width": 100}
     assert method_options("hybrid", bench, 100) == {"samples": 100, "max_width": 100}
     assert method_options("exact", bench, 100) == {}
+    twisted = method_options("twisted", bench, 100)  # a surrogate fitted on sampled sequences
+    assert twisted["samples"] == 100 and twisted["surrogate"].num_contexts > 1
 
 
 def test_step_recorder_counts_rows_and_changes_nothing():

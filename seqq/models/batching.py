@@ -102,14 +102,14 @@ def measure_chunk_rows(model: SequenceModel, sizes: Sequence[int] = SIZES,
 
 
 def time_steps(model: SequenceModel, state: State, tokens: Tensor, steps: int,
-               device: torch.device) -> float:
+               device: torch.device, clock: Callable[[], float] = time.perf_counter) -> float:
     """Seconds per step of `steps` chained steps from `state`, the device's work included."""
     _sync(device)
-    start = time.perf_counter()
+    start = clock()
     for _ in range(steps):
         _, state = model.step(state, tokens)
     _sync(device)
-    return (time.perf_counter() - start) / steps
+    return (clock() - start) / steps
 
 
 def pick_rows(throughput: dict[int, float]) -> int:
