@@ -6,6 +6,7 @@ import datetime
 import math
 import os
 import platform
+import re
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -97,6 +98,19 @@ def header(command: str, device: torch.device, mode: str, clock: str = "wall") -
     ]
 
 
-def write(path: Path, head: list[str], sections: Sequence[Section]) -> None:
+def write(path: Path, head: list[str] | None, sections: Sequence[Section]) -> None:
+    """Write `sections` into RESULTS.md, keeping the sections of the file this run did not
+    measure (the paper slice (f) is run on its own) and, with `head` None, its header."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(head) + "\n" + "\n".join(s.markdown() for s in sections))
+    old_head, old = _read(path)
+    merged = {**old, **{s.key: s.markdown() for s in sections}}
+    text = "\n".join(head) + "\n" if head is not None else old_head
+    path.write_text(text + "\n".join(merged[k] for k in sorted(merged)))
+
+
+def _read(path: Path) -> tuple[str, dict[str, str]]:
+    """(header, {key: section markdown}) of an existing RESULTS.md."""
+    if not path.is_file():
+        return "", {}
+    head, *parts = re.split(r"^(?=## \()", path.read_text(), flags=re.M)
+    return head, {part[4]: part for part in parts}
