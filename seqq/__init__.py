@@ -6,6 +6,7 @@ from seqq.errors import BudgetError, ModelError, QueryError
 from seqq.estimators import Estimate
 from seqq.estimators.reuse import hitting_time_distribution
 from seqq.ground_truth import GroundTruth, ground_truth, ground_truth_many
+from seqq.queries.language import parse
 
 __all__ = [
     "BudgetError",
@@ -19,5 +20,6 @@ __all__ = [
     "ground_truth",
     "ground_truth_many",
     "hitting_time_distribution",
+    "parse",
     "queries",
 ]

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 import torch
 
 from seqq.errors import QueryError
-from seqq.estimators import METHODS, Estimate
+from seqq.estimators import BY_PART, METHODS, Estimate
 from seqq.estimators.batch import prepare
 from seqq.models.protocol import SequenceModel
 from seqq.queries import Query
@@ -41,9 +41,10 @@ def estimate_many(
 
     `budget` (model calls, one for all or one per pair) makes each method do the most it can
     within it (docs/decisions.md §2). Options: `samples` (importance/naive/uniform samples per
-    product; hybrid tail samples; wor head draws; hindsight_gumbel draws), `tail_samples`
+    product; mixture/klm samples per part of a union; hybrid tail samples; wor head draws;
+    hindsight_gumbel draws), `tail_samples`
     (wor), `repeats` (hindsight_gumbel), `beam_width` (beam), `alpha` (coverage_beam),
-    `max_width` (tail_beam/hybrid), `surrogate` (twisted, smc, randomized_beam: a
+    `max_width` (tail_beam/hybrid), `surrogate` (twisted, wor, hybrid, smc, randomized_beam: a
     `ContextAutomaton`, e.g. from `seqq.estimators.twisted.fit_surrogate`). Each method's
     docstring in `seqq.estimators` says more.
     """
@@ -63,7 +64,7 @@ def estimate_many(
             for b in budgets:
                 _check_positive_int("budget", b, "model calls")
     with torch.inference_mode():
-        batch = prepare(model, histories, queries, seed)
+        batch = prepare(model, histories, queries, seed, by_part=method in BY_PART)
         return METHODS[method](batch, budgets, **options)
 
 

@@ -19,6 +19,7 @@ COMMANDS = {
     "query-sweep": ("seqq.experiments.sweep", "run estimators over many queries; write results "
                     "and a report"),
     "report": ("seqq.reports.cli", "tables and figures from sweep results"),
+    "ask": ("seqq.ask", "one question about one model's continuation of one history"),
 }
 
 

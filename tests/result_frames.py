@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from seqq.experiments.gt_cache import describe_rule
 from seqq.experiments.schema import BUDGET_FROM_HYBRID, ResultRow, to_frame
-from seqq.reports.tables import name_variants
+from seqq.reports.tables import name_option_sets
 
 RULE = describe_rule({"exact_max_calls": 1000, "rule": "relative", "rel_tol": 0.05,
                       "s_low": 100, "s_step": 100, "s_high": 500})
@@ -21,15 +21,18 @@ RULE = describe_rule({"exact_max_calls": 1000, "rule": "relative", "rel_tol": 0.
 def panel_rows(*, dataset: str = "toy", model: str = "m", temperature: float = 1.0,
                query: str = "hitting_time", budget_rule: str = BUDGET_FROM_HYBRID,
                methods: Sequence[str] = ("hybrid", "importance", "beam"),
+               base_methods: Mapping[str, str] | None = None,
                ks: Sequence[int] = (3, 4, 5), levels: Sequence[int] = (10, 100),
                histories: int = 8, truth: float = 0.05,
                estimate: Callable[[str, int, int, int], float] | None = None,
                entropy: Callable[[int, int], float] | None = None,
                options: str = "{}", extras: str = "{}", labels: Sequence[str] = ("q",),
                group: str = "", truth_kind: str = "exact", seed: int = 0) -> list[ResultRow]:
-    """One row per history × K × label × method × level. `estimate(method, level, K, h)`
+    """One row per history × K × label × method × level; `base_methods` maps a variant's label
+    to the method it runs (default: itself). `estimate(method, level, K, h)`
     defaults to the truth times a seeded random factor; `entropy(K, h)` to K + h/10."""
     rng = np.random.default_rng(seed)
+    base_methods = base_methods or {}
     rows = []
     for h in range(histories):
         for k in ks:
@@ -42,7 +45,8 @@ def panel_rows(*, dataset: str = "toy", model: str = "m", temperature: float = 1
                         rows.append(ResultRow(
                             dataset=dataset, model=model, temperature=temperature,
                             history_id=h, history_hash=f"h{h}", K=k,
-                            label=f"{label}@{k}", method=method, options=options,
+                            label=f"{label}@{k}", method=method,
+                            base_method=base_methods.get(method, method), options=options,
                             budget_level=level, budget_rule=budget_rule,
                             budget_calls=float(1 + level * (k - 1)), synthetic=False,
                             histories="test",
@@ -61,7 +65,7 @@ def panel_rows(*, dataset: str = "toy", model: str = "m", temperature: float = 1
 
 def results(*panels: list[ResultRow]) -> pd.DataFrame:
     """A merged results table, as `seqq report` reads it."""
-    return name_variants(to_frame([row for rows in panels for row in rows]))
+    return name_option_sets(to_frame([row for rows in panels for row in rows]))
 
 
 def beam_extras(k: int, growth: int) -> str:

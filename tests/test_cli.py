@@ -56,6 +56,9 @@ def mistakes(root: Path) -> dict[str, tuple[tuple[str, ...], str]]:
         # the checkpoint is missing too: the method must be refused before any model loads
         "unknown method": ((*sweep, *LSTM, none, "estimator.methods=[hybrid,bogus]"),
                            "estimator.methods: unknown 'bogus'"),
+        "variant labelled like a method": (
+            (*sweep, *LSTM, none, "+estimator.variants.smc={method:smc,surrogate:hpyp}"),
+            "estimator.variants.smc: 'smc' is a method's name"),
         "unknown config group option": ((*sweep, *TINY, "estimator=bogus"),
                                         "Could not find 'estimator/bogus'"),
         "report of a missing path": (("report", str(root / "nowhere")), "does not exist"),

@@ -12,6 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from seqq.estimators import METHODS
 from seqq.experiments import sweep
+from seqq.experiments.method_runs import method_runs
 from seqq.experiments.query_specs import KINDS
 from seqq.models.loading import DEFAULT_CHECKPOINT_DIR
 from seqq.reports.figures import FIGURES
@@ -25,8 +26,11 @@ def test_preset_composes(preset: str, size: str) -> None:
     cfg = compose_sweep([f"experiment={preset}", f"size={size}"])
     resolved = OmegaConf.to_container(cfg, resolve=True)
     assert resolved["sweep"]["name"] and resolved["query"]["kind"] in KINDS
-    assert set(resolved["estimator"]["methods"]) <= set(METHODS)
+    runs = method_runs(cfg)  # every label a method or a variant of one, options checked
+    assert [r.label for r in runs] == resolved["estimator"]["methods"]
+    assert {r.method for r in runs} <= set(METHODS)
     assert set(resolved["estimator"]["options"]) <= set(resolved["estimator"]["methods"])
+    assert set(resolved["estimator"].get("variants", {})) <= set(resolved["estimator"]["methods"])
     assert all(isinstance(x, int) for x in resolved["budget"]["levels"])
     assert sweep.horizons(cfg) and min(sweep.horizons(cfg)) >= 1
 
@@ -111,7 +115,7 @@ def test_help_names_every_setting_and_only_real_ones(command: str) -> None:
 
     help_, cfg = ((sweep.HELP, compose_sweep([])) if command == "query-sweep"
                   else (TRAIN_HELP, compose_train()))
-    variants = [cfg] + ([compose_sweep([f"query={q}"]) for q in ("count", "a_before_b")]
+    variants = [cfg] + ([compose_sweep([f"query={q}"]) for q in ("count", "a_before_b", "expr")]
                         if command == "query-sweep" else [])
     listed = {key for key, _ in help_.options if re.fullmatch(r"[\w.]+", key)}
     for key in listed:

@@ -10,6 +10,7 @@ from conftest import compose_sweep, tiny_overrides
 
 from seqq.estimators import METHODS
 from seqq.experiments import sweep
+from seqq.experiments.method_runs import Surrogate, method_runs
 from seqq.reports import frontier
 from seqq.reports.build import build_report
 
@@ -44,8 +45,16 @@ def test_winners_name_the_best_method_and_its_ratio_to_the_hybrid():
 
 def test_preset_runs_every_budgeted_method_at_the_hybrids_budgets():
     cfg = compose_sweep(["experiment=frontier", "dataset=shakespeare", "model=authors"])
-    methods = list(cfg.estimator.methods)
-    assert methods[0] == "hybrid" and set(methods) <= set(METHODS) - {"exact", "coverage_beam"}
+    runs = {r.label: r for r in method_runs(cfg)}
+    assert list(runs)[0] == "hybrid"
+    # not exact (the truth), coverage_beam (steered by alpha), mixture and klm (for unions)
+    assert {r.method for r in runs.values()} == set(METHODS) - {"exact", "coverage_beam",
+                                                                "mixture", "klm"}
+    for plain in ("smc", "randomized_beam"):  # each plain and twisted, one surrogate for all
+        assert runs[plain].surrogate is None
+        assert runs[f"{plain}_twisted"].method == plain
+        assert runs[f"{plain}_twisted"].surrogate == runs["twisted"].surrogate == Surrogate(
+            "hpyp", None)
     assert list(cfg.sweep.ks) == [3, 4, 7, 11] and list(cfg.budget.levels) == [10, 100, 1000]
     assert cfg.ground_truth.exact_max_calls >= 1 + 67 + 67**2 + 67**3  # exact at K ≤ 4, V = 68
     paper = compose_sweep(["experiment=frontier", "size=paper"])

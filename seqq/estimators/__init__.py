@@ -2,11 +2,11 @@
 
 from seqq.estimators.estimate import Estimate
 from seqq.estimators.exact import exact
-from seqq.estimators.montecarlo import importance, naive, uniform
+from seqq.estimators.montecarlo import importance, naive, twisted, uniform
 from seqq.estimators.randomized_beam import randomized_beam
 from seqq.estimators.search import coverage, hybrid, tail, top_b
 from seqq.estimators.smc import smc
-from seqq.estimators.twisted import twisted
+from seqq.estimators.union import klm, mixture
 from seqq.estimators.wor import hindsight_gumbel, wor
 
 METHODS = {
@@ -23,6 +23,12 @@ METHODS = {
     "twisted": twisted,
     "wor": wor,
     "hindsight_gumbel": hindsight_gumbel,
+    "mixture": mixture,
+    "klm": klm,
 }
 
-__all__ = ["METHODS", "Estimate"]
+# Methods that estimate a union from its parts' own lattices (`prepare(..., by_part=True)`),
+# so they also answer unions built with `union(..., compile=False)`.
+BY_PART = frozenset({"mixture", "klm"})
+
+__all__ = ["BY_PART", "METHODS", "Estimate"]

@@ -67,21 +67,29 @@ def prepare(
     histories: Sequence[Sequence[int]],
     queries: Sequence[Query],
     seed: int | None,
+    by_part: bool = False,
 ) -> Batch:
-    """Compile the queries' lattices and encode every history once (one call per task)."""
+    """Compile the queries' lattices and encode every history once (one call per task).
+
+    `by_part` (the union estimators): each task gets one branch per part of its union
+    (`union_parts`), compiled separately, instead of one for the union's own automaton."""
     if len(histories) != len(queries):
         raise QueryError(f"got {len(histories)} histories but {len(queries)} queries")
     if not histories:
         raise QueryError("no (history, query) pairs given")
     V = model.vocab_size
     distinct: dict[Query, int] = {}  # tasks asking one query share its lattice
-    index = torch.tensor([distinct.setdefault(q, len(distinct)) for q in queries])
+    task_parts = [union_parts(q) if by_part else (q,) for q in queries]
+    index = torch.tensor([distinct.setdefault(p, len(distinct)) for ps in task_parts for p in ps])
+    owner = torch.repeat_interleave(torch.arange(len(queries)),
+                                    torch.tensor([len(ps) for ps in task_parts]))
     lattice = concat([q.lattice(V) for q in distinct])
     roots = lattice.roots[index]
     counter = CallCounter(model, num_tasks=len(queries))
     root_log_probs, root_state = counter.initial_state(histories)
     device = root_log_probs.device
-    branch_task = (roots >= 0).nonzero().flatten()
+    kept = (roots >= 0).nonzero().flatten()
+    branch_task = owner[kept]
     generator = torch.Generator(device=device)
     generator.manual_seed(seed if seed is not None else torch.seed() % 2**63)
     return Batch(
@@ -90,11 +98,18 @@ def prepare(
         root_state=root_state,
         branch_task=branch_task,
         lattice=lattice,
-        branch_root=roots[branch_task],
-        lengths=lattice.effective_lengths()[index[branch_task]],
+        branch_root=roots[kept],
+        lengths=lattice.effective_lengths()[index[kept]],
         generator=generator,
         histories=histories,
     )
+
+
+def union_parts(query: Query) -> tuple[Query, ...]:
+    """The parts of a union, unions among them flattened; any other query is its one part."""
+    if not query.parts:
+        return (query,)
+    return tuple(p for part in query.parts for p in union_parts(part))
 
 
 def prefix_reach(batch: Batch) -> Tensor:

@@ -14,10 +14,15 @@ from seqq.errors import BudgetError
 from seqq.estimators.batch import Batch
 from seqq.estimators.draws import CAP_FACTOR, DEFAULT_SAMPLES, cost_per_draw, iid_draws
 from seqq.estimators.estimate import Estimate
-from seqq.estimators.rollout import Paths, Policy, Twist, rollout
+from seqq.estimators.rollout import Paths, Policy, rollout
 from seqq.estimators.summary import BranchResult, segment_average, segment_mean, to_estimates
 from seqq.estimators.trie import Trie
+from seqq.estimators.twisted import Messages, with_surrogate
+from seqq.models.automaton import ContextAutomaton
 from seqq.models.batching import map_row_chunks
+
+ROW_ELEMENTS = 2**26  # rows × V per batched step at most (union.py's chunks; sample_rows' cap is
+# the same, through `chunk_rows`)
 
 
 def samples_for_budget(budgets: Sequence[int] | None, calls_per_sample: Tensor,
@@ -38,16 +43,13 @@ def samples_for_budget(budgets: Sequence[int] | None, calls_per_sample: Tensor,
     return fitted
 
 
-def sample_rows(batch: Batch, row_branch: Tensor, policy: Policy,
-                twist: Callable[[Tensor], Twist] | None = None) -> Paths:
+def sample_rows(batch: Batch, row_branch: Tensor, policy: Policy) -> Paths:
     """Roll out every row from the root of its branch, in row chunks sized for the device
-    (which also bound memory; `seqq.models.batching`); `twist` makes the twist of a chunk's
-    rows from their branches."""
+    (which also bound memory; `seqq.models.batching`)."""
     def run(rows: Tensor) -> Paths:
         tasks = batch.branch_task[rows].to(batch.device)
         state = batch.counter.select(batch.root_state, tasks)
-        return rollout(batch, batch.branch_root[rows], batch.root_log_probs[tasks], state, policy,
-                       None if twist is None else twist(rows))
+        return rollout(batch, batch.branch_root[rows], batch.root_log_probs[tasks], state, policy)
 
     parts = map_row_chunks(batch.counter, row_branch, run)
     return Paths(*(torch.cat([getattr(p, f) for p in parts])
@@ -55,17 +57,23 @@ def sample_rows(batch: Batch, row_branch: Tensor, policy: Policy,
 
 
 def streamed_draws(batch: Batch, budgets: Sequence[int] | None, samples: int | None,
-                   method: str, policy: Policy, twist: Callable[[Tensor], Twist] | None = None
-                   ) -> tuple[Tensor, Paths]:
-    """Rollouts per task: `samples` each, or, with a budget, rounds until it is spent. A round
-    draws what the calls left surely pay for at full price (effective length − 1 each); paths
-    decided early cost less, so later rounds buy more (`samples` then caps the count).
-    Returns each path's branch and the paths."""
+                   method: str, policy: Policy) -> tuple[Tensor, Paths]:
+    """Rollouts per task under `policy` (`draw_in_rounds`)."""
+    return draw_in_rounds(batch, budgets, samples, method,
+                          lambda rows: sample_rows(batch, rows, policy))
+
+
+def draw_in_rounds(batch: Batch, budgets: Sequence[int] | None, samples: int | None,
+                   method: str, draw: Callable[[Tensor], Paths]) -> tuple[Tensor, Paths]:
+    """Independent paths per branch, `draw(row_branch)` rolling them out: `samples` each, or,
+    with a budget, rounds until it is spent. A round draws what the calls left surely pay for
+    at full price (effective length − 1 each); paths decided early cost less, so later rounds
+    buy more (`samples` then caps the count). Returns each path's branch and the paths."""
     cost = _calls_per_sample(batch)
     per_task = samples_for_budget(budgets, cost, samples, method)
     if budgets is None:
         rows = _per_branch_samples(batch, per_task)
-        return rows, sample_rows(batch, rows, policy, twist)
+        return rows, draw(rows)
     budgets_t = torch.as_tensor(list(budgets), dtype=torch.long)
     cap = CAP_FACTOR * per_task if samples is None else torch.full_like(per_task, samples)
     per_task = torch.minimum(per_task, cap)
@@ -73,7 +81,7 @@ def streamed_draws(batch: Batch, budgets: Sequence[int] | None, samples: int | N
     parts: list[tuple[Tensor, Paths]] = []
     while per_task.any():
         rows = _per_branch_samples(batch, per_task)
-        parts.append((rows, sample_rows(batch, rows, policy, twist)))
+        parts.append((rows, draw(rows)))
         drawn += per_task
         left = (budgets_t - batch.task_calls()).clamp_min(0)
         more = torch.where(cost > 0, left // cost.clamp_min(1), 0)
@@ -102,28 +110,29 @@ def importance(batch: Batch, budgets: Sequence[int] | None, samples: int | None 
     call. `samples` per query (default 1000); with a budget, draws continue in rounds until
     the budget is spent (`samples` then caps the count), so duplicates buy extra samples.
     """
-    trie = Trie(batch)
+    return _trie_importance(batch, budgets, samples, "importance", None)
+
+
+def twisted(batch: Batch, budgets: Sequence[int] | None, samples: int | None = None,
+            surrogate: ContextAutomaton | None = None) -> list[Estimate]:
+    """`importance` from the twisted proposal q̃ ∝ p·1[allowed]·β (twisted.py): the surrogate's
+    chance of completing the query steers every step; weights p/q̃ stay exact. Drawn through
+    the prefix trie like `importance`, so a budget buys the same or more samples."""
+    return with_surrogate(batch, budgets, surrogate, "twisted", lambda part, part_budgets, m:
+                          _trie_importance(part, part_budgets, samples, "twisted", m))
+
+
+def _trie_importance(batch: Batch, budgets: Sequence[int] | None, samples: int | None,
+                     method: str, messages: Messages | None) -> list[Estimate]:
+    trie = Trie(batch, messages)
     eligible = torch.ones(len(batch.branch_task), dtype=torch.bool)
     draws = iid_draws(trie, budgets, samples, "proposal", eligible, lambda t: (
-        f"importance: a budget of {int(budgets[t])} model calls cannot buy one sample "
+        f"{method}: a budget of {int(budgets[t])} model calls cannot buy one sample "
         f"(that needs {1 + int(cost_per_draw(trie, eligible)[t])}); raise the budget"))
     N = len(batch.branch_task)
     log_value, variance, count = segment_mean(draws.log_w, draws.row_branch, N)
-    entropy = segment_average(-draws.log_q, draws.row_branch, N)
-    return to_estimates(batch, "importance",
-                         BranchResult(log_value, variance, count.long(), entropy), False)
-
-
-def weighted_samples(batch: Batch, budgets: Sequence[int] | None, samples: int | None,
-                     method: str, twist: Callable[[Tensor], Twist] | None = None
-                     ) -> list[Estimate]:
-    """Importance sampling by independent rollouts under the restricted proposal or its twist
-    (`twisted`); nothing is cached between samples. H(q) is reported only for the untwisted
-    proposal: a twisted one's entropy is another quantity."""
-    row_branch, paths = streamed_draws(batch, budgets, samples, method, "proposal", twist)
-    N = len(batch.branch_task)
-    log_value, variance, count = segment_mean(paths.log_weight, row_branch, N)
-    entropy = segment_average(-paths.log_q, row_branch, N) if twist is None else None
+    # −log q̃ averages to H(q) only for the untwisted proposal
+    entropy = segment_average(-draws.log_q, draws.row_branch, N) if messages is None else None
     return to_estimates(batch, method,
                         BranchResult(log_value, variance, count.long(), entropy), False)
 

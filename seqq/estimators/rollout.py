@@ -9,7 +9,7 @@ stays bounded by the rows of one step (ground truth's surrogate draws millions o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal
 
 import torch
 from torch import Tensor
@@ -26,24 +26,6 @@ class Paths:
     log_q: Tensor  # [R] float64, log q of the sampled symbols under the proposal that drew them
     log_weight: Tensor  # [R] float64, log p - log q (Σ_k log p(V_k | x_<k) without a twist)
     accepted: Tensor  # [R] bool, the path reached a free lattice node (it lies in Q)
-
-
-class Twist(Protocol):
-    """Per-row log-factors log ψ(x) on the next symbol: the proposal becomes ∝ p·1[V_k]·ψ.
-
-    Stepped alongside the model like a model state (twisted proposals, `twisted.py`)."""
-
-    def log_values(self, nodes: Tensor) -> Tensor:
-        """[R, V] float64 log ψ of every symbol for the current rows at lattice `nodes`."""
-        ...
-
-    def select(self, index: Tensor) -> Twist:
-        """The rows picked by `index` (a device tensor), as `SequenceModel.select`."""
-        ...
-
-    def advance(self, drawn: Tensor) -> Twist:
-        """The rows after appending one drawn symbol each."""
-        ...
 
 
 def sample_from_cdf(cdf: Tensor, generator: torch.Generator) -> Tensor:
@@ -82,22 +64,34 @@ def conditional(masked: Tensor, log_mass: Tensor) -> Tensor:
     return masked.double() - safe.double()[:, None]
 
 
+def step_unfinished(batch: Batch, done: Tensor, running: Tensor, nodes: Tensor, rows: Tensor,
+                    drawn: Tensor, state: State) -> tuple[Tensor, Tensor, Tensor, Tensor, State]:
+    """The end of a rollout step: drop the rows that are `done` (CPU mask) and call the model
+    on the rest with the symbols they drew. Returns (running, nodes, rows, log_probs, state)."""
+    if done.any():
+        keep = (~done).nonzero().flatten()
+        running, nodes = running[keep], nodes[keep]
+        keep = keep.to(rows.device)
+        rows, drawn = rows[keep], drawn[keep]
+        state = batch.counter.select(state, keep)
+    log_probs, state = batch.counter.step(state, drawn)
+    return running, nodes, rows, log_probs, state
+
+
 def rollout(
     batch: Batch,
     nodes: Tensor,
     log_probs: Tensor,
     state: State,
     policy: Policy = "proposal",
-    twist: Twist | None = None,
 ) -> Paths:
     """Sample every row from its lattice node (`log_probs`/`state` at that prefix) until the
     query is decided: the row reaches a free node (accepted) or, under `policy="model"`, draws
     a symbol the query does not allow (rejected).
 
-    `policy`: "proposal" draws from q ∝ p·1[allowed] (or, with a `twist` ψ, from
-    q̃ ∝ p·1[allowed]·ψ, whose weight per step is Z/ψ(x) with Z = Σ_allowed p·ψ, exact whatever
-    ψ is); "uniform" draws uniformly among the query's decided completions (`log_counts`);
-    "model" draws from p itself (naive Monte Carlo).
+    `policy`: "proposal" draws from q ∝ p·1[allowed]; "uniform" draws uniformly among the
+    query's decided completions (`log_counts`); "model" draws from p itself (naive Monte
+    Carlo).
     """
     lattice = batch.lattice
     device, R = log_probs.device, len(nodes)
@@ -109,12 +103,10 @@ def rollout(
     log_counts = lattice.log_counts().to(device) if policy == "uniform" else None
     while len(running):
         domain = batch.domain(nodes)
-        guide = None if twist is None else twist.log_values(nodes)
         if policy == "model":
             log_mass, cdf = restricted_cdf(log_probs, torch.ones_like(domain))
         else:
-            log_mass, cdf = restricted_cdf(log_probs if guide is None else log_probs + guide,
-                                           domain)
+            log_mass, cdf = restricted_cdf(log_probs, domain)
         if policy == "uniform":
             children = lattice.child_table(nodes.to(device))  # built on the device
             below = torch.where(domain, log_counts[children.clamp_min(0)], -torch.inf)
@@ -122,8 +114,6 @@ def rollout(
         drawn = sample_from_cdf(cdf, batch.generator)
         picked = log_probs.gather(1, drawn[:, None])[:, 0].double()
         step_weight = log_mass.double()  # log p(x)/q(x) of this step
-        if guide is not None:
-            step_weight = step_weight - guide.gather(1, drawn[:, None])[:, 0]
         log_p[rows] += picked
         log_q[rows] += torch.where(torch.isneginf(step_weight), 0.0, picked - step_weight)
         log_weight[rows] += step_weight
@@ -133,14 +123,7 @@ def rollout(
         accepted[running[done & ~dead]] = True
         if done.all():
             break
-        if done.any():
-            keep = (~done).nonzero().flatten()
-            running, nodes = running[keep], nodes[keep]
-            keep = keep.to(device)
-            rows, drawn = rows[keep], drawn[keep]
-            state = batch.counter.select(state, keep)
-            twist = None if twist is None else twist.select(keep)
-        log_probs, state = batch.counter.step(state, drawn)
-        twist = None if twist is None else twist.advance(drawn)
+        running, nodes, rows, log_probs, state = step_unfinished(batch, done, running, nodes,
+                                                                 rows, drawn, state)
     log_weight = torch.where(accepted.to(device), log_weight, -torch.inf)
     return Paths(log_p.cpu(), log_q.cpu(), log_weight.cpu(), accepted)

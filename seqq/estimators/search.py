@@ -9,6 +9,7 @@ of a tail sample is p(x)·(1 − q(B)) / q(x) (docs/decisions.md §5).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import torch
 from torch import Tensor
@@ -28,7 +29,9 @@ from seqq.estimators.beam import (
 from seqq.estimators.estimate import Estimate
 from seqq.estimators.summary import BranchResult, to_estimates
 from seqq.estimators.trie import Trie
+from seqq.estimators.twisted import Messages, with_surrogate
 from seqq.estimators.wor import head_plus_tail, log_one_minus
+from seqq.models.automaton import ContextAutomaton
 
 DEFAULT_MAX_WIDTH = 1500
 DEFAULT_TAIL_SAMPLES = 100
@@ -97,17 +100,28 @@ def tail(batch: Batch, budgets: Sequence[int] | None, max_width: int = DEFAULT_M
 
 
 def hybrid(batch: Batch, budgets: Sequence[int] | None, samples: int | None = None,
-           max_width: int = DEFAULT_MAX_WIDTH) -> list[Estimate]:
+           max_width: int = DEFAULT_MAX_WIDTH, surrogate: ContextAutomaton | None = None
+           ) -> list[Estimate]:
     """p(B) from tail-splitting beam search + IS of p(Q∖B) under the pruned proposal q_B.
 
     The beam tree becomes the prefix trie with B removed (App. D's pruning), so tail samples
     pay only for prefixes outside the explored tree. `samples` tail samples per query
     (default 100); with a budget, tail samples are drawn until the budget is spent.
+    `surrogate` draws the tail from the twisted q̃ restricted to Q∖B instead (twisted.py):
+    still unbiased (sum-and-sample holds for any tail proposal); no bounds or entropy then.
     """
+    if surrogate is not None:
+        return with_surrogate(batch, budgets, surrogate, "hybrid", lambda part, b, m: _hybrid(
+            part, b, samples, max_width, m))
+    return _hybrid(batch, budgets, samples, max_width, None)
+
+
+def _hybrid(batch: Batch, budgets: Sequence[int] | None, samples: int | None, max_width: int,
+            messages: Messages | None) -> list[Estimate]:
     N = len(batch.branch_task)
     levels = beam_search(batch, TailSplit(torch.full((N,), max_width)))
     log_pB, _ = leaves(levels, N)
-    trie = Trie.from_beam(batch, levels)
+    trie = Trie.from_beam(batch, levels, messages)
     trie.remove([(d, level.final.nonzero().flatten()) for d, level in enumerate(levels)])
     tail_samples = samples if budgets is not None else samples or DEFAULT_TAIL_SAMPLES
     result = head_plus_tail(trie, budgets, tail_samples, log_pB,
@@ -117,6 +131,8 @@ def hybrid(batch: Batch, budgets: Sequence[int] | None, samples: int | None = No
     sizes = beam_sizes(levels, N)
     extras = [{"beam_sizes": sizes[b].tolist(), "beam_mass": log_pB[b].exp().sum().item()}
               for b in batch.task_branches()]
+    if messages is not None:  # 1 − q̃(B) does not bound p(Q∖B); −log q̃ is not H(q)
+        result = replace(result, entropy=None, log_lower=None, log_gap=None)
     return to_estimates(batch, "hybrid", result, False, extras)
 
 

@@ -13,13 +13,18 @@ parent's row. Masses are joint q-masses in log space, float64.
 Walks draw i.i.d. paths either from q (`policy="proposal"`) or from the residual
 q(· | not removed) (`policy="residual"`); `sample_without_replacement` draws distinct paths
 from the residual with stochastic beam search (Gumbel-top-k, top-down).
+
+With `messages` (a surrogate's backward messages, twisted.py) the trie's proposal is the twisted
+q̃(v | node) ∝ p(v | node)·1[allowed]·ψ(v), ψ the surrogate's chance of completing the query
+after v; each node then also carries its surrogate state. Every trie method (importance, wor,
+hindsight_gumbel) works unchanged on q̃, with weights p/q̃ exact whatever the surrogate is.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import torch
 from torch import Tensor
@@ -27,6 +32,9 @@ from torch import Tensor
 from seqq.estimators.batch import Batch
 from seqq.estimators.rollout import conditional, restrict, restricted_cdf, sample_from_cdf
 from seqq.models.counting import OwnedState
+
+if TYPE_CHECKING:
+    from seqq.estimators.twisted import Messages
 
 Policy = Literal["proposal", "residual"]
 
@@ -46,11 +54,12 @@ class Level:
     token: Tensor  # [n] symbol at this depth, -1 at roots
     log_p: Tensor  # [n] float64 joint log p of the prefix
     log_q: Tensor  # [n] float64 joint log q of the prefix
-    log_w: Tensor  # [n] float64 Σ_j log p(V_j | x_<j) along the prefix = log p − log q
+    log_w: Tensor  # [n] float64 log p − log q of the prefix (Σ_j log p(V_j | x_<j) untwisted)
     log_m: Tensor  # [n] float64 log of the unsampled q-mass below the node
     row: Tensor  # [n] row of an expanded node, -1 otherwise
     log_probs: Tensor  # [r, V] model output per expanded node (model's device)
     log_mass: Tensor  # [r] log p(V_k | node) per expanded node: computed once, read by children
+    context: Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))  # [n]
     chunk: Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))  # [r]
     index: Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))  # [r]
     chunks: list[OwnedState] = field(default_factory=list)
@@ -102,8 +111,9 @@ def _empty_level(V: int, device: torch.device) -> Level:
 class Trie:
     """The prefix trie of all branches of a batch; roots are the branches (depth 0)."""
 
-    def __init__(self, batch: Batch):
+    def __init__(self, batch: Batch, messages: Messages | None = None):
         self.batch = batch
+        self.messages = messages
         self.V = batch.vocab_size
         N = len(batch.branch_task)
         tasks = batch.branch_task.to(batch.device)
@@ -115,15 +125,19 @@ class Trie:
             row=torch.arange(N), log_probs=batch.root_log_probs[tasks],
             log_mass=self._masses(batch.root_log_probs[tasks], batch.branch_root),
             chunk=torch.zeros(N, dtype=torch.long), index=torch.arange(N),
-            chunks=[batch.counter.select(batch.root_state, tasks)])
+            chunks=[batch.counter.select(batch.root_state, tasks)],
+            context=(torch.zeros(N, dtype=torch.long) if messages is None
+                     else messages.context.cpu()))
         self.levels = [roots]
         self.concat = getattr(batch.counter.model, "concat", None)
 
     @classmethod
-    def from_beam(cls, batch: Batch, beam_levels: list) -> Trie:
+    def from_beam(cls, batch: Batch, beam_levels: list, messages: Messages | None = None
+                  ) -> Trie:
         """The trie holding a finished beam search's tree (App. D's partial view of Q's tree):
-        its expanded nodes keep their rows and states, so samples pay nothing inside it."""
-        trie = cls(batch)
+        its expanded nodes keep their rows and states, so samples pay nothing inside it. With
+        `messages` the nodes' proposal masses are re-derived under the twisted q̃."""
+        trie = cls(batch, messages)
         trie.levels = []
         for b in beam_levels:
             expanded = (b.row >= 0).nonzero().flatten()  # rows are the expanded nodes in order
@@ -134,10 +148,26 @@ class Trie:
                 log_p=b.log_p, log_q=b.log_q, log_w=b.log_p - b.log_q, log_m=b.log_q.clone(),
                 row=b.row.clone(), log_probs=log_probs,
                 log_mass=trie._masses(log_probs, b.lattice_node[expanded]),
+                context=torch.zeros(len(b.branch), dtype=torch.long),
                 chunk=torch.zeros(len(expanded), dtype=torch.long),
                 index=torch.arange(len(expanded)),
                 chunks=[b.state] if b.state is not None else []))
+        if messages is not None:
+            trie.levels[0].context = messages.context.cpu()
+            for depth in range(1, len(trie.levels)):
+                trie._twist_level(depth)
         return trie
+
+    def _twist_level(self, depth: int) -> None:
+        """Surrogate states, log q̃ and log w of a level built without the twist."""
+        level, parent = self.levels[depth], self.levels[depth - 1]
+        p, t = level.parent, level.token
+        _, cond, step = self.conditionals(depth - 1, p)
+        rows, dev_t = torch.arange(len(p), device=cond.device), t.to(cond.device)
+        level.context = self.messages.next_context_cpu[parent.context[p], t]
+        level.log_q = parent.log_q[p] + cond[rows, dev_t].cpu()
+        level.log_w = parent.log_w[p] + step[rows, dev_t].cpu()
+        level.log_m = level.log_q.clone()
 
     # --- structure ------------------------------------------------------------------------
     def level(self, depth: int) -> Level:
@@ -153,13 +183,30 @@ class Trie:
         """log p(V_k | prefix) of new expanded rows at their lattice nodes."""
         return restrict(log_probs, self.batch.domain(lattice_nodes))[1]
 
-    def conditional_log_q(self, depth: int, nodes: Tensor) -> Tensor:
-        """log q(v | node) [n, V] of expanded nodes."""
+    def conditionals(self, depth: int, nodes: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """For expanded nodes, [n, V] each: masked log p(v | node), log q(v | node) of the
+        proposal, and log p(v | node) − log q(v | node), the weight a child adds (the same for
+        every v, log p(V_{d+1} | node), unless the proposal is twisted)."""
         level = self.levels[depth]
         rows = level.row[nodes].to(self.batch.device)
-        masked = torch.where(self.batch.domain(level.lattice_node[nodes]),
-                             level.log_probs.index_select(0, rows), -torch.inf)
-        return conditional(masked, level.log_mass[rows])
+        log_probs = level.log_probs.index_select(0, rows)
+        domain = self.batch.domain(level.lattice_node[nodes])
+        masked = torch.where(domain, log_probs, -torch.inf)
+        guide = self._guide(depth, nodes)
+        if guide is None:
+            log_mass = level.log_mass[rows]
+            step = log_mass.double()[:, None].expand_as(masked)
+            return masked, conditional(masked, log_mass), step
+        steered, log_z = restrict(log_probs + guide, domain)
+        return masked, conditional(steered, log_z), log_z.double()[:, None] - guide
+
+    def _guide(self, depth: int, nodes: Tensor) -> Tensor | None:
+        """log ψ [n, V] of the twist at the nodes (None without messages)."""
+        if self.messages is None:
+            return None
+        level = self.levels[depth]
+        return self.messages.log_values(level.lattice_node[nodes],
+                                        level.context[nodes].to(self.batch.device))
 
     def child_nodes(self, depth: int, parents: Tensor, tokens: Tensor) -> Tensor:
         """Nodes at depth+1 for (parent, token) pairs, created where missing (no model call)."""
@@ -171,20 +218,29 @@ class Trie:
         if len(new):
             p, t = unique[new] // self.V, unique[new] % self.V
             parent = self.levels[depth]
-            rows, dev_t = parent.row[p].to(self.batch.device), t.to(self.batch.device)
-            allowed = self.batch.lattice.on(dev_t.device).allowed[
-                parent.lattice_node[p].to(dev_t.device), dev_t]
-            picked = torch.where(allowed, parent.log_probs[rows, dev_t], -torch.inf)
-            log_mass = parent.log_mass[rows]
-            log_p = parent.log_p[p] + picked.double().cpu()
-            log_q = parent.log_q[p] + conditional(picked[:, None], log_mass)[:, 0].cpu()
-            log_w = parent.log_w[p] + log_mass.double().cpu()
+            if self.messages is None:  # the parent's cached mass: scalar gathers, no [n, V]
+                rows, dev_t = parent.row[p].to(self.batch.device), t.to(self.batch.device)
+                allowed = self.batch.lattice.on(dev_t.device).allowed[
+                    parent.lattice_node[p].to(dev_t.device), dev_t]
+                picked = torch.where(allowed, parent.log_probs[rows, dev_t], -torch.inf)
+                log_mass = parent.log_mass[rows]
+                log_p = parent.log_p[p] + picked.double().cpu()
+                log_q = parent.log_q[p] + conditional(picked[:, None], log_mass)[:, 0].cpu()
+                log_w = parent.log_w[p] + log_mass.double().cpu()
+                context = parent.context[p]
+            else:
+                masked, cond, step = self.conditionals(depth, p)
+                dev_rows, dev_t = torch.arange(len(p), device=masked.device), t.to(masked.device)
+                log_p = parent.log_p[p] + masked[dev_rows, dev_t].double().cpu()
+                log_q = parent.log_q[p] + cond[dev_rows, dev_t].cpu()
+                log_w = parent.log_w[p] + step[dev_rows, dev_t].cpu()
+                context = self.messages.next_context_cpu[parent.context[p], t]
             found[new] = child.size + torch.arange(len(new))
             child.index_keys(unique[new], found[new])
             child.append(branch=parent.branch[p],
                          lattice_node=self.batch.lattice.advance(parent.lattice_node[p], t),
                          parent=p, token=t, log_p=log_p, log_q=log_q, log_w=log_w, log_m=log_q,
-                         row=torch.full((len(new),), -1))
+                         row=torch.full((len(new),), -1), context=context)
         return found[inverse]
 
     def _lookup(self, level: Level, keys: Tensor) -> Tensor:
@@ -232,7 +288,7 @@ class Trie:
     # --- residual masses --------------------------------------------------------------------
     def residual_logits(self, depth: int, nodes: Tensor) -> Tensor:
         """[n, V] log unsampled mass of every child of the (expanded, distinct) nodes."""
-        cond = self.conditional_log_q(depth, nodes)
+        _, cond, _ = self.conditionals(depth, nodes)
         logits = self.levels[depth].log_q[nodes].to(cond.device)[:, None] + cond
         if len(self.levels) > depth + 1:
             child = self.levels[depth + 1]
@@ -281,7 +337,9 @@ class Trie:
             if policy == "proposal":
                 level = self.levels[depth]
                 log_probs = level.log_probs.index_select(0, level.row[node].to(self.batch.device))
-                log_mass, cdf = restricted_cdf(log_probs, self.batch.domain(level.lattice_node[node]))
+                guide = self._guide(depth, node)
+                log_mass, cdf = restricted_cdf(log_probs if guide is None else log_probs + guide,
+                                               self.batch.domain(level.lattice_node[node]))
                 alive = torch.isfinite(log_mass).cpu()
             else:
                 logits = self.residual_logits(depth, nodes)[inverse.to(self.batch.device)]

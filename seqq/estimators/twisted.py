@@ -14,12 +14,16 @@ every state, with no model calls:
 Samples come from q̃(x_k | x_<k) ∝ p(x_k | x_<k)·1[x_k ∈ V_k]·β_{k+1}(next(c_k, x_k)) and carry
 the exact weight p/q̃ = Π_k Z_k / β_{k+1}(next(c_k, x_k)), Z_k = Σ_{x ∈ V_k} p(x | x_<k)
 β_{k+1}(next(c_k, x)): unbiased for any surrogate, zero variance when the surrogate is the model.
-A sample costs the same calls as one of `importance`. `smc` runs on the same twist.
+On a query lattice β is per lattice node (the automaton's state says what is left to satisfy).
+
+The twist is used by: `twisted` (importance sampling from q̃ through the prefix trie, so shared
+prefixes cost nothing), `wor` and `hindsight_gumbel` with `surrogate=` (their trie draws from
+q̃), and `smc` / `randomized_beam` with `surrogate=` (their particles and beams).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import torch
@@ -28,7 +32,6 @@ from torch import Tensor
 from seqq.errors import QueryError
 from seqq.estimators.batch import Batch, subset
 from seqq.estimators.estimate import Estimate
-from seqq.estimators.montecarlo import weighted_samples
 from seqq.models.automaton import ContextAutomaton
 from seqq.models.hpyp import HPYPModel
 from seqq.models.markov import MarkovModel
@@ -59,23 +62,17 @@ def fit_surrogate(sequences: Sequence[Sequence[int]], vocab: Sequence[str],
     return MarkovModel.iid(torch.ones(V))
 
 
-def twisted(batch: Batch, budgets: Sequence[int] | None, samples: int | None = None,
-            surrogate: ContextAutomaton | None = None) -> list[Estimate]:
-    """Importance sampling from the restricted proposal twisted by `surrogate`'s backward
-    messages; S samples per query, each costing what an `importance` sample costs. A
-    one-state surrogate cannot tell futures apart, so it gives plain importance sampling."""
-    check_surrogate(batch, surrogate, "twisted")
-    if surrogate.num_contexts == 1:
-        return weighted_samples(batch, budgets, samples, "twisted")
-    estimates = []
+def with_surrogate(batch: Batch, budgets: Sequence[int] | None, surrogate: ContextAutomaton,
+                   method: str, run: Callable[[Batch, Sequence[int] | None, Messages],
+                                              list[Estimate]]) -> list[Estimate]:
+    """Run a twisted method on `batch` in task groups whose messages fit in memory:
+    `run(part, its budgets, its messages)` per group, estimates in task order."""
+    check_surrogate(batch, surrogate, method)
+    estimates: list[Estimate] = []
     for tasks in task_groups(batch, surrogate):
         part = subset(batch, tasks)
         part_budgets = None if budgets is None else [budgets[t] for t in tasks.tolist()]
-        found = weighted_samples(part, part_budgets, samples, "twisted",
-                                 Messages.of(part, surrogate).rows)
-        # the counter is indexed by the batch's tasks, not the part's
-        estimates += [replace(e, model_calls=int(batch.counter.calls[t]))
-                      for t, e in zip(tasks.tolist(), found, strict=True)]
+        estimates += run(part, part_budgets, Messages.of(part, surrogate))
     return estimates
 
 
@@ -117,27 +114,14 @@ def task_groups(batch: Batch, surrogate: ContextAutomaton) -> list[Tensor]:
 
 @dataclass(frozen=True)
 class SurrogateTwist:
-    """The `Twist` of some rows: each row's surrogate context state. With a row's lattice node
-    n and the next symbol x it names the twist log β(child(n, x), next(c, x))."""
+    """The twist of some rows (SMC particles, beam nodes): each row's surrogate state. With a
+    row's lattice node n and the next symbol x it names the twist log β(child(n, x), next(c, x))."""
 
     messages: Messages
     context: Tensor  # [R] on the model's device
 
     def log_values(self, nodes: Tensor) -> Tensor:
-        """[R, V] log ψ of every next symbol of rows at lattice `nodes` (CPU); symbols that are
-        not allowed get 0 (the domain masks them), the rest are floored at LOG_FLOOR below the
-        row's largest."""
-        m = self.messages
-        device = self.context.device
-        children = m.lattice.child_table(nodes)
-        local = m.local[children.clamp_min(0)].to(device)
-        nxt = m.next_context[self.context]
-        values = m.log_scale[local] + m.beta[local, nxt].log()
-        allowed = (children >= 0).to(device)
-        values = torch.where(allowed, values, -torch.inf)
-        top = values.amax(-1, keepdim=True)
-        values = torch.maximum(values, top + LOG_FLOOR)
-        return torch.where(allowed, values, 0.0)
+        return self.messages.log_values(nodes, self.context)
 
     def select(self, index: Tensor) -> SurrogateTwist:
         return replace(self, context=self.context[index.to(self.context.device)])
@@ -160,6 +144,7 @@ class Messages:
     log_scale: Tensor  # [n] float64, on the model's device
     beta: Tensor  # [n, C] float64, on the model's device
     next_context: Tensor  # [C, V] long, on the model's device
+    next_context_cpu: Tensor  # the same on the CPU, for the trie's bookkeeping
     context: Tensor  # [N] surrogate state after each branch's history
 
     @classmethod
@@ -173,11 +158,25 @@ class Messages:
         log_scale, beta = backward_messages(surrogate.log_table.exp().to(device), next_context,
                                             lattice, held, local)
         context = start_contexts(surrogate, batch.histories).to(device)
-        return cls(lattice, local, log_scale, beta, next_context,
+        return cls(lattice, local, log_scale, beta, next_context, surrogate.next_context.cpu(),
                    context[batch.branch_task.to(device)])
 
     def rows(self, branch: Tensor) -> SurrogateTwist:
         return SurrogateTwist(self, self.context[branch.to(self.context.device)])
+
+    def log_values(self, nodes: Tensor, context: Tensor) -> Tensor:
+        """[R, V] log ψ of every next symbol for rows at lattice `nodes` (CPU) in surrogate
+        states `context` (device): log β(child(n, x), next(c, x)). Symbols that are not
+        allowed get 0 (the domain masks them); the rest are floored at LOG_FLOOR below the
+        row's largest, so a surrogate that rules a path out cannot hide it from the proposal."""
+        device = context.device
+        children = self.lattice.child_table(nodes)
+        local = self.local[children.clamp_min(0)].to(device)
+        values = self.log_scale[local] + self.beta[local, self.next_context[context]].log()
+        allowed = (children >= 0).to(device)
+        values = torch.where(allowed, values, -torch.inf)
+        values = torch.maximum(values, values.amax(-1, keepdim=True) + LOG_FLOOR)
+        return torch.where(allowed, values, 0.0)
 
 
 def backward_messages(probs: Tensor, next_context: Tensor, lattice: Lattice, held: Tensor,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import torch
 from torch import Tensor
@@ -33,6 +34,8 @@ from seqq.estimators.summary import (
     to_estimates,
 )
 from seqq.estimators.trie import Trie
+from seqq.estimators.twisted import Messages, with_surrogate
+from seqq.models.automaton import ContextAutomaton
 
 DEFAULT_WOR_SAMPLES = 100
 DEFAULT_MAX_CALLS = 1_000_000
@@ -120,7 +123,8 @@ def _head_sums(trie: Trie, rounds: list[tuple[Tensor, Tensor, Tensor]], N: int
 
 
 def wor(batch: Batch, budgets: Sequence[int] | None, samples: int | None = None,
-        tail_samples: int | None = None, rel_tol: float | None = None) -> list[Estimate]:
+        tail_samples: int | None = None, rel_tol: float | None = None,
+        surrogate: ContextAutomaton | None = None) -> list[Estimate]:
     """Sum-and-sample over a WOR head: p(S) + (1 − q(S))·mean w, tail drawn from q(· | ∉ S).
 
     Options: `samples` WOR draws per query for the head (default 100) and `tail_samples`
@@ -134,14 +138,28 @@ def wor(batch: Batch, budgets: Sequence[int] | None, samples: int | None = None,
     `rel_tol` instead runs doubling stages (`wor_until`) until the relative standard error is
     below it, the head exhausts Q, or the budget (default 10^6 calls) is spent; stopping on
     the observed error makes that mode a (slightly biased) surrogate, as adaptive IS is.
+
+    `surrogate` draws head and tail from the twisted proposal q̃ (twisted.py) instead of q:
+    the same estimator with q̃'s masses, still unbiased. No bounds or entropy are reported
+    then: 1 − q̃(S) does not bound p(Q∖S), as 1 − q(S) does, since q̃ ≥ p fails off the twist.
     """
+    if surrogate is not None:
+        if rel_tol is not None:
+            raise QueryError("wor: rel_tol and surrogate cannot be combined")
+        return with_surrogate(batch, budgets, surrogate, "wor", lambda part, b, m: _wor(
+            part, b, samples, tail_samples, m))
     if rel_tol is not None:
         if not 0 < rel_tol < 1:
             raise QueryError(f"wor: rel_tol must lie in (0, 1), got {rel_tol}")
         limit = torch.as_tensor(list(budgets) if budgets is not None
                                 else [DEFAULT_MAX_CALLS] * batch.num_tasks)
         return wor_until(batch, rel_tol, limit, draws=samples or DEFAULT_WOR_SAMPLES)[0]
-    trie = Trie(batch)
+    return _wor(batch, budgets, samples, tail_samples, None)
+
+
+def _wor(batch: Batch, budgets: Sequence[int] | None, samples: int | None,
+         tail_samples: int | None, messages: Messages | None) -> list[Estimate]:
+    trie = Trie(batch, messages)
     N = len(batch.branch_task)
     if budgets is None:
         count = DEFAULT_WOR_SAMPLES if samples is None else samples
@@ -156,6 +174,8 @@ def wor(batch: Batch, budgets: Sequence[int] | None, samples: int | None = None,
     head_sizes = torch.bincount(torch.cat([r[2] for r in rounds]) if rounds else
                                 torch.zeros(0, dtype=torch.long), minlength=N)
     extras = [{"head_size": int(head_sizes[b].sum())} for b in batch.task_branches()]
+    if messages is not None:
+        result = replace(result, entropy=None, log_lower=None, log_gap=None)
     return to_estimates(batch, "wor", result, False, extras)
 
 

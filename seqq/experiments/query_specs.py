@@ -2,22 +2,28 @@
 
 Symbols given as `observed` are read off the held-out continuation: the target of the horizon-K
 hitting-time query is the observed K-th next symbol (docs/decisions.md §7). Explicit symbol lists
-(ids or tokens) are used as given, e.g. the app categories of the Fig. 15 case study.
+(ids or tokens) are used as given, e.g. the app categories of the Fig. 15 case study. Kind `expr`
+asks any question of the query language (docs/query-language.md): a template such as
+`tau({observed}) = {K}` is filled in per history and horizon.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from seqq import queries
-from seqq.errors import QueryError
+from seqq.errors import ConfigError, QueryError
 from seqq.experiments.histories import History
 from seqq.queries import Query
+from seqq.queries.language import check_syntax, parse, quote
 
-KINDS = ("hitting_time", "event_at", "count", "a_before_b")
+KINDS = ("hitting_time", "event_at", "count", "a_before_b", "expr")
 OBSERVED = ("observed", "observed_first", "observed_other")
+# `{K}` and the `observed*` symbols in a `kind: expr` template; other braces are the language's
+PLACEHOLDER = re.compile(r"\{(K|observed|observed_first|observed_other)\}")
 
 
 @dataclass(frozen=True)
@@ -74,6 +80,56 @@ def _symbols(spec: tuple[int, ...] | str, history: History, K: int) -> tuple[int
     return (other[0],) if other else None
 
 
+def fill(template: str, history: History | None, K: int, vocab: Sequence[str]) -> str | None:
+    """The expression a template asks for one history and horizon: `{K}`, and each `{observed*}`
+    as the quoted token read off the history's future (None where there is no such symbol)."""
+    missing = False
+
+    def value(match: re.Match) -> str:
+        nonlocal missing
+        if match.group(1) == "K":
+            return str(K)
+        symbols = _symbols(match.group(1), history, K) if history is not None else (0,)
+        missing |= symbols is None
+        return quote(vocab[symbols[0]]) if symbols else ""
+
+    text = PLACEHOLDER.sub(value, template)
+    return None if missing else text
+
+
+def check_template(template: object, ks: Sequence[int]) -> None:
+    """Refuse a `query.expr` that is not a string or not well-formed at some K, before any data
+    or model is loaded (its symbols are checked against the vocabulary in `build_specs`)."""
+    if not isinstance(template, str) or not template.strip():
+        raise ConfigError(f"query.expr must be a query-language expression such as "
+                          f"'tau({{observed}}) = {{K}}', got {template!r}")
+    for K in ks:
+        try:
+            check_syntax(fill(template, None, K, ["0"]))
+        except QueryError as error:
+            raise ConfigError(f"query.expr at K={K}: {error}") from None
+
+
+def _expr_specs(histories: Sequence[History], ks: Sequence[int], template: str,
+                vocab: Sequence[str]) -> list[QuerySpec]:
+    """One query per (history, K) of a template; each distinct expression is parsed once."""
+    lookup = {t: i for i, t in enumerate(vocab)}
+    parsed: dict[str, Query] = {}
+    specs = []
+    for h in histories:
+        for K in ks:
+            text = fill(template, h, K, vocab)
+            if text is None:
+                continue
+            if text not in parsed:
+                try:
+                    parsed[text] = parse(text, lookup)
+                except QueryError as error:
+                    raise QueryError(f"query.expr: {error}") from None
+            specs.append(QuerySpec(h, K, template, text, parsed[text]))
+    return specs
+
+
 def _fmt(symbols: tuple[int, ...]) -> str:
     return ",".join(map(str, symbols))
 
@@ -82,10 +138,13 @@ def build_specs(
     histories: Sequence[History], ks: Sequence[int], cfg: Mapping[str, Any], vocab: Sequence[str]
 ) -> list[QuerySpec]:
     """Every (history, K) query of the configured kind; `a_before_b` with `both_orders` adds the
-    reversed query so the unaccounted probability (Fig. 14) can be reported."""
+    reversed query so the unaccounted probability (Fig. 14) can be reported. An `expr` query's
+    kind (the results' `query` column) is its template, so two templates never share a panel."""
     kind = cfg["kind"]
     if kind not in KINDS:
         raise QueryError(f"unknown query kind {kind!r}; choose one of {', '.join(KINDS)}")
+    if kind == "expr":
+        return _expr_specs(histories, ks, cfg["expr"], vocab)
     a_spec = resolve_symbols("query.a", cfg.get("a", "observed"), vocab)
     b_spec = resolve_symbols("query.b", cfg.get("b", "observed_other"), vocab)
     specs = []

@@ -1,5 +1,7 @@
 """The sweep loop: ground truth once, the hybrid fixes each query's budget, then every other
 method runs at that budget (docs/decisions.md §2), one stored part per (chunk, budget level, method).
+A "method" here is a `MethodRun`: a seqq method, or a labelled variant of one, whose label names
+its rows, parts and seeds.
 
 A part is the unit of both batching (one `estimate_many` call) and crash loss: a killed sweep
 loses at most the part in flight, and a re-run skips every row whose key is already stored.
@@ -12,15 +14,16 @@ import math
 import time
 import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 from tqdm.auto import tqdm
 
 import seqq
-from seqq.errors import BudgetError
+from seqq.errors import BudgetError, ConfigError
 from seqq.experiments.gt_cache import GroundTruthCache, NoGroundTruth, digest
+from seqq.experiments.method_runs import MethodRun
 from seqq.experiments.query_specs import QuerySpec
 from seqq.experiments.schema import (
     BUDGET_FROM_HYBRID,
@@ -30,6 +33,7 @@ from seqq.experiments.schema import (
     NO_BUDGET,
     QUERY,
     ResultRow,
+    conform,
     key_of,
     keys_of,
     to_frame,
@@ -53,12 +57,11 @@ class SweepPlan:
     vocab_size: int
     histories: str  # where the histories come from: test, mixture, "sampled from <model>"
     temperature: float
-    methods: list[str]
+    runs: list[MethodRun]  # surrogates fitted (`method_runs.with_surrogates`)
     levels: list[int]
     seed: int
     chunk_size: int = 64
     tag: str = "run"
-    options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 def rae(log_estimate: float, log_truth: float) -> float:
@@ -87,9 +90,11 @@ class SweepRunner:
         self.saved_parts = 0  # parts of this plan stored so far, earlier runs included
         self.context = {"dataset": plan.dataset, "model": plan.model,
                         "temperature": float(plan.temperature)}
+        self.runs = {run.label: run for run in plan.runs}
 
     def _options(self, method: str) -> str:
-        return json.dumps(dict(self.plan.options.get(method, {})), sort_keys=True, default=repr)
+        """The `options` column: a fitted surrogate is named by its repr (kind, order, size)."""
+        return json.dumps(dict(self.runs[method].options), sort_keys=True, default=repr)
 
     @staticmethod
     def _query_fields(spec: QuerySpec) -> dict[str, Any]:
@@ -109,6 +114,9 @@ class SweepRunner:
         table = self.results.read()
         if table.empty:
             return set(), {}
+        self._check_labels(conform(table))
+        if BUDGET_SETTER not in self.runs:
+            return set(keys_of(table, KEY)), {}
         mine = table[(table[list(CONTEXT)] == pd.Series(self.context)).all(axis=1)]
         hybrid = mine[(mine.method == BUDGET_SETTER)
                       & (mine.options == self._options(BUDGET_SETTER))]
@@ -116,16 +124,27 @@ class SweepRunner:
                          strict=True))
         return set(keys_of(table, KEY)), calls
 
+    def _check_labels(self, table: pd.DataFrame) -> None:
+        """A label already stored for another seqq method would resume that method's rows as
+        this one's: refuse before running anything."""
+        for label, run in self.runs.items():
+            other = set(table.base_method[table.method == label]) - {run.method}
+            if other:
+                raise ConfigError(
+                    f"{self.results.root} holds rows labelled {label!r} from method "
+                    f"{sorted(other)[0]!r}, not {run.method!r}; give the variant another label "
+                    "or the sweep another sweep.name")
+
     def part_count(self, specs: Sequence[QuerySpec]) -> int:
         """How many parts `run(specs)` stores: one per (chunk, budget level, method)."""
         chunks = math.ceil(len(specs) / self.plan.chunk_size)
-        return chunks * len(self.plan.levels) * len(self.plan.methods)
+        return chunks * len(self.plan.levels) * len(self.runs)
 
     def run(self, specs: Sequence[QuerySpec]) -> int:
         """Run every missing (query, method, level) row; return how many rows were written."""
         plan = self.plan
-        methods = ([BUDGET_SETTER] if BUDGET_SETTER in plan.methods else []) + [
-            m for m in plan.methods if m != BUDGET_SETTER
+        methods = ([BUDGET_SETTER] if BUDGET_SETTER in self.runs else []) + [
+            m for m in self.runs if m != BUDGET_SETTER
         ]
         done, hybrid_calls = self._stored()
         chunks = [specs[i:i + plan.chunk_size] for i in range(0, len(specs), plan.chunk_size)]
@@ -163,20 +182,21 @@ class SweepRunner:
         """The query's call budget; level 0 means none (methods run on their own options)."""
         if level <= 0:
             return None
-        if BUDGET_SETTER not in self.plan.methods:
+        if BUDGET_SETTER not in self.runs:
             return samples_budget(level, spec.K)
         return hybrid_calls.get(self._budget_key(spec, level))  # None: the hybrid itself
 
     def _budget_rule(self, level: int) -> str:
         if level <= 0:
             return NO_BUDGET
-        return BUDGET_FROM_HYBRID if BUDGET_SETTER in self.plan.methods else BUDGET_FROM_SAMPLES
+        return BUDGET_FROM_HYBRID if BUDGET_SETTER in self.runs else BUDGET_FROM_SAMPLES
 
     def _estimate(self, specs: list[QuerySpec], method: str, level: int,
                   budgets: list[int | None], truths: Mapping[tuple, GroundTruth | None],
                   chunk: int) -> pd.DataFrame:
         seed = _seed(self.plan.seed, chunk, level, method, [s.key for s in specs])
-        options = dict(self.plan.options.get(method, {}))
+        run = self.runs[method]
+        options = dict(run.options)
         if method == BUDGET_SETTER:
             budget: Any = None
             options["samples"] = level
@@ -186,11 +206,11 @@ class SweepRunner:
         start = time.perf_counter()
         try:
             estimates: list[Any] = seqq.estimate_many(
-                self.model, histories, [s.query for s in specs], method, budget=budget,
+                self.model, histories, [s.query for s in specs], run.method, budget=budget,
                 seed=seed, **options)
         except BudgetError:  # one query's budget too small: answer the others one by one
-            estimates = [self._one(s, method, b, seed, options) for s, b in zip(specs, budgets,
-                                                                                 strict=True)]
+            estimates = [self._one(s, run.method, b, seed, options)
+                         for s, b in zip(specs, budgets, strict=True)]
         wall = (time.perf_counter() - start) / len(specs)
         return to_frame(self._row(s, method, level, b, e, truths[s.key], wall, seed)
                         for s, b, e in zip(specs, budgets, estimates, strict=True))
@@ -215,6 +235,7 @@ class SweepRunner:
         return ResultRow(
             **self.context, **self._query_fields(spec),
             method=method,
+            base_method=self.runs[method].method,
             options=self._options(method),
             budget_level=level,
             budget_rule=self._budget_rule(level),

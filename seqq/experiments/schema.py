@@ -1,4 +1,5 @@
-"""The results table: one row per (query, method, option set, budget level).
+"""The results table: one row per (query, method, option set, budget level), where a method is
+a seqq method or a labelled variant of one (`estimator.variants`, named in the `method` column).
 
 The runner writes `ResultRow`s, the store reads parts back keyed by `KEY`, and every table and
 figure reads the columns named here, so the three can only disagree by failing loudly.
@@ -36,8 +37,9 @@ class ResultRow:
     history_hash: str
     K: int
     label: str
-    method: str
-    options: str  # JSON of the method's options, sorted keys
+    method: str  # the method's name in the sweep: a seqq method or a variant's label
+    base_method: str  # the seqq method that ran (= method unless a labelled variant)
+    options: str  # JSON of the options it ran with, sorted keys
     budget_level: int  # S
     budget_rule: str  # BUDGET_FROM_HYBRID | BUDGET_FROM_SAMPLES | NO_BUDGET
     budget_calls: float  # the model-call budget the method got (its own calls when none)
@@ -91,8 +93,10 @@ def to_frame(rows: Iterable[ResultRow]) -> pd.DataFrame:
 
 def conform(table: pd.DataFrame) -> pd.DataFrame:
     """A stored table in the schema's columns: a column added since the part was written reads
-    as missing (NaN, or "" for text)."""
+    as missing (NaN, or "" for text), except `base_method`: rows from before labelled variants
+    ran the method they name."""
     table = table.reindex(columns=list(COLUMNS))
     text = [c for c, dtype in _DTYPES.items() if dtype == "object"]
     table[text] = table[text].astype("object").fillna("")
+    table["base_method"] = table.base_method.mask(table.base_method == "", table.method)
     return table

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -24,7 +23,6 @@ from seqq.commands import CONF, hydra_job, run_hydra, wants_help
 from seqq.data import DATASETS, SequenceDataset, load_dataset
 from seqq.data.cache import file_digest
 from seqq.errors import CheckpointError, Interrupted, MissingRawData
-from seqq.estimators.twisted import fit_surrogate
 from seqq.experiments.gt_cache import GroundTruthCache, NoGroundTruth
 from seqq.experiments.histories import (
     History,
@@ -34,6 +32,7 @@ from seqq.experiments.histories import (
     sampled_dataset,
     shard,
 )
+from seqq.experiments.method_runs import method_runs, with_surrogates
 from seqq.experiments.provenance import write_provenance
 from seqq.experiments.query_specs import QuerySpec, build_specs, resolve_symbols
 from seqq.experiments.runner import SweepPlan, SweepRunner
@@ -143,14 +142,6 @@ def make_specs(cfg: DictConfig, dataset: SequenceDataset,
     return build_specs(histories, ks, cfg.query, dataset.vocab)
 
 
-def with_surrogate(options: dict[str, Any], dataset: SequenceDataset) -> dict[str, Any]:
-    """`twisted`'s options with its `order` (auto when absent) replaced by the surrogate it
-    names: an HPYP n-gram fitted on the dataset's training split, in seconds."""
-    rest = dict(options)
-    order = rest.pop("order", None)
-    return {**rest, "surrogate": fit_surrogate(dataset.train, dataset.vocab, order)}
-
-
 def results_dir(sweep_dir: str | Path) -> Path:
     return Path(sweep_dir) / "results"
 
@@ -178,9 +169,7 @@ def run(cfg: DictConfig, model: SequenceModel | None = None,
     results = PartStore(results_dir(sweep_dir), KEY)
     gt_options = OmegaConf.to_container(cfg.ground_truth, resolve=True)
     tag = f"{dataset.name}-{model_name}-shard{s.shard}of{s.shards}"
-    options = OmegaConf.to_container(cfg.estimator.options, resolve=True)
-    if "twisted" in cfg.estimator.methods:
-        options["twisted"] = with_surrogate(options.get("twisted") or {}, dataset)
+    runs = with_surrogates(method_runs(cfg), dataset)  # one fit per surrogate, shared
     runners = []
     for temperature in s.temperatures:
         tempered = model if temperature == 1 else TemperatureModel(model, temperature)
@@ -192,10 +181,9 @@ def run(cfg: DictConfig, model: SequenceModel | None = None,
             histories=(f"sampled from {model_name}" if s.histories_from == "model"
                        else s.histories_from),
             vocab_size=len(dataset.vocab),
-            temperature=float(temperature), methods=list(cfg.estimator.methods),
+            temperature=float(temperature), runs=runs,
             levels=[int(x) for x in cfg.budget.levels], seed=int(s.seed),
             chunk_size=int(s.chunk_size), tag=f"{tag}-T{temperature}",
-            options=options,
         )
         runners.append(SweepRunner(tempered, plan, results, truth, progress=s.progress))
     try:

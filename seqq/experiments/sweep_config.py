@@ -10,11 +10,11 @@ from omegaconf import DictConfig, OmegaConf
 
 import seqq
 from seqq import config_checks as check
-from seqq.api import check_method
 from seqq.commands import Help
 from seqq.errors import ConfigError
 from seqq.estimators import METHODS
-from seqq.experiments.query_specs import KINDS
+from seqq.experiments.method_runs import method_runs
+from seqq.experiments.query_specs import KINDS, check_template
 from seqq.models.device import resolve_device
 from seqq.models.loading import LOADERS
 from seqq.reports.figures import FIGURES
@@ -70,8 +70,15 @@ HELP = Help(
         ("query.a", "observed | observed_first | ids or tokens, e.g. [3,4]"),
         ("query.b", "a_before_b: observed_other | ids or tokens"),
         ("query.n", "count: observed | a number"),
+        ("query.expr", "expr: a query-language template, e.g. 'count({observed}, {K}) >= 2' "
+                       "(docs/query-language.md)"),
         ("estimator.methods", f"methods to run: {', '.join(METHODS)}"),
         ("estimator.options.<method>.<option>", "e.g. estimator.options.hybrid.max_width=1500"),
+        ("estimator.variants.<label>", "a method under its own label (list it in "
+                                       "estimator.methods), e.g. {method:smc,surrogate:hpyp}"),
+        ("estimator.variants.<label>.surrogate", "hpyp (here or in estimator.options.<method>): "
+                                                 "an HPYP n-gram fitted on the training split, "
+                                                 "of .order (null: the largest that fits)"),
         ("budget.levels", "budget levels S, e.g. [10,100]; 0 = no budget"),
         ("model.checkpoint", "an LSTM checkpoint file (null: the default path)"),
         ("hydra/launcher", "slurm: one SLURM job per multirun job"),
@@ -123,32 +130,14 @@ def _check_sweep(cfg: DictConfig) -> None:
 
 
 def _check_estimators(cfg: DictConfig) -> None:
-    methods = check.names(cfg, "estimator.methods", list(METHODS))
-    options = check.value(cfg, "estimator.options") or {}
-    if not isinstance(options, dict):
-        raise ConfigError("estimator.options must map methods to their options, e.g. "
-                          "estimator.options.hybrid.max_width=1500")
-    for method, given in options.items():
-        if method not in METHODS:
-            raise ConfigError(f"estimator.options.{method}: no method {method!r}; methods are "
-                              f"{', '.join(METHODS)}")
-        if not isinstance(given, dict):
-            raise ConfigError(f"estimator.options.{method} must be a mapping of options, e.g. "
-                              f"estimator.options.{method}.<option>=<value>")
-    for method in methods:
-        given = options.get(method) or {}
-        check_method(method, {k: v for k, v in given.items()
-                              if k not in SWEEP_FITTED_OPTIONS.get(method, ())})
+    method_runs(cfg)
     check.integers(cfg, "budget.levels", minimum=0)
-
-
-# Options the sweep turns into objects before the method sees them: twisted's `order` names the
-# n-gram surrogate the sweep fits on the training split (sweep.with_surrogate).
-SWEEP_FITTED_OPTIONS = {"twisted": ("order",)}
 
 
 def _check_query(cfg: DictConfig) -> None:
     kind = check.choice(cfg, "query.kind", KINDS)
+    if kind == "expr":
+        check_template(check.value(cfg, "query.expr"), horizons(cfg))
     if kind == "count" and check.value(cfg, "query.n") != "observed":
         check.integer(cfg, "query.n", minimum=0)
     if kind == "a_before_b" and "both_orders" in cfg.query:

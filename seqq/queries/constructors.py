@@ -11,17 +11,17 @@ from collections.abc import Sequence
 
 from seqq.errors import QueryError
 from seqq.queries.automaton import Automaton, absorbing, positions
-from seqq.queries.domains import ANY, Domain, Symbols, Vocabulary, check_horizon, symbol_ids
+from seqq.queries.domains import ANY, Domain, Symbols, Vocabulary, check_horizon, domain
 from seqq.queries.query import Query
 
 COUNT_OPS = ("=", ">=", "<=", ">", "<", "!=")
 
 
-def product(domains: Sequence[Symbols | None], vocab: Vocabulary | None = None) -> Query:
+def product(domains: Sequence[Symbols | Domain | None], vocab: Vocabulary | None = None) -> Query:
     """One product V_1 × … × V_K; `None` at a position means any symbol."""
     check_horizon(len(domains))
     return Query(positions([
-        ANY if d is None else Domain(symbol_ids(d, vocab, f"at position {k + 1}"))
+        ANY if d is None else domain(d, vocab, f"at position {k + 1}")
         for k, d in enumerate(domains)]), len(domains), "product")
 
 
@@ -31,47 +31,49 @@ def automaton(automaton: Automaton, K: int, within: bool = False, name: str = "a
     return Query(absorbing(automaton) if within else automaton, K, name)
 
 
-def next_event(a: Symbols, vocab: Vocabulary | None = None) -> Query:
+def next_event(a: Symbols | Domain, vocab: Vocabulary | None = None) -> Query:
     """Q1: p(X_1 ∈ A)."""
-    return Query(positions([Domain(symbol_ids(a, vocab, "a"))]), 1, "next_event")
+    return Query(positions([domain(a, vocab, "a")]), 1, "next_event")
 
 
-def event_at(a: Symbols, K: int, vocab: Vocabulary | None = None) -> Query:
+def event_at(a: Symbols | Domain, K: int, vocab: Vocabulary | None = None) -> Query:
     """Q2: p(X_K ∈ A) = V^{K-1} × A."""
     check_horizon(K)
-    return Query(positions([ANY] * (K - 1) + [Domain(symbol_ids(a, vocab, "a"))]), K, "event_at")
+    return Query(positions([ANY] * (K - 1) + [domain(a, vocab, "a")]), K, "event_at")
 
 
-def hitting_time(a: Symbols, K: int, vocab: Vocabulary | None = None) -> Query:
+def hitting_time(a: Symbols | Domain, K: int, vocab: Vocabulary | None = None) -> Query:
     """Q3: p(τ(A) = K) = (V∖A)^{K-1} × A."""
     check_horizon(K)
-    A = Domain(symbol_ids(a, vocab, "a"))
+    A = domain(a, vocab, "a")
     return Query(positions([~A] * (K - 1) + [A]), K, "hitting_time")
 
 
-def occurs_within(a: Symbols, K: int, vocab: Vocabulary | None = None) -> Query:
+def occurs_within(a: Symbols | Domain, K: int, vocab: Vocabulary | None = None) -> Query:
     """p(τ(A) ≤ K): some symbol of A among the next K (paths stop mattering at the first A)."""
     check_horizon(K)
-    A = Domain(symbol_ids(a, vocab, "a"))
+    A = domain(a, vocab, "a")
     return Query(absorbing(Automaton((((~A, 0), (A, 1)), ()), frozenset({1}))), K,
                  "occurs_within")
 
 
-def a_before_b(a: Symbols, b: Symbols, K: int, vocab: Vocabulary | None = None) -> Query:
+def a_before_b(a: Symbols | Domain, b: Symbols | Domain, K: int, vocab: Vocabulary | None = None) -> Query:
     """Q4 truncated at K: p(τ(A) < τ(B), τ(A) ≤ K).
 
     One automaton: wait on V∖(A∪B), accept (and stop caring) on A, reject on B. The pair
     `a_before_b(B, A, K)` gives the other order; 1 minus both is the unaccounted mass.
     """
     check_horizon(K)
-    A, B = symbol_ids(a, vocab, "a"), symbol_ids(b, vocab, "b")
-    if A & B:
-        raise QueryError(f"A and B share symbols {sorted(A & B)}; 'A before B' needs disjoint sets")
-    waiting = ((Domain(A | B, complement=True), 0), (Domain(A), 1))
+    A, B = domain(a, vocab, "a"), domain(b, vocab, "b")
+    shared = A & B
+    if not shared.is_empty:
+        what = sorted(shared.symbols) if not shared.complement else "all but finitely many"
+        raise QueryError(f"A and B share symbols {what}; 'A before B' needs disjoint sets")
+    waiting = ((~(A | B), 0), (A, 1))
     return Query(absorbing(Automaton((waiting, ()), frozenset({1}))), K, "a_before_b")
 
 
-def count(a: Symbols, n: int, K: int, vocab: Vocabulary | None = None, op: str = "=") -> Query:
+def count(a: Symbols | Domain, n: int, K: int, vocab: Vocabulary | None = None, op: str = "=") -> Query:
     """Q5 and its thresholds: p(N_A(K) op n) with op one of =, >=, <=, >, <, !=.
 
     State c counts the A's seen so far (capped at n + 1), so the proposal steers every path
@@ -84,7 +86,7 @@ def count(a: Symbols, n: int, K: int, vocab: Vocabulary | None = None, op: str =
         raise QueryError(f"count n must be an integer >= 0, got {n!r}")
     if op == "=" and n > K:
         raise QueryError(f"count n must lie in 0..K={K}, got {n}")
-    A = Domain(symbol_ids(a, vocab, "a"))
+    A = domain(a, vocab, "a")
     top = n + 1  # "more than n": absorbing
     edges = tuple(((~A, c), (A, min(c + 1, top))) for c in range(top)) + (((ANY, top),),)
     keep = {"=": {n}, ">=": set(range(n, top + 1)), "<=": set(range(n + 1)), ">": {top},

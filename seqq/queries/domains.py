@@ -88,6 +88,13 @@ def symbol_ids(symbols: Symbols, vocab: Vocabulary | None, what: str) -> frozens
     return frozenset(ids)
 
 
+def domain(symbols: Symbols | Domain, vocab: Vocabulary | None, what: str) -> Domain:
+    """A `Domain` as given (e.g. a complement, "anything but a"), else the set of the symbols."""
+    if isinstance(symbols, Domain):
+        return symbols
+    return Domain(symbol_ids(symbols, vocab, what))
+
+
 def check_horizon(K: object) -> int:
     if isinstance(K, bool) or not isinstance(K, int) or K < 1:
         raise QueryError(f"horizon K must be an integer >= 1, got {K!r}")

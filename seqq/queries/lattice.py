@@ -139,10 +139,12 @@ def unroll(automaton: Automaton, horizon: int, vocab_size: int) -> Lattice:
     S, K = automaton.num_states, horizon
     accepting = torch.zeros(S, dtype=torch.bool)
     accepting[list(automaton.accepting)] = True
+    source, symbol = (table >= 0).nonzero(as_tuple=True)  # the transitions, as an edge list
+    target = table[source, symbol]
     live = [torch.zeros(S, dtype=torch.bool) for _ in range(K + 1)]  # can accept at K from (k, s)
     live[K] = accepting
     for k in range(K - 1, -1, -1):
-        live[k] = ((table >= 0) & live[k + 1][table.clamp_min(0)]).any(-1)
+        live[k] = torch.zeros(S, dtype=torch.bool).index_fill_(0, source[live[k + 1][target]], True)
     if not live[0][automaton.start]:
         return _empty(vocab_size)
 

@@ -248,7 +248,7 @@ def _alpha(options: str) -> str:
 def beam_sizes(results: pd.DataFrame) -> dict[str, Figure]:
     """Fig. 12: coverage beam search, beams kept per step, per α; rows = panels, columns = K.
     Thin lines are single histories, thick lines their median."""
-    data = results[results.method.str.startswith("coverage_beam")]
+    data = results[results.base_method == "coverage_beam"]  # labelled variants included
     if data.empty:
         raise NotApplicable("needs coverage_beam results")
     option_sets = sorted(data.options.unique(), key=lambda o: -json.loads(o).get("alpha", 0))

@@ -27,7 +27,8 @@ SPARE = ("C7", "C8", "C9", "indigo", "goldenrod", "teal", "crimson", "slategray"
 
 def method_colors(methods: Iterable[str]) -> dict[str, str]:
     """One colour per method, the same in every panel of a figure: the paper's methods keep
-    theirs; any other method (or option variant) takes a spare colour in name order."""
+    theirs; any other method (a labelled variant such as `smc_twisted`, or a method with several
+    option sets) takes a spare colour in name order."""
     others = sorted(set(methods) - set(STYLE))
     spare = [SPARE[i % len(SPARE)] for i in range(len(others))]
     return {**STYLE, **dict(zip(others, spare, strict=True))}

@@ -42,12 +42,13 @@ def load_results(paths: Iterable[str | Path], datasets: Iterable[str] = ()) -> p
         table = table[table.dataset.isin(datasets)]
         if table.empty:
             raise ValueError(f"no results for datasets {datasets}")
-    return name_variants(table.copy())
+    return name_option_sets(table.copy())
 
 
-def name_variants(table: pd.DataFrame) -> pd.DataFrame:
-    """A method run with several option sets (e.g. coverage α) is several methods in tables and
-    plots: `coverage_beam {"alpha": 0.5}`; a method with one option set keeps its plain name."""
+def name_option_sets(table: pd.DataFrame) -> pd.DataFrame:
+    """A method run with several option sets (e.g. coverage α over a multirun) is several
+    methods in tables and plots: `coverage_beam {"alpha": 0.5}`; a method with one option set,
+    a labelled variant (`estimator.variants`) included, keeps its name."""
     variants = table.groupby("method").options.transform("nunique")
     several = variants > 1
     table.loc[several, "method"] = table.method[several] + " " + table.options[several]

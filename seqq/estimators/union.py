@@ -1,0 +1,139 @@
+"""Unions too large to compile: p(Q_1 ∪ … ∪ Q_J) from the parts' own restricted proposals.
+
+The batch has one branch per part (`prepare(..., by_part=True)`); a path drawn from part i's
+proposal q_i carries one lattice node per part of its task, so one [V] row of the model per
+prefix gives every part's p(allowed_j | x_<k), hence q_j(x)/p(x) = Π_k 1[x_k ∈ allowed_j] /
+p(allowed_j | x_<k) for all j at once. After part i is decided (free) q_i is p itself.
+
+A path is followed until *every* part is decided (free or rejected): membership is settled as
+soon as one part accepts, but both weights below need q_j(x) (mixture) or 1[x ∈ Q_j] (klm) for
+every part, and an undecided part's factors depend on later symbols. So a path costs at most
+max_j L_j − 1 calls, L_j the parts' effective lengths (docs/decisions.md §21).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+from seqq.estimators.batch import Batch
+from seqq.estimators.estimate import Estimate
+from seqq.estimators.montecarlo import ROW_ELEMENTS, draw_in_rounds
+from seqq.estimators.rollout import Paths, restricted_cdf, sample_from_cdf, step_unfinished
+from seqq.estimators.summary import BranchResult, segment_mean, to_estimates
+
+Weight = Literal["mixture", "klm"]
+
+
+def mixture(batch: Batch, budgets: Sequence[int] | None, samples: int | None = None
+            ) -> list[Estimate]:
+    """Multiple importance sampling with the balance heuristic: `samples` paths from each
+    part's restricted proposal q_i (stratified, α_i = 1/J), each weighted
+    p(x) / Σ_j q_j(x) per part; the task's estimate sums its parts' means, which is
+    J · mean p(x) / Σ_j q_j(x) over all its paths. Unbiased; weights are at most J·p/q_i ≤ J."""
+    return _union_estimate(batch, budgets, samples, "mixture")
+
+
+def klm(batch: Batch, budgets: Sequence[int] | None, samples: int | None = None
+        ) -> list[Estimate]:
+    """Karp–Luby–Madras importance sampling: Σ_i mean over `samples` paths x ~ q_i of
+    (p(x)/q_i(x)) / N(x), N(x) the number of parts containing x. Unbiased: each path of the
+    union is counted once in total, whichever parts hold it."""
+    return _union_estimate(batch, budgets, samples, "klm")
+
+
+def _union_estimate(batch: Batch, budgets: Sequence[int] | None, samples: int | None,
+                    weight: Weight) -> list[Estimate]:
+    """Draw per part in `draw_in_rounds`' rounds, priced at the task's longest part (a path
+    runs until all parts are decided), and sum the parts' mean weights per task."""
+    N = len(batch.branch_task)
+    longest = torch.ones(batch.num_tasks, dtype=torch.long).scatter_reduce(
+        0, batch.branch_task, batch.lengths, reduce="amax")
+    priced = dataclasses.replace(batch, lengths=longest[batch.branch_task])
+    siblings, column = _sibling_table(batch)
+    row_branch, paths = draw_in_rounds(
+        priced, budgets, samples, weight,
+        lambda rows: _draw(batch, rows, siblings, column, weight))
+    log_value, variance, count = segment_mean(paths.log_weight, row_branch, N)
+    return to_estimates(batch, weight, BranchResult(log_value, variance, count.long(), None),
+                        False)
+
+
+def _sibling_table(batch: Batch) -> tuple[Tensor, Tensor]:
+    """[T, J] the branches (parts) of each task, −1 padded, and each branch's column in it."""
+    counts = torch.bincount(batch.branch_task, minlength=batch.num_tasks)
+    first = torch.cumsum(counts, 0) - counts
+    N = len(batch.branch_task)
+    column = torch.arange(N) - first[batch.branch_task]  # branches are grouped by task
+    siblings = torch.full((batch.num_tasks, int(counts.max()) if N else 0), -1, dtype=torch.long)
+    siblings[batch.branch_task, column] = torch.arange(N)
+    return siblings, column
+
+
+def _draw(batch: Batch, row_branch: Tensor, siblings: Tensor, column: Tensor,
+          weight: Weight) -> Paths:
+    """Roll out every row from its part's proposal, in memory-bounded chunks."""
+    chunk = max(1, ROW_ELEMENTS // (batch.vocab_size * max(1, siblings.shape[1])))
+    parts = [_walk(batch, rows, siblings, column, weight) for rows in row_branch.split(chunk)]
+    if not parts:
+        return Paths(*(torch.zeros(0, dtype=torch.float64) for _ in range(3)),
+                     torch.zeros(0, dtype=torch.bool))
+    return Paths(*(torch.cat([getattr(p, f.name) for p in parts])
+                   for f in dataclasses.fields(Paths)))
+
+
+def _walk(batch: Batch, row_branch: Tensor, siblings: Tensor, column: Tensor,
+          weight: Weight) -> Paths:
+    """Sample each row from its own part's proposal (p once that part is free) until every
+    part of its task is decided, accumulating log q_j(x)/p(x) for every part j."""
+    lattice, device, free = batch.lattice, batch.device, batch.lattice.free
+    tasks = batch.branch_task[row_branch]
+    sib = siblings[tasks]
+    nodes = torch.where(sib >= 0, batch.branch_root[sib.clamp_min(0)], -1)  # [R, J], −1 decided
+    own = column[row_branch]
+    R, J = nodes.shape
+    log_p = torch.zeros(R, dtype=torch.float64, device=device)
+    log_ratio = torch.zeros(R, J, dtype=torch.float64, device=device)  # log q_j(x)/p(x)
+    inside = torch.zeros(R, J, dtype=torch.bool)  # part j accepted x
+    log_probs = batch.root_log_probs[tasks.to(device)]
+    state = batch.counter.select(batch.root_state, tasks.to(device))
+    running = torch.arange(R)  # output rows still sampling (CPU, for control flow)
+    rows = running.to(device)
+    while len(running):
+        open_ = (nodes >= 0) & ~free[nodes.clamp_min(0)]
+        r, j = open_.nonzero(as_tuple=True)
+        masked = torch.where(batch.domain(nodes[r, j]), log_probs[r.to(device)], -torch.inf)
+        log_ratio[rows[r.to(device)], j.to(device)] -= torch.logsumexp(masked, -1).double()
+        here = torch.arange(len(running))
+        own_open = open_[here, own[running]].to(device)
+        domain = batch.domain(nodes[here, own[running]].clamp_min(0)) | ~own_open[:, None]
+        drawn = sample_from_cdf(restricted_cdf(log_probs, domain)[1], batch.generator)
+        log_p[rows] += log_probs.gather(1, drawn[:, None])[:, 0].double()
+        drawn_cpu = drawn.cpu()
+        nodes[r, j] = lattice.advance(nodes[r, j], drawn_cpu[r])
+        done = ~((nodes >= 0) & ~free[nodes.clamp_min(0)]).any(1)
+        inside[running[done]] = nodes[done] >= 0
+        if done.all():
+            break
+        running, nodes, rows, log_probs, state = step_unfinished(batch, done, running, nodes,
+                                                                 rows, drawn, state)
+    return _weigh(log_p.cpu(), log_ratio.cpu(), inside, own, weight)
+
+
+def _weigh(log_p: Tensor, log_ratio: Tensor, inside: Tensor, own: Tensor, weight: Weight
+           ) -> Paths:
+    """Each row's weight for its part's mean: p/Σ_j q_j (mixture) or (p/q_i)/N (klm), over
+    the parts j containing x; zero for a row whose own proposal had no mass (a dead row)."""
+    R = len(own)
+    own_ratio = log_ratio[torch.arange(R), own]
+    alive = inside[torch.arange(R), own] & torch.isfinite(own_ratio)
+    if weight == "mixture":
+        log_w = -torch.logsumexp(torch.where(inside, log_ratio, -torch.inf), 1)
+    else:
+        log_w = -own_ratio - inside.sum(1).double().log()
+    log_w = torch.where(alive, log_w, -torch.inf)
+    return Paths(log_p, log_p + torch.where(alive, own_ratio, 0.0), log_w, alive)

