@@ -39,7 +39,7 @@ authors = $(if $(filter shakespeare,$(ALL)),$(call sweep,$(1),shakespeare,model=
 	$(if $(wildcard data/moocs/*),,sweep.histories_from=model) $(2)) &&) true
 
 FIGURES := fig3 fig3-exact fig4 fig5 fig6 fig7-9 fig10 fig11 fig12 fig13 fig14 fig14-exact fig15 table2 tables3-6
-.PHONY: help venv test lint bench bench-e2e demo paper slurm-local fig-frontier $(FIGURES)
+.PHONY: help venv test lint bench bench-e2e bench-paper-slice demo paper slurm-local fig-frontier $(FIGURES)
 
 help:  ## list targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -62,7 +62,7 @@ test: venv  ## run the test suite
 lint: venv  ## ruff
 	$(VENV)/bin/ruff check seqq tests scripts benchmarks
 
-# Benchmarks: BENCH=quick (< 3 minutes) or full (every model, ~20 minutes on 2 CPU cores; meant
+# Benchmarks: BENCH=quick (< 5 minutes) or full (every model, ~20 minutes on 2 CPU cores; meant
 # for a GPU or a quiet machine); DEVICE=auto|cpu|cuda. Rewrites benchmarks/RESULTS.md.
 BENCH ?= quick
 DEVICE ?= auto
@@ -71,6 +71,12 @@ bench: venv  ## benchmark suite (BENCH=quick|full, DEVICE=auto|cpu|cuda) → ben
 
 bench-e2e: venv  ## the suite plus wall time of the demo and fig3 (N = 100) sweeps; a quiet machine
 	$(PY) -m benchmarks --mode $(BENCH) --device $(DEVICE) --e2e
+
+# Section (f) alone: SLICE of fig3 SIZE=paper's 1000 Shakespeare histories, timed and projected
+# (0.02 takes ~15 minutes on 2 shared CPU cores; 0.05 is the issue's slice, for a quieter machine)
+SLICE ?= 0.02
+bench-paper-slice: venv  ## time a SLICE (default 0.02) of fig3 SIZE=paper on Shakespeare → RESULTS.md (f)
+	$(PY) -m benchmarks --paper-slice $(SLICE) --device $(DEVICE)
 
 $(CKPT)/%_lstm.pt: | venv
 	$(SEQQ) train dataset=$* checkpoint_dir=$(CKPT) $(TRAIN_$(SIZE))

@@ -2,7 +2,8 @@
 
 Sections: (a) estimator throughput against the raw model, measured interleaved in the same run;
 (b) end-to-end wall time of `make demo` and the fig3 preset; (c) how cost grows with N, S, K and
-V; (d) the cost of ground truth at 1 % relative standard error; (e) the row-chunk size that keeps
-big batches at the model's best speed. Ratios are what to read: absolute numbers depend on the
-machine and on whatever else runs on it.
+V; (d) the cost of ground truth at 1 % relative standard error; (e) the row chunks that keep
+big batches at the model's best speed; (f) a timed slice of `make fig3 SIZE=paper` on Shakespeare
+and the whole projected from it (`make bench-paper-slice`, run on its own: it takes minutes).
+Ratios are what to read: absolute numbers depend on the machine and on whatever else runs on it.
 """

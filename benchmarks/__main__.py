@@ -1,5 +1,6 @@
 """`python -m benchmarks [--mode quick|full] [--device cpu|cuda] [--e2e]`: run the suite and
-rewrite RESULTS.md (see benchmarks/__init__.py for what each section measures)."""
+rewrite RESULTS.md (see benchmarks/__init__.py for what each section measures);
+`python -m benchmarks --paper-slice 0.02` runs only section (f) and keeps the others."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from pathlib import Path
 
 import torch
 
-from benchmarks import chunks, e2e, gt_cost, scaling, throughput
+from benchmarks import chunks, e2e, gt_cost, paper_slice, scaling, throughput
 from benchmarks.plans import PLANS
 from benchmarks.report import Section, header, write
+from benchmarks.timing import set_clock
 
 RESULTS = Path(__file__).parent / "RESULTS.md"
 SECTIONS = {"a": throughput.run, "c": scaling.run, "d": gt_cost.run, "e": chunks.run}
@@ -25,7 +27,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mode", choices=sorted(PLANS), default="quick")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--clock", choices=("auto", "wall", "cpu"), default="auto",
+                        help="cpu: this process's CPU time (auto: on a CPU run with one thread)")
     parser.add_argument("--e2e", action="store_true", help="also time make demo and fig3 (b)")
+    parser.add_argument("--paper-slice", type=float, metavar="FRACTION",
+                        help="only (f): time this fraction of fig3 SIZE=paper on Shakespeare")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     if args.threads:
@@ -33,7 +39,15 @@ def main(argv: list[str] | None = None) -> int:
     device = None if args.device == "auto" else args.device
     resolved = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     plan = PLANS[args.mode]
-    head = header(shlex.join(["python", "-m", "benchmarks", *argv]), resolved, args.mode)
+    clock = args.clock
+    if clock == "auto":
+        clock = "cpu" if resolved.type == "cpu" and torch.get_num_threads() == 1 else "wall"
+    set_clock(clock)
+    if args.paper_slice:
+        write(args.out, None, [paper_slice.run(args.paper_slice, device)])
+        print(f"benchmarks: wrote section (f) of {args.out}", file=sys.stderr)
+        return 0
+    head = header(shlex.join(["python", "-m", "benchmarks", *argv]), resolved, args.mode, clock)
     sections: list[Section] = []
     started = time.perf_counter()
     for key, run in SECTIONS.items():

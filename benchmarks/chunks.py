@@ -1,6 +1,7 @@
-"""(e) Row chunks: stepping many rows in chunks of the measured size (`seqq.models.batching`)
-against one huge batch and against fixed reference batches, interleaved.
-Each variant rolls the same rows forward K steps from one history (generation's shape of work)."""
+"""(e) Row chunks: stepping many rows in chunks of `chunk_rows(model)` (`seqq.models.batching`:
+the device's default, what every estimator's model step uses through `CallCounter.step`)
+against one huge batch and against fixed reference batches, interleaved. Each variant rolls the
+same rows forward K steps from one history (generation's shape of work)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from benchmarks.plans import Plan
 from benchmarks.report import Section, describe, fmt_rate, fmt_ratio, table
 from benchmarks.timing import model_device, timed
 from benchmarks.zoo import build
-from seqq.models.batching import map_row_chunks, measure_chunk_rows, step_in_chunks
+from seqq.models.batching import chunk_rows, map_row_chunks, measure_chunk_rows, step_in_chunks
 from seqq.models.protocol import SequenceModel
 
 
@@ -37,6 +38,7 @@ def run(plan: Plan, device: str | None) -> Section:
     bench = build(plan.chunk_model, device)
     model = bench.model
     choice = measure_chunk_rows(model, plan.chunk_sizes)
+    size = chunk_rows(model)
     _, root = model.initial_state([[1, 2, 3]])
     rows = torch.arange(plan.chunk_rows)
     plain = _rollout(model, root, plan.chunk_steps, _plain)
@@ -44,13 +46,11 @@ def run(plan: Plan, device: str | None) -> Section:
         f"batches of {plan.chunk_reference:,}": lambda: map_row_chunks(
             model, rows, plain, size=plan.chunk_reference),
         f"one batch of {plan.chunk_rows:,}": lambda: plain(rows),
-        f"map_row_chunks, measured chunk {choice.rows:,}": lambda: map_row_chunks(
-            model, rows, plain, size=choice.rows),
+        f"map_row_chunks, chunk {size:,}": lambda: map_row_chunks(model, rows, plain),
     }
     if getattr(model, "concat", None) is not None:
-        chunked = _rollout(model, root, plan.chunk_steps,
-                           lambda m, s, t: step_in_chunks(m, s, t, choice.rows))
-        variants[f"step_in_chunks, measured chunk {choice.rows:,}"] = lambda: chunked(rows)
+        chunked = _rollout(model, root, plan.chunk_steps, step_in_chunks)
+        variants[f"step_in_chunks, chunk {size:,}"] = lambda: chunked(rows)
     reference = next(iter(variants))
     for work in variants.values():
         work()  # warm-up
@@ -68,9 +68,10 @@ def run(plan: Plan, device: str | None) -> Section:
             f"{plan.chunk_steps} steps; best of {repeats} repeats (other processes only ever "
             "slow a run down, so the best run is the least disturbed one), the variants' order "
             "rotated each repeat.", "",
-            "Chunk-size measurement (`measure_chunk_rows`: best of up to 3 rounds over the sizes): "
-            + ", ".join(f"{size:,} rows: {fmt_rate(r)}/s" for size, r in choice.throughput.items())
-            + f" → chunk **{choice.rows:,}** rows.", ""]
+            f"Chunk size used: **{size:,}** rows (`chunk_rows`). For comparison, "
+            "`measure_chunk_rows` (best of up to 3 rounds over the sizes): "
+            + ", ".join(f"{n:,} rows: {fmt_rate(r)}/s" for n, r in choice.throughput.items())
+            + f" → it would pick {choice.rows:,} rows.", ""]
     if getattr(model, "concat", None) is None:
         body += ["(`step_in_chunks` is not shown: this model has no `concat(states)`.)", ""]
     body += table(["variant", "calls/s", f"vs {reference}"],

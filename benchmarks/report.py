@@ -6,6 +6,7 @@ import datetime
 import math
 import os
 import platform
+import re
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -61,13 +62,25 @@ def _git(*args: str) -> str:
         return "unknown"
 
 
-def header(command: str, device: torch.device, mode: str) -> list[str]:
+CLOCK_NOTES = {
+    "wall": "wall time (a GPU's work waited for)",
+    "cpu": "this process's CPU time (one thread: time-slicing by other processes on a shared "
+           "machine does not count; their cache contention still does)",
+}
+
+
+def header(command: str, device: torch.device, mode: str, clock: str = "wall") -> list[str]:
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     commit = _git("rev-parse", "--short", "HEAD")
     if _git("status", "--porcelain", "--untracked-files=no"):
         commit += " (with uncommitted changes)"
     gpu = f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""
-    load = ", ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
+    load = "?"
+    if hasattr(os, "getloadavg"):
+        averages = os.getloadavg()
+        load = ", ".join(f"{x:.1f}" for x in averages)
+        if averages[0] > 1.5:  # more than this run alone
+            load += " — a shared machine: other processes ran alongside these measurements"
     return [
         "# seqq benchmark results",
         "",
@@ -80,10 +93,24 @@ def header(command: str, device: torch.device, mode: str) -> list[str]:
         f"({usable} usable), {platform.system()} {platform.release()}",
         f"- torch {torch.__version__}, {torch.get_num_threads()} threads, device {device}{gpu}",
         f"- load average at start (1/5/15 min): {load}",
+        f"- clock: {CLOCK_NOTES[clock]}",
         "",
     ]
 
 
-def write(path: Path, head: list[str], sections: Sequence[Section]) -> None:
+def write(path: Path, head: list[str] | None, sections: Sequence[Section]) -> None:
+    """Write `sections` into RESULTS.md, keeping the sections of the file this run did not
+    measure (the paper slice (f) is run on its own) and, with `head` None, its header."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(head) + "\n" + "\n".join(s.markdown() for s in sections))
+    old_head, old = _read(path)
+    merged = {**old, **{s.key: s.markdown() for s in sections}}
+    text = "\n".join(head) + "\n" if head is not None else old_head
+    path.write_text(text + "\n".join(merged[k] for k in sorted(merged)))
+
+
+def _read(path: Path) -> tuple[str, dict[str, str]]:
+    """(header, {key: section markdown}) of an existing RESULTS.md."""
+    if not path.is_file():
+        return "", {}
+    head, *parts = re.split(r"^(?=## \()", path.read_text(), flags=re.M)
+    return head, {part[4]: part for part in parts}

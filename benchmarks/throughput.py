@@ -27,9 +27,12 @@ from benchmarks.zoo import BenchModel, build
 from seqq import queries as Q
 from seqq.estimators import METHODS
 from seqq.estimators.twisted import fit_surrogate
-from seqq.models.batching import measure_chunk_rows
+from seqq.experiments.histories import model_histories
+from seqq.models import MarkovModel
+from seqq.models.batching import chunk_rows, measure_chunk_rows
 
 HISTORY_LENGTH = 20
+SURROGATE_SEQUENCES, SURROGATE_LENGTH = 20, 100  # the twist's training data, sampled
 EXACT_MAX_CALLS = 20_000  # exact enumeration runs at the longest horizon that stays this cheap
 
 
@@ -46,11 +49,26 @@ def method_options(method: str, model: BenchModel, samples: int) -> dict:
 
 
 def _twisted_surrogate(model: BenchModel) -> dict:
-    """An HPYP surrogate fitted on random sequences (its quality does not change the cost)."""
+    """The twist's surrogate as a user would make one: an HPYP (`fit_surrogate`, its order
+    picked for the vocabulary) fitted on sequences sampled from the model. A transformer LM's
+    vocabulary is too large for an n-gram table, so it gets the one-state surrogate (`twisted`
+    then is importance sampling by rollouts), as `fit_surrogate` itself does for GPT-2's."""
     V = model.model.vocab_size
-    generator = torch.Generator().manual_seed(0)
-    sequences = torch.randint(V, (50, 200), generator=generator).tolist()
-    return {"surrogate": fit_surrogate(sequences, [str(v) for v in range(V)])}
+    if model.large_vocab:
+        return {"surrogate": MarkovModel.iid(torch.ones(V))}
+    sampled = model_histories(model.model, SURROGATE_SEQUENCES, 0, seed=0, bos=0,
+                              min_history=SURROGATE_LENGTH, max_length=SURROGATE_LENGTH)
+    vocab = getattr(model.model, "vocab", None) or [str(v) for v in range(V)]
+    return {"surrogate": fit_surrogate([h.tokens for h in sampled], vocab)}
+
+
+def surrogate_note(bench: BenchModel, options: dict) -> str:
+    surrogate = options.get("surrogate")
+    if surrogate is None:
+        return ""
+    kind = type(surrogate).__name__
+    order = getattr(surrogate, "order", None)
+    return f"surrogate: {kind} of order {order}, {surrogate.num_contexts:,} contexts"
 
 
 EXTRA_OPTIONS: dict[str, Callable[[BenchModel], dict]] = {"twisted": _twisted_surrogate}
@@ -128,8 +146,8 @@ def measure_model(bench: BenchModel, plan: Plan) -> list[Row]:
                             note=f"failed: {type(error).__name__}: {str(error)[:100]}"))
             continue
         many.many_over_one = median([m / o for m, o in zip(many_rates, one_rates, strict=True)])
-        note = f"K = {K}" if K != plan.K else ""
-        one.note = many.note = note
+        notes = [f"K = {K}" if K != plan.K else "", surrogate_note(bench, options)]
+        one.note = many.note = "; ".join(n for n in notes if n)
         rows += [one, many]
     return rows
 
@@ -149,10 +167,12 @@ def run(plan: Plan, device: str | None) -> Section:
         if bench.model is None:
             body.append(f"- **{bench.name}**: {bench.note}")
             continue
-        chunk = measure_chunk_rows(bench.model, plan.chunk_sizes)
-        best = max(chunk.throughput, key=chunk.throughput.get)
-        body.append(f"- **{bench.name}** ({bench.note}): raw peak {fmt_rate(chunk.throughput[best])} "
-                    f"calls/s at {best} rows; row chunk {chunk.rows}")
+        measured = measure_chunk_rows(bench.model, plan.chunk_sizes)
+        best = max(measured.throughput, key=measured.throughput.get)
+        body.append(f"- **{bench.name}** ({bench.note}): raw peak "
+                    f"{fmt_rate(measured.throughput[best])} calls/s at {best} rows; the "
+                    f"estimators step it in chunks of {chunk_rows(bench.model):,} rows "
+                    "(`chunk_rows`, this device's default)")
         results += measure_model(bench, plan)
     body += ["", *table(
         ["model", "method", "path", "rows/step", "raw calls/s", "method calls/s", "method/raw",

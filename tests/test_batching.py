@@ -7,11 +7,12 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from oracles import random_markov
 
 from seqq.models import CallCounter, LSTMModel, LSTMNet, batching
 from seqq.models.batching import (
-    ChunkChoice,
     chunk_rows,
+    default_chunk_rows,
     group_chunks,
     map_row_chunks,
     measure_chunk_rows,
@@ -21,16 +22,9 @@ from seqq.models.batching import (
 )
 
 
-class ConcatLSTM(LSTMModel):
-    """An LSTM adapter with the optional `concat(states)` of the protocol."""
-
-    def concat(self, states):
-        return torch.cat([h for h, _ in states], 1), torch.cat([c for _, c in states], 1)
-
-
-def tiny_lstm(cls=LSTMModel, vocab: int = 7) -> LSTMModel:
+def tiny_lstm(vocab: int = 7) -> LSTMModel:
     torch.manual_seed(0)
-    return cls(LSTMNet(vocab, hidden_size=8, num_layers=2, dropout=0.0), device="cpu")
+    return LSTMModel(LSTMNet(vocab, hidden_size=8, num_layers=2, dropout=0.0), device="cpu")
 
 
 def test_pick_rows_takes_the_smallest_size_within_tolerance_of_the_best():
@@ -54,21 +48,48 @@ def test_measurement_stops_growing_once_a_step_is_slow():
     assert list(choice.throughput) == [4]
 
 
-def test_chunk_rows_measures_once_per_model_instance_and_never_charges_tasks(monkeypatch):
-    measured = []
-
-    def fake(model, *args, **kwargs):
-        measured.append(model)
-        return ChunkChoice(512, "cpu", {512: 1.0})
-
-    monkeypatch.setattr(batching, "measure_chunk_rows", fake)
-    model, other = tiny_lstm(), tiny_lstm()
+def test_chunk_rows_is_the_devices_default_unless_set_and_never_measures(monkeypatch):
+    """A fixed default, so a seeded estimate never depends on a timing: a network on the CPU
+    gets CPU_CHUNK_ROWS, a table model (no `device`) or a GPU model the memory cap."""
+    monkeypatch.setattr(batching, "measure_chunk_rows", pytest.fail)
+    model = tiny_lstm()
     counter = CallCounter(model, num_tasks=2)
-    assert chunk_rows(counter) == 512  # the counter's model is what gets measured
+    assert chunk_rows(model) == chunk_rows(counter) == batching.CPU_CHUNK_ROWS
+    assert chunk_rows(random_markov(7)) == batching.MAX_ELEMENTS // 7
+    gpu = SimpleNamespace(vocab_size=50_000, device=torch.device("cuda"))
+    assert default_chunk_rows(gpu) == batching.MAX_ELEMENTS // 50_000
+    set_chunk_rows(counter, 512)  # sets the counter's model
     assert chunk_rows(model) == 512
-    assert chunk_rows(other) == 512
-    assert measured == [model, other]
     assert counter.calls.tolist() == [0, 0]
+
+
+def test_a_measured_size_can_be_adopted():
+    model = tiny_lstm()
+    choice = measure_chunk_rows(model, sizes=(4, 8), repeats=1, rows_per_timing=8)
+    set_chunk_rows(model, choice.rows)
+    assert chunk_rows(model) == choice.rows in (4, 8)
+
+
+def test_counter_steps_big_batches_in_chunks_row_for_row():
+    """Every estimator steps through `CallCounter.step`: chunks of the model's size, the same
+    outputs as one step, each row charged once to its task."""
+    model = tiny_lstm()
+    set_chunk_rows(model, 100)
+    sizes = []
+    step = model.step
+    model.step = lambda state, tokens: sizes.append(len(tokens)) or step(state, tokens)
+    counter = CallCounter(model, num_tasks=2)
+    _, root = counter.initial_state([[1, 2], [3]])
+    state = counter.select(root, torch.arange(250) % 2)
+    tokens = torch.randint(7, (250,), generator=torch.Generator().manual_seed(1))
+    log_probs, after = counter.step(state, tokens)
+    assert sizes == [84, 83, 83]
+    whole_lp, (whole_h, whole_c) = step(state.inner, tokens)
+    torch.testing.assert_close(log_probs, whole_lp)
+    torch.testing.assert_close(after.inner[0], whole_h)
+    torch.testing.assert_close(after.inner[1], whole_c)
+    assert counter.calls.tolist() == [1 + 125, 1 + 125]
+    assert torch.equal(after.owners, state.owners)
 
 
 def test_set_chunk_rows_overrides_and_respects_the_memory_cap(monkeypatch):
@@ -117,7 +138,7 @@ def test_group_chunks_packs_whole_groups(counts, size, expected):
 
 
 def test_step_in_chunks_equals_one_step_row_for_row():
-    model = tiny_lstm(ConcatLSTM)
+    model = tiny_lstm()
     _, root = model.initial_state([[1, 2], [3]])
     rows = 2500
     state = model.select(root, torch.arange(rows) % 2)
@@ -130,7 +151,7 @@ def test_step_in_chunks_equals_one_step_row_for_row():
 
 
 def test_step_in_chunks_through_a_counter_charges_each_row_once():
-    model = tiny_lstm(ConcatLSTM)
+    model = tiny_lstm()
     counter = CallCounter(model, num_tasks=2)
     _, root = counter.initial_state([[1], [2]])
     state = counter.select(root, torch.arange(2500) % 2)

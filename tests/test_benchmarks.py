@@ -3,13 +3,15 @@ and writes every part of RESULTS.md. No timings are asserted, only what gets mea
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 import torch
 from conftest import compose_sweep
 from omegaconf import OmegaConf
 
-from benchmarks import e2e
+from benchmarks import e2e, paper_slice
 from benchmarks.__main__ import main
+from benchmarks.report import Section, write
 from benchmarks.scaling import slope
 from benchmarks.throughput import exact_horizon, method_options
 from benchmarks.timing import StepRecorder
@@ -55,7 +57,8 @@ def test_ground_truth_and_chunk_sections_report_numbers(results):
     gt = results.split("## (d)")[1].split("## (e)")[0]
     assert "| 2 | 12 |" in gt and "| 3 | 133 |" in gt  # enumeration: 1 + 11 (+ 121) calls
     chunks = results.split("## (e)")[1]
-    assert "map_row_chunks, measured chunk" in chunks and "one batch of 2,000" in chunks
+    assert "one batch of 2,000" in chunks
+    assert "map_row_chunks, chunk 1,024" in chunks and "step_in_chunks, chunk 1,024" in chunks
 
 
 def test_slope_recovers_power_laws():
@@ -76,6 +79,8 @@ def test_method_options_pass_only_what_a_method_takes():
     assert method_options("beam", bench, 100) == {"beam_width": 100}
     assert method_options("hybrid", bench, 100) == {"samples": 100, "max_width": 100}
     assert method_options("exact", bench, 100) == {}
+    twisted = method_options("twisted", bench, 100)  # a surrogate fitted on sampled sequences
+    assert twisted["samples"] == 100 and twisted["surrogate"].num_contexts > 1
 
 
 def test_step_recorder_counts_rows_and_changes_nothing():
@@ -101,3 +106,48 @@ def test_end_to_end_commands_are_sweeps_the_configs_accept(tmp_path, device):
     assert fig3["sweep"]["name"] == "fig3" and fig3["sweep"]["histories"] == 100
     assert fig3["dataset"]["name"] == "shakespeare"
     assert fig3["model"]["device"] == (device or "auto")
+
+
+def test_paper_slice_is_fig3_at_paper_size_with_fewer_histories(tmp_path):
+    """(f) runs as a subprocess (minutes, not run here): its overrides must compose into the
+    paper's fig3 on Shakespeare, only `sweep.histories` cut."""
+    args = paper_slice.command(str(tmp_path), 20, None)
+    assert args[:3] == paper_slice.SEQQ and args[3] == "query-sweep"
+    cut = OmegaConf.to_container(compose_sweep(args[4:]), resolve=True)
+    whole = OmegaConf.to_container(compose_sweep(
+        [a for a in args[4:] if not a.startswith("sweep.histories=")]), resolve=True)
+    assert whole["sweep"]["histories"] == paper_slice.PAPER_HISTORIES
+    assert cut["sweep"]["histories"] == 20
+    assert (cut["sweep"]["name"], cut["dataset"]["name"], cut["model"]["type"]) == (
+        "fig3", "shakespeare", "authors")
+    assert (cut["sweep"]["k_min"], cut["sweep"]["k_max"], cut["budget"]["levels"]) == (
+        3, 11, [100])
+    assert cut["ground_truth"]["s_high"] == 100_000 and cut["ground_truth"]["rule"] == "absolute"
+
+
+def test_paper_slice_reads_calls_and_projects_them(tiny_sweep):
+    cost = paper_slice.read_costs(tiny_sweep)
+    results = pd.concat(pd.read_parquet(f) for f in (tiny_sweep / "results").glob("*.parquet"))
+    assert sum(cost.method_calls.values()) == results["model_calls"].sum() > 0
+    assert set(cost.method_calls) == set(results["method"])
+    assert cost.queries == len(results[["history_hash", "K"]].drop_duplicates())
+    assert sum(cost.truth_queries.values()) >= 1
+    body = "\n".join(paper_slice.body(0.02, 20, 50.0, 60.0, 55.0, cost, paper_slice.command(
+        "/tmp/x", 20, None)))
+    assert "| **whole sweep** |" in body and "50 min (wall)" in body  # 60 s × 50
+    total = sum(cost.method_calls.values()) + sum(cost.truth_calls.values())
+    assert f"| {total * 50:,.0f} |" in body
+
+
+def test_a_section_run_alone_keeps_the_rest_of_results_md(tmp_path):
+    out = tmp_path / "RESULTS.md"
+    write(out, ["# head", ""], [Section("a", "A", ["first"]), Section("c", "C", ["third"])])
+    write(out, None, [Section("f", "F", ["slice"])])
+    write(out, None, [Section("c", "C", ["third, again"])])
+    text = out.read_text()
+    assert text.startswith("# head")
+    assert [line for line in text.splitlines() if line.startswith("## ")] == [
+        "## (a) A", "## (c) C", "## (f) F"]
+    assert "third, again" in text and "third\n" not in text
+    write(out, ["# new head", ""], [Section("a", "A", ["first"])])  # a full run keeps (f)
+    assert out.read_text().startswith("# new head") and "## (f) F" in out.read_text()

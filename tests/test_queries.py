@@ -160,3 +160,21 @@ def test_a_query_without_paths_is_zero_and_costs_nothing():
     assert q.size(V) == 0 and int(q.lattice(V).roots[0]) == -1
     est = seqq.estimate(random_markov(V, 1), [0], q, "importance", samples=10, seed=0)
     assert est.value == 0.0 and est.model_calls == 1
+
+
+def test_lattice_copies_on_a_device_are_made_once_and_walk_alike():
+    """Step loops on a GPU index the lattice there (`on`): one cached copy per device, and
+    advancing or tabulating children gives the same nodes wherever it runs. ("meta" stands
+    in for a second device: it checks placement and caching, not values.)"""
+    from seqq.queries.lattice import concat
+
+    lattice = concat([(Q.hitting_time(1, 3) | Q.hitting_time(2, 4)).lattice(4),
+                      Q.hitting_time(0, 2).lattice(4)])
+    assert lattice.on("cpu") is lattice  # already there: no copy
+    copy = lattice.on("meta")
+    assert copy is lattice.on("meta")
+    assert {t.device.type for t in copy.tables()} == {"meta"}
+    nodes = torch.tensor([int(r) for r in lattice.roots])
+    assert lattice.advance(nodes.to("meta"), torch.tensor([3, 1])).device.type == "meta"
+    assert lattice.child_table(nodes.to("meta")).shape == (2, 4)
+    assert lattice.advance(nodes, torch.tensor([3, 1])).device.type == "cpu"

@@ -117,3 +117,51 @@ def test_wor_draws_never_repeat_across_rounds_and_exhaust_q():
         seen += leaves.tolist()
     assert len(seen) == len(set(seen)) == 9
     assert trie.root_residual()[0] == -math.inf
+
+
+def test_top_per_group_matches_a_full_sort():
+    """The WOR rounds' selection: each group's `count[g]` largest finite values, grouped by g
+    and in decreasing order, whatever order the groups arrive in."""
+    from seqq.estimators.trie import _top_per_group
+
+    generator = torch.Generator().manual_seed(0)
+    for trial in range(50):
+        n, groups = 1 + trial * 3, 1 + trial % 4
+        values = torch.randn(n, generator=generator, dtype=torch.float64)
+        values[torch.rand(n, generator=generator) < 0.3] = -math.inf
+        group = torch.randint(groups, (n,), generator=generator)
+        count = torch.randint(0, 8, (groups,), generator=generator)
+        expected = [i for g in range(groups) for i in sorted(
+            (i for i in range(n) if group[i] == g and math.isfinite(values[i])),
+            key=lambda i: -values[i])[:int(count[g])]]
+        assert _top_per_group(values, group, count).tolist() == expected
+
+
+def test_levels_grown_by_many_small_walks_stay_consistent():
+    """Walks append nodes and rows to shared levels (growing buffers, lookup keys merged in):
+    after many small walks every field has one entry per node / expanded row, no (parent,
+    symbol) is stored twice, the lookup order is the sorted keys, and each row's cached
+    log p(V_k | prefix) matches its log-probs."""
+    model = random_markov(5, 1, seed=1)
+    query = Q.hitting_time(2, 4)
+    batch = prepare(model, [[0], [1]], [query, query], seed=0)
+    trie = Trie(batch)
+    for _ in range(8):
+        trie.walk(torch.tensor([0, 1, 1]))
+    for level in trie.levels[1:]:
+        nodes = (level.branch, level.lattice_node, level.parent, level.token, level.log_p,
+                 level.log_q, level.log_w, level.log_m, level.row)
+        assert {len(x) for x in nodes} == {level.size}
+        expanded = level.row[level.row >= 0]
+        assert sorted(expanded.tolist()) == list(range(len(level.log_probs)))
+        assert {len(x) for x in (level.log_mass, level.chunk, level.index)} == {len(expanded)}
+        keys = level.parent * model.vocab_size + level.token
+        assert len(torch.unique(keys)) == level.size
+        if level.keys is not None:
+            assert torch.equal(level.keys, torch.sort(keys).values)
+            assert torch.equal(keys[level.order], level.keys)
+        open_nodes = (level.row >= 0).nonzero().flatten()
+        allowed = batch.domain(level.lattice_node[open_nodes])
+        expected = torch.logsumexp(torch.where(allowed, level.log_probs[level.row[open_nodes]],
+                                               -torch.inf), -1)
+        torch.testing.assert_close(level.log_mass[level.row[open_nodes]], expected)

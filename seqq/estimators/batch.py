@@ -29,7 +29,7 @@ class Batch:
     root_log_probs: Tensor  # [T, V] log p(X_1 | history_t)
     root_state: OwnedState  # one row per task
     branch_task: Tensor  # [N] task of each branch (CPU)
-    lattice: Lattice  # every task's query lattice; `allowed` on the model's device
+    lattice: Lattice  # every task's query lattice (CPU; `lattice.on(device)` on the model's)
     branch_root: Tensor  # [N] root node of each branch (CPU)
     lengths: Tensor  # [N] no walk of the branch goes deeper than this (CPU)
     generator: torch.Generator
@@ -49,7 +49,7 @@ class Batch:
 
     def domain(self, nodes: Tensor) -> Tensor:
         """[n, V] bool on the device: the symbols allowed next at each lattice node."""
-        return self.lattice.allowed[nodes.to(self.device)]
+        return self.lattice.on(self.device).allowed.index_select(0, nodes.to(self.device))
 
     def task_calls(self) -> Tensor:
         """Model calls charged so far to each task of this batch (a `subset` keeps charging
@@ -97,7 +97,7 @@ def prepare(
         root_log_probs=root_log_probs,
         root_state=root_state,
         branch_task=branch_task,
-        lattice=lattice.to(device),
+        lattice=lattice,
         branch_root=roots[kept],
         lengths=lattice.effective_lengths()[index[kept]],
         generator=generator,

@@ -31,7 +31,7 @@ class Level:
     log_p: Tensor  # [n] float64 joint log p of the prefix
     log_q: Tensor  # [n] float64 joint log q of the prefix
     final: Tensor  # [n] bool: a complete path of its query (a member of B)
-    row: Tensor  # [n] row in `log_probs` / `state`, -1 for final nodes
+    row: Tensor  # [n] row in `log_probs` / `state` (the non-final nodes in order), -1 if final
     log_probs: Tensor | None = None  # [expanded, V] on the model's device
     state: State | None = None
     log_m: Tensor | None = None  # [n] residual q-mass below each node outside B (hybrid)
@@ -121,20 +121,26 @@ def _expand(batch: Batch, level: Level, depth: int, rule: Rule) -> Level:
     open_nodes = (~level.final).nonzero().flatten()
     branch = level.branch[open_nodes]
     domain = batch.domain(level.lattice_node[open_nodes])
-    log_probs = level.log_probs[level.row[open_nodes].to(batch.device)]
+    log_probs = level.log_probs  # its rows are the open nodes, in order (see `row`)
     masked, log_mass = restrict(log_probs, domain)
-    cond_log_q = conditional(masked, log_mass)
-    if rule.by_q:
-        scores = level.log_q[open_nodes].to(batch.device)[:, None] + cond_log_q
+    if rule.by_q:  # joint log q of every child: the kept ones' log q is read off it
+        parent_log_q = level.log_q[open_nodes].to(batch.device)
+        scores = conditional(masked, log_mass).add_(parent_log_q[:, None])
     else:
-        scores = level.log_p[open_nodes].to(batch.device)[:, None] + masked.double()
+        parent_log_p = level.log_p[open_nodes].to(batch.device)
+        scores = masked.to(torch.float64, copy=True).add_(parent_log_p[:, None])
     totals = _branch_totals(scores, domain, branch) if isinstance(rule, TailSplit) else None
     local, token = best_candidates(scores, branch, depth, rule, batch.lengths, totals)
     parent = open_nodes[local]
     child_branch = level.branch[parent]
     dev_local, dev_token = local.to(batch.device), token.to(batch.device)
-    log_p = level.log_p[parent] + log_probs[dev_local, dev_token].double().cpu()
-    log_q = level.log_q[parent] + cond_log_q[dev_local, dev_token].cpu()
+    if rule.by_q:
+        log_q = scores[dev_local, dev_token].cpu()
+        log_p = level.log_p[parent] + log_probs[dev_local, dev_token].double().cpu()
+    else:
+        log_p = scores[dev_local, dev_token].cpu()
+        log_q = level.log_q[parent] + conditional(masked[dev_local, dev_token, None],
+                                                  log_mass[dev_local])[:, 0].cpu()
     lattice_node = batch.lattice.advance(level.lattice_node[parent], token)
     final = batch.lattice.free[lattice_node]
     grow = (~final).nonzero().flatten()
@@ -155,14 +161,20 @@ def best_candidates(scores: Tensor, branch: Tensor, depth: int, rule: Rule, leng
     `scores` [n, V] rank the children of n nodes; nodes are grouped by `branch` (CPU)."""
     V = scores.shape[-1]
     k = min(rule.cap or V, V)
-    top_scores, top_tokens = scores.topk(k, dim=-1)  # a branch's best are among its nodes' best
+    if k < V:  # a branch's best are among its nodes' best: pre-select them
+        top_scores, top_tokens = scores.topk(k, dim=-1)
+    else:  # every symbol may be kept: a per-node sort would cost more than it saves
+        top_scores, top_tokens = scores, None
     local, token = [], []
     for rows in _chunks(branch, k):
         on_device = rows.to(top_scores.device)
-        node, symbol = _choose(top_scores[on_device], top_tokens[on_device], branch[rows], depth,
-                               rule, lengths, totals)
+        node, symbol = _choose(top_scores[on_device],
+                               None if top_tokens is None else top_tokens[on_device],
+                               branch[rows], depth, rule, lengths, totals)
         local.append(rows[0] + node)
         token.append(symbol)
+    if len(local) == 1:
+        return local[0], token[0]
     return torch.cat(local), torch.cat(token)
 
 
@@ -172,6 +184,8 @@ PADDED_ELEMENTS = 2**25  # branches × candidates laid out at once when choosing
 def _chunks(branch: Tensor, k: int) -> list[Tensor]:
     """Contiguous node ranges holding whole branches, each small enough to pad at once."""
     _, sizes = torch.unique_consecutive(branch, return_counts=True)
+    if len(sizes) * int(sizes.max()) * k <= PADDED_ELEMENTS:
+        return [torch.arange(len(branch))]
     chunks, start, nodes, branches, widest = [], 0, 0, 0, 0
     for size in sizes.tolist():
         wider = max(widest, size * k)
@@ -183,20 +197,27 @@ def _chunks(branch: Tensor, k: int) -> list[Tensor]:
     return chunks
 
 
-def _choose(top_scores: Tensor, top_tokens: Tensor, branch: Tensor, depth: int, rule: Rule,
-            lengths: Tensor, totals: tuple | None) -> tuple[Tensor, Tensor]:
-    """Apply the rule to every branch at once: each branch's candidates (its nodes' top-k) are
-    laid out in one padded row, sorted, and the rule says how many of the best to keep.
+def _choose(top_scores: Tensor, top_tokens: Tensor | None, branch: Tensor, depth: int,
+            rule: Rule, lengths: Tensor, totals: tuple | None) -> tuple[Tensor, Tensor]:
+    """Apply the rule to every branch at once: each branch's candidates (its nodes' top-k, or
+    all their symbols when `top_tokens` is None) are laid out in one padded row, sorted, and
+    the rule says how many of the best to keep.
     Returns (open-node index, symbol) of the kept candidates, grouped by branch."""
     ids, nodes_per_branch = torch.unique_consecutive(branch, return_counts=True)
     first_node = torch.cumsum(nodes_per_branch, 0) - nodes_per_branch
     k = top_scores.shape[1]
-    group = torch.repeat_interleave(torch.arange(len(ids)), nodes_per_branch)
-    column = (torch.arange(len(branch)) - first_node[group])[:, None] * k + torch.arange(k)
     device = top_scores.device
-    width = int(nodes_per_branch.max()) * k
-    padded = torch.full((len(ids), width), -torch.inf, dtype=top_scores.dtype, device=device)
-    padded[group.to(device)[:, None], column.to(device)] = top_scores
+    most = int(nodes_per_branch.max())
+    width = most * k
+    if bool((nodes_per_branch == most).all()):  # equal branches: no padding, just a view
+        padded = top_scores.reshape(len(ids), width)
+    else:  # a branch's nodes are its row's slots of k (cheaper than a scatter per element)
+        group = torch.repeat_interleave(torch.arange(len(ids)), nodes_per_branch)
+        local = torch.arange(len(branch)) - first_node[group]
+        padded = torch.full((len(ids), most, k), -torch.inf, dtype=top_scores.dtype,
+                            device=device)
+        padded[group.to(device), local.to(device)] = top_scores
+        padded = padded.view(len(ids), width)
     keep_at_most = min(width, rule.cap or width)
     sorted_scores, position = padded.topk(keep_at_most, dim=-1)
     count = rule.counts(sorted_scores, ids, depth, lengths[ids], totals)
@@ -204,7 +225,7 @@ def _choose(top_scores: Tensor, top_tokens: Tensor, branch: Tensor, depth: int, 
     kept = (rank < count[:, None]) & torch.isfinite(sorted_scores)
     g, r = kept.nonzero(as_tuple=True)
     node = first_node.to(device)[g] + position[g, r] // k
-    token = top_tokens[node, position[g, r] % k]
+    token = position[g, r] % k if top_tokens is None else top_tokens[node, position[g, r] % k]
     return node.cpu(), token.cpu()
 
 

@@ -19,10 +19,11 @@ from torch import Tensor
 
 from seqq.errors import BudgetError
 from seqq.estimators.trie import Policy, Trie
+from seqq.models.batching import chunk_rows, even_chunks
 
 DEFAULT_SAMPLES = 1000
 CAP_FACTOR = 100
-ROW_ELEMENTS = 2**24  # rows × V per walk: bounds the memory of one batched step
+ROW_ELEMENTS = 2**24  # rows × V per walk at most: bounds the memory of one batched step
 
 
 @dataclass
@@ -46,11 +47,13 @@ def affordable(budgets: Sequence[int] | Tensor, trie: Trie, cost: Tensor) -> Ten
 
 
 def draw_paths(trie: Trie, per_branch: Tensor, policy: Policy) -> Draws:
-    """`per_branch[b]` i.i.d. paths of every branch, walked in memory-bounded chunks."""
+    """`per_branch[b]` i.i.d. paths of every branch, walked in row chunks sized for the device
+    (`seqq.models.batching`) and bounded in memory. Prefixes shared across chunks are still
+    paid once: the trie keeps them."""
     row_branch = torch.repeat_interleave(torch.arange(len(per_branch)), per_branch)
-    chunk = max(1, ROW_ELEMENTS // trie.V)
+    size = min(chunk_rows(trie.batch.counter), max(1, ROW_ELEMENTS // trie.V))
     log_w, log_q = [], []
-    for rows in row_branch.split(chunk):
+    for rows in even_chunks(row_branch, size):
         depth, leaf = trie.walk(rows, policy)
         dead = leaf < 0
         depth, leaf = torch.where(dead, 0, depth), torch.where(dead, 0, leaf)

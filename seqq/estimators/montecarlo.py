@@ -19,8 +19,10 @@ from seqq.estimators.summary import BranchResult, segment_average, segment_mean,
 from seqq.estimators.trie import Trie
 from seqq.estimators.twisted import Messages, with_surrogate
 from seqq.models.automaton import ContextAutomaton
+from seqq.models.batching import map_row_chunks
 
-ROW_ELEMENTS = 2**26  # rows × V per chunk: bounds the memory of one batched step
+ROW_ELEMENTS = 2**26  # rows × V per batched step at most (union.py's chunks; sample_rows' cap is
+# the same, through `chunk_rows`)
 
 
 def samples_for_budget(budgets: Sequence[int] | None, calls_per_sample: Tensor,
@@ -42,14 +44,14 @@ def samples_for_budget(budgets: Sequence[int] | None, calls_per_sample: Tensor,
 
 
 def sample_rows(batch: Batch, row_branch: Tensor, policy: Policy) -> Paths:
-    """Roll out every row from the root of its branch, in chunks that bound memory."""
-    chunk = max(1, ROW_ELEMENTS // batch.vocab_size)
-    parts = []
-    for rows in row_branch.split(chunk):
+    """Roll out every row from the root of its branch, in row chunks sized for the device
+    (which also bound memory; `seqq.models.batching`)."""
+    def run(rows: Tensor) -> Paths:
         tasks = batch.branch_task[rows].to(batch.device)
         state = batch.counter.select(batch.root_state, tasks)
-        parts.append(rollout(batch, batch.branch_root[rows], batch.root_log_probs[tasks], state,
-                             policy))
+        return rollout(batch, batch.branch_root[rows], batch.root_log_probs[tasks], state, policy)
+
+    parts = map_row_chunks(batch.counter, row_branch, run)
     return Paths(*(torch.cat([getattr(p, f) for p in parts])
                    for f in ("log_p", "log_q", "log_weight", "accepted")))
 

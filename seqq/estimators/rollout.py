@@ -108,7 +108,7 @@ def rollout(
         else:
             log_mass, cdf = restricted_cdf(log_probs, domain)
         if policy == "uniform":
-            children = lattice.child_table(nodes).to(device)
+            children = lattice.child_table(nodes.to(device))  # built on the device
             below = torch.where(domain, log_counts[children.clamp_min(0)], -torch.inf)
             cdf = (below - below.amax(-1, keepdim=True)).exp().cumsum(-1)
         drawn = sample_from_cdf(cdf, batch.generator)

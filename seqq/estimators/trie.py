@@ -42,7 +42,11 @@ Policy = Literal["proposal", "residual"]
 @dataclass
 class Level:
     """The nodes at one depth, for all branches. Node i has been expanded when row[i] ≥ 0:
-    log_probs[row[i]] is p(next | node) and its state is row `index[row]` of `chunks[chunk[row]]`."""
+    log_probs[row[i]] is p(next | node) and its state is row `index[row]` of `chunks[chunk[row]]`.
+
+    Levels grow as walks add nodes and rows (`append`): each field is a view of the used part
+    of a buffer that doubles when full, so growing a level by many small walks costs time
+    linear in its size, not quadratic (as re-concatenating every field would)."""
 
     branch: Tensor  # [n] branch (task) of the batch
     lattice_node: Tensor  # [n] the query-lattice node the prefix has reached
@@ -54,22 +58,54 @@ class Level:
     log_m: Tensor  # [n] float64 log of the unsampled q-mass below the node
     row: Tensor  # [n] row of an expanded node, -1 otherwise
     log_probs: Tensor  # [r, V] model output per expanded node (model's device)
+    log_mass: Tensor  # [r] log p(V_k | node) per expanded node: computed once, read by children
     context: Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))  # [n]
     chunk: Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))  # [r]
     index: Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))  # [r]
     chunks: list[OwnedState] = field(default_factory=list)
-    keys: Tensor | None = None  # sorted parent·V + token of the nodes (lookup), rebuilt lazily
-    order: Tensor | None = None
+    keys: Tensor | None = None  # sorted parent·V + token of the nodes (lookup), built lazily
+    order: Tensor | None = None  # node of each key
+    buffers: dict[str, Tensor] = field(default_factory=dict, repr=False)  # behind the fields
 
     @property
     def size(self) -> int:
         return len(self.branch)
 
+    def append(self, **fields: Tensor) -> None:
+        """Add entries at the end of the named fields (all node fields, or all row fields)."""
+        for name, new in fields.items():
+            used = getattr(self, name)
+            n, end = len(used), len(used) + len(new)
+            buffer = self.buffers.get(name, used)
+            if buffer.data_ptr() != used.data_ptr():  # the field was replaced: start afresh
+                buffer = used
+            dtype = torch.promote_types(used.dtype, new.dtype)
+            if end > len(buffer) or buffer.dtype != dtype:
+                grown = new.new_empty((max(end, 2 * len(buffer)), *new.shape[1:]), dtype=dtype)
+                grown[:n] = used
+                buffer = grown
+            buffer[n:end] = new
+            self.buffers[name] = buffer
+            setattr(self, name, buffer[:end])
+
+    def index_keys(self, keys: Tensor, nodes: Tensor) -> None:
+        """Merge new nodes (sorted, distinct `keys` absent so far) into the lookup's order."""
+        if self.keys is None:
+            return  # built at the next lookup
+        position = torch.searchsorted(self.keys, keys) + torch.arange(len(keys))
+        is_new = torch.zeros(len(self.keys) + len(keys), dtype=torch.bool)
+        is_new[position] = True
+        merged_keys, merged_order = self.keys.new_empty(len(is_new)), self.order.new_empty(
+            len(is_new))
+        merged_keys[position], merged_order[position] = keys, nodes
+        merged_keys[~is_new], merged_order[~is_new] = self.keys, self.order
+        self.keys, self.order = merged_keys, merged_order
+
 
 def _empty_level(V: int, device: torch.device) -> Level:
     long, f64 = torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.float64)
     return Level(long, long, long, long, f64, f64, f64, f64, long,
-                 torch.zeros(0, V, device=device))
+                 torch.zeros(0, V, device=device), torch.zeros(0, device=device))
 
 
 class Trie:
@@ -87,6 +123,7 @@ class Trie:
             parent=torch.full((N,), -1), token=torch.full((N,), -1),
             log_p=zero, log_q=zero.clone(), log_w=zero.clone(), log_m=zero.clone(),
             row=torch.arange(N), log_probs=batch.root_log_probs[tasks],
+            log_mass=self._masses(batch.root_log_probs[tasks], batch.branch_root),
             chunk=torch.zeros(N, dtype=torch.long), index=torch.arange(N),
             chunks=[batch.counter.select(batch.root_state, tasks)],
             context=(torch.zeros(N, dtype=torch.long) if messages is None
@@ -101,18 +138,20 @@ class Trie:
         its expanded nodes keep their rows and states, so samples pay nothing inside it. With
         `messages` the nodes' proposal masses are re-derived under the twisted q̃."""
         trie = cls(batch, messages)
-        trie.levels = [
-            Level(branch=b.branch, lattice_node=b.lattice_node, parent=b.parent, token=b.token,
-                  log_p=b.log_p,
-                  log_q=b.log_q, log_w=b.log_p - b.log_q, log_m=b.log_q.clone(),
-                  row=b.row.clone(),
-                  log_probs=(b.log_probs if b.log_probs is not None
-                             else torch.zeros(0, batch.vocab_size, device=batch.device)),
-                  chunk=torch.zeros(int((b.row >= 0).sum()), dtype=torch.long),
-                  index=torch.arange(int((b.row >= 0).sum())),
-                  chunks=[b.state] if b.state is not None else [],
-                  context=torch.zeros(len(b.branch), dtype=torch.long))
-            for b in beam_levels]
+        trie.levels = []
+        for b in beam_levels:
+            expanded = (b.row >= 0).nonzero().flatten()  # rows are the expanded nodes in order
+            log_probs = (b.log_probs if b.log_probs is not None
+                         else torch.zeros(0, batch.vocab_size, device=batch.device))
+            trie.levels.append(Level(
+                branch=b.branch, lattice_node=b.lattice_node, parent=b.parent, token=b.token,
+                log_p=b.log_p, log_q=b.log_q, log_w=b.log_p - b.log_q, log_m=b.log_q.clone(),
+                row=b.row.clone(), log_probs=log_probs,
+                log_mass=trie._masses(log_probs, b.lattice_node[expanded]),
+                context=torch.zeros(len(b.branch), dtype=torch.long),
+                chunk=torch.zeros(len(expanded), dtype=torch.long),
+                index=torch.arange(len(expanded)),
+                chunks=[b.state] if b.state is not None else []))
         if messages is not None:
             trie.levels[0].context = messages.context.cpu()
             for depth in range(1, len(trie.levels)):
@@ -140,16 +179,22 @@ class Trie:
         """Which nodes end a path: nothing after them is restricted (their lattice node is free)."""
         return self.batch.lattice.free[self.levels[depth].lattice_node[nodes]]
 
+    def _masses(self, log_probs: Tensor, lattice_nodes: Tensor) -> Tensor:
+        """log p(V_k | prefix) of new expanded rows at their lattice nodes."""
+        return restrict(log_probs, self.batch.domain(lattice_nodes))[1]
+
     def conditionals(self, depth: int, nodes: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """For expanded nodes, [n, V] each: masked log p(v | node), log q(v | node) of the
         proposal, and log p(v | node) − log q(v | node), the weight a child adds (the same for
         every v, log p(V_{d+1} | node), unless the proposal is twisted)."""
         level = self.levels[depth]
-        log_probs = level.log_probs[level.row[nodes].to(self.batch.device)]
+        rows = level.row[nodes].to(self.batch.device)
+        log_probs = level.log_probs.index_select(0, rows)
         domain = self.batch.domain(level.lattice_node[nodes])
-        masked, log_mass = restrict(log_probs, domain)
+        masked = torch.where(domain, log_probs, -torch.inf)
         guide = self._guide(depth, nodes)
         if guide is None:
+            log_mass = level.log_mass[rows]
             step = log_mass.double()[:, None].expand_as(masked)
             return masked, conditional(masked, log_mass), step
         steered, log_z = restrict(log_probs + guide, domain)
@@ -173,25 +218,29 @@ class Trie:
         if len(new):
             p, t = unique[new] // self.V, unique[new] % self.V
             parent = self.levels[depth]
-            masked, cond, step = self.conditionals(depth, p)
-            dev_rows, dev_t = torch.arange(len(p), device=masked.device), t.to(masked.device)
-            log_p = parent.log_p[p] + masked[dev_rows, dev_t].double().cpu()
-            log_q = parent.log_q[p] + cond[dev_rows, dev_t].cpu()
-            log_w = parent.log_w[p] + step[dev_rows, dev_t].cpu()
+            if self.messages is None:  # the parent's cached mass: scalar gathers, no [n, V]
+                rows, dev_t = parent.row[p].to(self.batch.device), t.to(self.batch.device)
+                allowed = self.batch.lattice.on(dev_t.device).allowed[
+                    parent.lattice_node[p].to(dev_t.device), dev_t]
+                picked = torch.where(allowed, parent.log_probs[rows, dev_t], -torch.inf)
+                log_mass = parent.log_mass[rows]
+                log_p = parent.log_p[p] + picked.double().cpu()
+                log_q = parent.log_q[p] + conditional(picked[:, None], log_mass)[:, 0].cpu()
+                log_w = parent.log_w[p] + log_mass.double().cpu()
+                context = parent.context[p]
+            else:
+                masked, cond, step = self.conditionals(depth, p)
+                dev_rows, dev_t = torch.arange(len(p), device=masked.device), t.to(masked.device)
+                log_p = parent.log_p[p] + masked[dev_rows, dev_t].double().cpu()
+                log_q = parent.log_q[p] + cond[dev_rows, dev_t].cpu()
+                log_w = parent.log_w[p] + step[dev_rows, dev_t].cpu()
+                context = self.messages.next_context_cpu[parent.context[p], t]
             found[new] = child.size + torch.arange(len(new))
-            child.branch = torch.cat([child.branch, parent.branch[p]])
-            child.lattice_node = torch.cat([child.lattice_node, self.batch.lattice.advance(
-                parent.lattice_node[p], t)])
-            child.parent = torch.cat([child.parent, p])
-            child.token = torch.cat([child.token, t])
-            child.log_p = torch.cat([child.log_p, log_p])
-            child.log_q = torch.cat([child.log_q, log_q])
-            child.log_w = torch.cat([child.log_w, log_w])
-            child.log_m = torch.cat([child.log_m, log_q])
-            child.row = torch.cat([child.row, torch.full((len(new),), -1)])
-            child.context = torch.cat([child.context, parent.context[p] if self.messages is None
-                                       else self.messages.next_context_cpu[parent.context[p], t]])
-            child.keys = None
+            child.index_keys(unique[new], found[new])
+            child.append(branch=parent.branch[p],
+                         lattice_node=self.batch.lattice.advance(parent.lattice_node[p], t),
+                         parent=p, token=t, log_p=log_p, log_q=log_q, log_w=log_w, log_m=log_q,
+                         row=torch.full((len(new),), -1), context=context)
         return found[inverse]
 
     def _lookup(self, level: Level, keys: Tensor) -> Tensor:
@@ -230,9 +279,10 @@ class Trie:
                 results.append((order, *counter.step(state, tokens[order.to(self.batch.device)])))
         for order, log_probs, state in results:
             level.row[todo[order]] = len(level.log_probs) + torch.arange(len(order))
-            level.log_probs = torch.cat([level.log_probs, log_probs])
-            level.chunk = torch.cat([level.chunk, torch.full((len(order),), len(level.chunks))])
-            level.index = torch.cat([level.index, torch.arange(len(order))])
+            level.append(log_probs=log_probs,
+                         log_mass=self._masses(log_probs, level.lattice_node[todo[order]]),
+                         chunk=torch.full((len(order),), len(level.chunks)),
+                         index=torch.arange(len(order)))
             level.chunks.append(state)
 
     # --- residual masses --------------------------------------------------------------------
@@ -286,7 +336,7 @@ class Trie:
             nodes, inverse = torch.unique(node, return_inverse=True)
             if policy == "proposal":
                 level = self.levels[depth]
-                log_probs = level.log_probs[level.row[node].to(self.batch.device)]
+                log_probs = level.log_probs.index_select(0, level.row[node].to(self.batch.device))
                 guide = self._guide(depth, node)
                 log_mass, cdf = restricted_cdf(log_probs if guide is None else log_probs + guide,
                                                self.batch.domain(level.lattice_node[node]))
@@ -370,12 +420,26 @@ def _truncated_gumbel(logits: Tensor, bound: Tensor, generator: torch.Generator)
 
 
 def _top_per_group(values: Tensor, group: Tensor, count: Tensor) -> Tensor:
-    """Indices of the `count[g]` largest finite values of each group g."""
-    order = torch.sort(values, descending=True, stable=True).indices
-    order = order[torch.sort(group[order], stable=True).indices]
-    g = group[order]
-    starts = torch.searchsorted(g, g, right=False)
-    rank = torch.arange(len(g)) - starts
-    keep = (rank < count[g]) & torch.isfinite(values[order])
-    return order[keep]
-
+    """Indices of the `count[g]` largest finite values of each group g, grouped by g
+    (ascending), each group's in decreasing order of value. One top-k over the candidates laid
+    out one group per row, not a full sort of every value."""
+    candidates = torch.isfinite(values).nonzero().flatten()
+    g = group[candidates]
+    if len(g) > 1 and not bool((g[1:] >= g[:-1]).all()):
+        g, by_group = torch.sort(g, stable=True)
+        candidates = candidates[by_group]
+    ids, sizes = torch.unique_consecutive(g, return_counts=True)
+    if not len(ids):
+        return candidates
+    start = torch.cumsum(sizes, 0) - sizes
+    if len(ids) == 1:
+        padded = values[candidates][None]
+    else:
+        row = torch.repeat_interleave(torch.arange(len(ids)), sizes)
+        padded = torch.full((len(ids), int(sizes.max())), -math.inf, dtype=values.dtype)
+        padded[row, torch.arange(len(g)) - start[row]] = values[candidates]
+    wanted = count[ids]
+    top, position = padded.topk(min(int(wanted.max()), padded.shape[1]), dim=-1)
+    keep = (torch.arange(top.shape[1]) < wanted[:, None]) & torch.isfinite(top)
+    r, c = keep.nonzero(as_tuple=True)
+    return candidates[start[r] + position[r, c]]

@@ -3,9 +3,15 @@
 Estimators step thousands of independent rows (samples, beams, many tasks at once). One huge batch
 is not the fastest way to step them: on a CPU a 20 000-row step runs slower per row than twenty
 1 000-row steps (the activations fall out of cache), while a GPU wants the largest batch memory
-allows. So rows go through the model in chunks whose size is measured once per model instance
-(and so per device): `step` is timed at doubling batch sizes and the smallest size within
-`TOLERANCE` of the best throughput wins (smaller chunks bound memory at no cost in speed).
+allows. Every model step of every estimator goes through `CallCounter.step`, which steps rows
+in chunks of `chunk_rows(model)` (`step_in_chunks`), so all estimators get this at once.
+
+The chunk size is a fixed default unless set, so a seeded estimate never depends on a timing:
+`CPU_CHUNK_ROWS` for a network on the CPU (the best size measured for LSTMs of 128 and 512 units,
+benchmarks/RESULTS.md (e)), else the memory cap (a GPU wants the largest batch; a model with no
+`device`, such as a Markov or HPYP table, gains nothing from chunks). `measure_chunk_rows` times
+`step` at doubling batch sizes and picks the smallest size within `TOLERANCE` of the best
+throughput; `set_chunk_rows(model, measure_chunk_rows(model).rows)` adopts it.
 """
 
 from __future__ import annotations
@@ -19,10 +25,10 @@ from typing import TypeVar
 import torch
 from torch import Tensor
 
-from seqq.models.counting import CallCounter
 from seqq.models.protocol import SequenceModel, State
 
 MAX_ELEMENTS = 2**26  # rows × V of one chunk's log-probs (256 MiB in float32): bounds memory
+CPU_CHUNK_ROWS = 1024  # default chunk of a network on the CPU (see the module docstring)
 # Candidate chunk sizes, 1 024 .. 65 536 rows: below ~1 000 rows the fixed cost of each step
 # (the estimators' tensor ops around the model, which this measurement does not see) shows.
 SIZES = tuple(2**k for k in range(10, 17))
@@ -46,6 +52,8 @@ _CHOICES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def _inner(model: SequenceModel) -> SequenceModel:
     """The model behind a `CallCounter`: measuring through the counter would charge tasks."""
+    from seqq.models.counting import CallCounter  # counting steps through this module
+
     return model.model if isinstance(model, CallCounter) else model
 
 
@@ -94,14 +102,14 @@ def measure_chunk_rows(model: SequenceModel, sizes: Sequence[int] = SIZES,
 
 
 def time_steps(model: SequenceModel, state: State, tokens: Tensor, steps: int,
-               device: torch.device) -> float:
+               device: torch.device, clock: Callable[[], float] = time.perf_counter) -> float:
     """Seconds per step of `steps` chained steps from `state`, the device's work included."""
     _sync(device)
-    start = time.perf_counter()
+    start = clock()
     for _ in range(steps):
         _, state = model.step(state, tokens)
     _sync(device)
-    return (time.perf_counter() - start) / steps
+    return (clock() - start) / steps
 
 
 def pick_rows(throughput: dict[int, float]) -> int:
@@ -111,13 +119,19 @@ def pick_rows(throughput: dict[int, float]) -> int:
 
 
 def chunk_rows(model: SequenceModel) -> int:
-    """The chunk size for `model`, measured on first use and remembered for this instance."""
+    """The chunk size for `model`: as set for this instance, else the default for its device."""
     model = _inner(model)
     choice = _CHOICES.get(model)
-    if choice is None:
-        choice = measure_chunk_rows(model)
-        _CHOICES[model] = choice
-    return choice.rows
+    return choice.rows if choice is not None else default_chunk_rows(model)
+
+
+def default_chunk_rows(model: SequenceModel, max_elements: int = MAX_ELEMENTS) -> int:
+    """`CPU_CHUNK_ROWS` for a model on the CPU, else (GPU, or no `device`) the memory cap."""
+    cap = _largest(model.vocab_size, max_elements)
+    device = getattr(model, "device", None)
+    if device is not None and torch.device(device).type == "cpu":
+        return min(CPU_CHUNK_ROWS, cap)
+    return cap
 
 
 def set_chunk_rows(model: SequenceModel, rows: int, max_elements: int = MAX_ELEMENTS) -> None:
@@ -133,11 +147,8 @@ def map_row_chunks(model: SequenceModel, rows: Tensor, run: Callable[[Tensor], T
                    size: int | None = None) -> list[T]:
     """`run` on consecutive chunks of the independent `rows` (e.g. whole rollouts of samples),
     at most `size` rows each (by default the model's chunk size), all of nearly equal length so
-    that no small tail chunk runs below the device's speed. Small inputs are one chunk and never
-    trigger a measurement."""
-    if size is None:
-        size = len(rows) if len(rows) <= SIZES[0] else chunk_rows(model)
-    return [run(part) for part in even_chunks(rows, size)]
+    that no small tail chunk runs below the device's speed."""
+    return [run(part) for part in even_chunks(rows, size or chunk_rows(model))]
 
 
 def even_chunks(rows: Tensor, size: int) -> tuple[Tensor, ...]:
@@ -164,13 +175,12 @@ def step_in_chunks(model: SequenceModel, state: State, tokens: Tensor,
                    size: int | None = None) -> tuple[Tensor, State]:
     """One batched `step` over many rows, computed `size` rows at a time (by default the model's
     chunk size) and joined again with the model's optional `concat(states)`; models without
-    `concat` take the whole step at once."""
+    `concat` take the whole step at once. The rows' results do not depend on the chunks beyond
+    float rounding (a network's kernels may round differently at another batch size)."""
     concat = getattr(model, "concat", None)
-    if concat is None or len(tokens) <= SIZES[0]:
+    if concat is None or len(tokens) <= (size or chunk_rows(model)):
         return model.step(state, tokens)
     size = size or chunk_rows(model)
-    if len(tokens) <= size:
-        return model.step(state, tokens)
     parts = [model.step(model.select(state, index), tokens[index])
              for index in even_chunks(torch.arange(len(tokens), device=tokens.device), size)]
     return torch.cat([log_probs for log_probs, _ in parts]), concat([s for _, s in parts])

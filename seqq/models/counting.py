@@ -14,6 +14,7 @@ import torch
 from torch import Tensor
 
 from seqq.errors import ModelError
+from seqq.models.batching import step_in_chunks
 from seqq.models.protocol import SequenceModel, State
 
 NORMALISATION_TOLERANCE = 1e-3  # |log Σ_v p(v)| allowed per row (float32 models drift ~1e-6)
@@ -60,8 +61,10 @@ class CallCounter:
         return log_probs, OwnedState(state, owners)
 
     def step(self, state: OwnedState, tokens: Tensor) -> tuple[Tensor, OwnedState]:
+        """p(· | prefix) of every row, stepped in row chunks sized for the device
+        (`seqq.models.batching`): one huge batch would run slower than chunks on a CPU."""
         self._charge(state.owners)
-        log_probs, inner = self.model.step(state.inner, tokens)
+        log_probs, inner = step_in_chunks(self.model, state.inner, tokens)
         self._validate("step", log_probs, len(tokens))
         return log_probs, OwnedState(inner, state.owners)
 

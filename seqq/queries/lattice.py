@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 
 import torch
 from torch import Tensor
@@ -36,6 +36,8 @@ class Lattice:
     horizon: Tensor  # [N] long: the horizon K of the node's query
     query: Tensor  # [N] long: which query of a batch the node belongs to
     roots: Tensor  # [T] long: each query's start node, −1 if the query holds no path
+    copies: dict[torch.device, Lattice] = field(  # `on(device)`'s cache, one copy per device
+        default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def vocab_size(self) -> int:
@@ -46,27 +48,37 @@ class Lattice:
         return len(self.depth)
 
     def advance(self, nodes: Tensor, symbols: Tensor) -> Tensor:
-        """The node after appending `symbols` (CPU long, one per node); −1 where not allowed."""
-        out = self.successor[nodes]
-        allowed = self.allowed[nodes, symbols.cpu()]
-        split = (out < 0) & allowed
-        if split.any():
-            out[split] = self.children[self.branching[nodes[split]], symbols.cpu()[split]]
-        return torch.where(allowed, out, -1)
+        """The node after appending `symbols` (one per node); −1 where not allowed. Computed
+        on the nodes' device, from this lattice's tables there (`on`), with no sync."""
+        tables, symbols = self.on(nodes.device), symbols.to(nodes.device)
+        out = tables.successor[nodes]
+        if len(tables.children):  # nodes whose children differ by symbol look theirs up
+            row = tables.branching[nodes]
+            out = torch.where(row >= 0, tables.children[row.clamp_min(0), symbols], out)
+        return torch.where(tables.allowed[nodes, symbols], out, -1)
 
     def child_table(self, nodes: Tensor) -> Tensor:
-        """[n, V] long: the child of every symbol at each node (−1 where not allowed)."""
-        out = torch.where(self.allowed[nodes], self.successor[nodes, None], -1)
-        split = (self.successor[nodes] < 0).nonzero().flatten()
-        if len(split):
-            out[split] = self.children[self.branching[nodes[split]]]
+        """[n, V] long: the child of every symbol at each node (−1 where not allowed), on the
+        nodes' device: a step loop on a GPU builds it there instead of moving it across."""
+        tables = self.on(nodes.device)
+        out = torch.where(tables.allowed[nodes], tables.successor[nodes, None], -1)
+        if len(tables.children):
+            row = tables.branching[nodes]
+            out = torch.where(row[:, None] >= 0, tables.children[row.clamp_min(0)], out)
         return out
 
-    def to(self, device: torch.device | str) -> Lattice:
-        """`allowed` on the model's device (estimators mask model outputs with it); the index
-        tables stay on the CPU, where control flow reads them."""
-        return Lattice(self.depth, self.allowed.to(device), self.successor, self.branching,
-                       self.children, self.free, self.horizon, self.query, self.roots)
+    def on(self, device: torch.device | str) -> Lattice:
+        """This lattice with every table on `device`: copied once per device and kept, so
+        walks on a GPU index it there without moving tables every step."""
+        device = torch.empty(0, device=device).device  # "cuda" → "cuda:0", as tensors say
+        if all(t.device == device for t in self.tables()):
+            return self
+        if device not in self.copies:
+            self.copies[device] = Lattice(*(t.to(device) for t in self.tables()))
+        return self.copies[device]
+
+    def tables(self) -> list[Tensor]:
+        return [getattr(self, f.name) for f in fields(self) if f.init]
 
     def log_counts(self) -> Tensor:
         """[N] float64 log of the number of decided completions below each node: paths cut
@@ -195,7 +207,8 @@ def concat(lattices: Sequence[Lattice]) -> Lattice:
                              lat.horizon, torch.full_like(lat.query, i), _shift(lat.roots, nodes)))
         nodes += lat.num_nodes
         rows += len(lat.children)
-    return Lattice(*(torch.cat([getattr(p, f) for p in parts]) for f in Lattice.__dataclass_fields__))
+    return Lattice(*(torch.cat(tables) for tables in zip(*(p.tables() for p in parts),
+                                                         strict=True)))
 
 
 def _shift(index: Tensor, offset: int) -> Tensor:
