@@ -101,12 +101,12 @@ def task_groups(batch: Batch, surrogate: ContextAutomaton) -> list[Tensor]:
     nodes_per_query = torch.bincount(lattice.query, minlength=len(lattice.roots))
     query_of_task = torch.zeros(batch.num_tasks, dtype=torch.long)
     query_of_task[batch.branch_task] = lattice.query[batch.branch_root]
+    # a query's messages are counted at the first task asking it
+    first_task = torch.full((len(lattice.roots),), batch.num_tasks).scatter_reduce(
+        0, query_of_task, torch.arange(batch.num_tasks), reduce="amin")
     first_use = torch.zeros(batch.num_tasks, dtype=torch.long)
-    seen: set[int] = set()
-    for t, q in enumerate(query_of_task.tolist()):
-        if q not in seen:
-            seen.add(q)
-            first_use[t] = nodes_per_query[q] * surrogate.num_contexts
+    asked = first_task < batch.num_tasks
+    first_use[first_task[asked]] = nodes_per_query[asked] * surrogate.num_contexts
     bucket = (torch.cumsum(first_use, 0) - first_use) // MESSAGE_ELEMENTS
     sizes = torch.unique_consecutive(bucket, return_counts=True)[1]
     return list(torch.arange(batch.num_tasks).split(sizes.tolist()))

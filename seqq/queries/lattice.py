@@ -116,12 +116,13 @@ class Lattice:
         if root < 0:
             return 0
         V, counts = self.vocab_size, {}
-        order = [root]
-        for node in order:  # every node below the root, parents before children
+        order, seen = [root], {root}
+        for node in order:  # every node below the root, layer by layer
             if not self.free[node]:
-                kids = torch.unique(self.child_table(torch.tensor([node]))[0])
-                order += [k for k in kids.tolist() if k >= 0 and k not in order]
-        for node in reversed(order):
+                kids = torch.unique(self.child_table(torch.tensor([node]))[0]).tolist()
+                order += [k for k in kids if k >= 0 and k not in seen]
+                seen.update(kids)
+        for node in reversed(order):  # deeper layers first
             if self.free[node]:
                 counts[node] = V ** int(self.horizon[node] - self.depth[node])
             else:
@@ -148,29 +149,26 @@ def unroll(automaton: Automaton, horizon: int, vocab_size: int) -> Lattice:
     if not live[0][automaton.start]:
         return _empty(vocab_size)
 
-    # Forward: node ids layer by layer, and each node's allowed symbols and next states.
-    layer_states = [torch.tensor([automaton.start])]
+    # Forward, layer by layer: each node's allowed symbols, and its children as node ids
+    # (layer k+1's states sorted, numbered after every earlier layer's nodes).
+    layer_states, allowed_rows, child_rows = [torch.tensor([automaton.start])], [], []
+    offset = 0
     for k in range(K):
         nxt = table[layer_states[k]]
         ok = (nxt >= 0) & live[k + 1][nxt.clamp_min(0)]
         layer_states.append(torch.unique(nxt[ok]))
-    offsets = [0]
-    for states in layer_states:
-        offsets.append(offsets[-1] + len(states))
-    N = offsets[-1]
+        offset += len(layer_states[k])
+        index = torch.searchsorted(layer_states[k + 1], nxt.clamp_min(0)) + offset
+        allowed_rows.append(ok)
+        child_rows.append(torch.where(ok, index, -1))
+    last = len(layer_states[K])
+    allowed = torch.cat(allowed_rows + [torch.zeros(last, vocab_size, dtype=torch.bool)])
+    child = torch.cat(child_rows + [torch.full((last, vocab_size), -1, dtype=torch.long)])
     depth = torch.cat([torch.full((len(s),), k) for k, s in enumerate(layer_states)])
-    allowed = torch.zeros(N, vocab_size, dtype=torch.bool)
-    child = torch.full((N, vocab_size), -1, dtype=torch.long)
-    for k in range(K):
-        states, rows = layer_states[k], slice(offsets[k], offsets[k + 1])
-        nxt = table[states]
-        ok = (nxt >= 0) & live[k + 1][nxt.clamp_min(0)]
-        index = torch.searchsorted(layer_states[k + 1], nxt.clamp_min(0)) + offsets[k + 1]
-        allowed[rows] = ok
-        child[rows] = torch.where(ok, index, -1)
+    offsets = [0, *torch.cumsum(torch.tensor([len(s) for s in layer_states]), 0).tolist()]
 
     # Free nodes: the last layer, and nodes allowing everything into free children.
-    free = torch.zeros(N, dtype=torch.bool)
+    free = torch.zeros(len(depth), dtype=torch.bool)
     free[offsets[K]:] = True
     for k in range(K - 1, -1, -1):
         rows = slice(offsets[k], offsets[k + 1])
