@@ -51,9 +51,7 @@ def sample_rows(batch: Batch, row_branch: Tensor, policy: Policy) -> Paths:
         state = batch.counter.select(batch.root_state, tasks)
         return rollout(batch, batch.branch_root[rows], batch.root_log_probs[tasks], state, policy)
 
-    parts = map_row_chunks(batch.counter, row_branch, run)
-    return Paths(*(torch.cat([getattr(p, f) for p in parts])
-                   for f in ("log_p", "log_q", "log_weight", "accepted")))
+    return Paths.cat(map_row_chunks(batch.counter, row_branch, run))
 
 
 def streamed_draws(batch: Batch, budgets: Sequence[int] | None, samples: int | None,
@@ -86,9 +84,7 @@ def draw_in_rounds(batch: Batch, budgets: Sequence[int] | None, samples: int | N
         left = (budgets_t - batch.task_calls()).clamp_min(0)
         more = torch.where(cost > 0, left // cost.clamp_min(1), 0)
         per_task = torch.minimum(more, cap - drawn)
-    rows = torch.cat([r for r, _ in parts])
-    return rows, Paths(*(torch.cat([getattr(p, f) for _, p in parts])
-                         for f in ("log_p", "log_q", "log_weight", "accepted")))
+    return torch.cat([r for r, _ in parts]), Paths.cat([p for _, p in parts])
 
 
 def _per_branch_samples(batch: Batch, per_task: Tensor) -> Tensor:

@@ -8,7 +8,8 @@ stays bounded by the rows of one step (ground truth's surrogate draws millions o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
 from typing import Literal
 
 import torch
@@ -26,6 +27,14 @@ class Paths:
     log_q: Tensor  # [R] float64, log q of the sampled symbols under the proposal that drew them
     log_weight: Tensor  # [R] float64, log p - log q (Σ_k log p(V_k | x_<k) without a twist)
     accepted: Tensor  # [R] bool, the path reached a free lattice node (it lies in Q)
+
+    @classmethod
+    def cat(cls, parts: Sequence[Paths]) -> Paths:
+        """The paths of several chunks or rounds, in order."""
+        if not parts:
+            return cls(*(torch.zeros(0, dtype=torch.float64) for _ in range(3)),
+                       torch.zeros(0, dtype=torch.bool))
+        return cls(*(torch.cat([getattr(p, f.name) for p in parts]) for f in fields(cls)))
 
 
 def sample_from_cdf(cdf: Tensor, generator: torch.Generator) -> Tensor:

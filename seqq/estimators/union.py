@@ -78,12 +78,8 @@ def _draw(batch: Batch, row_branch: Tensor, siblings: Tensor, column: Tensor,
           weight: Weight) -> Paths:
     """Roll out every row from its part's proposal, in memory-bounded chunks."""
     chunk = max(1, ROW_ELEMENTS // (batch.vocab_size * max(1, siblings.shape[1])))
-    parts = [_walk(batch, rows, siblings, column, weight) for rows in row_branch.split(chunk)]
-    if not parts:
-        return Paths(*(torch.zeros(0, dtype=torch.float64) for _ in range(3)),
-                     torch.zeros(0, dtype=torch.bool))
-    return Paths(*(torch.cat([getattr(p, f.name) for p in parts])
-                   for f in dataclasses.fields(Paths)))
+    return Paths.cat([_walk(batch, rows, siblings, column, weight)
+                      for rows in row_branch.split(chunk)])
 
 
 def _walk(batch: Batch, row_branch: Tensor, siblings: Tensor, column: Tensor,
