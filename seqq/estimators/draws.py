@@ -13,16 +13,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 from torch import Tensor
 
 from seqq.errors import BudgetError
+from seqq.estimators.batch import Batch
 from seqq.estimators.trie import Policy, Trie
 from seqq.models.batching import chunk_rows, even_chunks
 
 DEFAULT_SAMPLES = 1000
 CAP_FACTOR = 100
+T = TypeVar("T")
 ROW_ELEMENTS = 2**24  # rows × V per walk at most: bounds the memory of one batched step
 
 
@@ -40,9 +43,9 @@ def cost_per_draw(trie: Trie, eligible: Tensor) -> Tensor:
         0, batch.branch_task, torch.where(eligible, batch.lengths - 1, 0))
 
 
-def affordable(budgets: Sequence[int] | Tensor, trie: Trie, cost: Tensor) -> Tensor:
+def affordable(budgets: Sequence[int] | Tensor, batch: Batch, cost: Tensor) -> Tensor:
     """Draws per task that the calls left surely pay for (cost 0: the budget's worth)."""
-    left = torch.as_tensor(list(budgets), dtype=torch.long) - trie.batch.task_calls()
+    left = torch.as_tensor(list(budgets), dtype=torch.long) - batch.task_calls()
     return torch.where(cost > 0, left.clamp_min(0) // cost.clamp_min(1), left.clamp_min(0))
 
 
@@ -66,6 +69,29 @@ def draw_paths(trie: Trie, per_branch: Tensor, policy: Policy) -> Draws:
                  torch.cat(log_q) if log_q else empty)
 
 
+def budget_rounds(batch: Batch, budgets: Sequence[int], samples: int | None, cost: Tensor,
+                  needs: Tensor, too_small: Callable[[int], str],
+                  draw: Callable[[Tensor], T]) -> list[T]:
+    """The rounds every sampler spends a budget in: `draw(m)` draws m[t] paths for each task.
+    Each round draws what the calls left surely pay for at full price (`cost` per draw, per
+    task), then reads what was really spent and goes again, until less than one full-price draw
+    fits or the draws reach a cap (`samples`, else `CAP_FACTOR` × the full-price count). Tasks
+    in `needs` must afford one draw in the first round, or `too_small(task)` is raised."""
+    full_price = affordable(budgets, batch, cost)
+    cap = CAP_FACTOR * full_price if samples is None else torch.full_like(full_price, samples)
+    drawn = torch.zeros(batch.num_tasks, dtype=torch.long)
+    parts: list[T] = []
+    active = needs.clone()
+    while active.any():
+        m = torch.where(active, torch.minimum(affordable(budgets, batch, cost), cap - drawn), 0)
+        if not parts and ((m < 1) & needs).any():
+            raise BudgetError(too_small(int(((m < 1) & needs).nonzero()[0])))
+        parts.append(draw(m))
+        drawn += m
+        active &= (m > 0) & (drawn < cap) & (cost > 0)
+    return parts
+
+
 def iid_draws(trie: Trie, budgets: Sequence[int] | None, samples: int | Tensor | None,
               policy: Policy,
               eligible: Tensor, too_small: Callable[[int], str]) -> Draws:
@@ -78,21 +104,11 @@ def iid_draws(trie: Trie, budgets: Sequence[int] | None, samples: int | Tensor |
         count = torch.as_tensor(DEFAULT_SAMPLES if samples is None else samples)
         return draw_paths(trie, torch.where(eligible, count.expand(batch.num_tasks)[task_of], 0),
                           policy)
-    cost = cost_per_draw(trie, eligible)
     needs = torch.zeros(batch.num_tasks, dtype=torch.bool).index_fill_(
         0, task_of[eligible], True)
-    full_price = affordable(budgets, trie, cost)
-    cap = CAP_FACTOR * full_price if samples is None else torch.full_like(full_price, samples)
-    drawn = torch.zeros(batch.num_tasks, dtype=torch.long)
-    parts = []
-    active = needs.clone()
-    while active.any():
-        m = torch.where(active, torch.minimum(affordable(budgets, trie, cost), cap - drawn), 0)
-        if not parts and ((m < 1) & needs).any():
-            raise BudgetError(too_small(int(((m < 1) & needs).nonzero()[0])))
-        parts.append(draw_paths(trie, torch.where(eligible, m[task_of], 0), policy))
-        drawn += m
-        active &= (m > 0) & (drawn < cap) & (cost > 0)
+    parts = budget_rounds(batch, budgets, samples, cost_per_draw(trie, eligible), needs,
+                          too_small, lambda m: draw_paths(
+                              trie, torch.where(eligible, m[task_of], 0), policy))
     if not parts:  # nothing to draw: every eligible residual is empty
         return draw_paths(trie, torch.zeros(len(task_of), dtype=torch.long), policy)
     return Draws(*(torch.cat([getattr(p, f) for p in parts])

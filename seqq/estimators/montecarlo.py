@@ -10,9 +10,8 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor
 
-from seqq.errors import BudgetError
 from seqq.estimators.batch import Batch
-from seqq.estimators.draws import CAP_FACTOR, DEFAULT_SAMPLES, cost_per_draw, iid_draws
+from seqq.estimators.draws import DEFAULT_SAMPLES, budget_rounds, cost_per_draw, iid_draws
 from seqq.estimators.estimate import Estimate
 from seqq.estimators.rollout import Paths, Policy, rollout
 from seqq.estimators.summary import BranchResult, segment_average, segment_mean, to_estimates
@@ -23,24 +22,6 @@ from seqq.models.batching import map_row_chunks
 
 ROW_ELEMENTS = 2**26  # rows × V per batched step at most (union.py's chunks; sample_rows' cap is
 # the same, through `chunk_rows`)
-
-
-def samples_for_budget(budgets: Sequence[int] | None, calls_per_sample: Tensor,
-                       samples: int | None, method: str) -> Tensor:
-    """Samples per task: as asked, or the most that fit the budget after the shared first call."""
-    if budgets is None:
-        return torch.full_like(calls_per_sample, samples or DEFAULT_SAMPLES)
-    budgets_t = torch.as_tensor(list(budgets), dtype=torch.long)
-    fitted = torch.where(calls_per_sample > 0,
-                         (budgets_t - 1) // calls_per_sample.clamp_min(1), budgets_t)
-    too_small = (fitted < 1).nonzero().flatten()
-    if len(too_small):
-        t = int(too_small[0])
-        raise BudgetError(
-            f"{method}: a budget of {int(budgets_t[t])} model calls cannot buy one sample "
-            f"(that needs {1 + int(calls_per_sample[t])}); raise the budget"
-        )
-    return fitted
 
 
 def sample_rows(batch: Batch, row_branch: Tensor, policy: Policy) -> Paths:
@@ -67,24 +48,22 @@ def draw_in_rounds(batch: Batch, budgets: Sequence[int] | None, samples: int | N
     with a budget, rounds until it is spent. A round draws what the calls left surely pay for
     at full price (effective length − 1 each); paths decided early cost less, so later rounds
     buy more (`samples` then caps the count). Returns each path's branch and the paths."""
-    cost = _calls_per_sample(batch)
-    per_task = samples_for_budget(budgets, cost, samples, method)
     if budgets is None:
+        rows = _per_branch_samples(batch, torch.full((batch.num_tasks,),
+                                                     samples or DEFAULT_SAMPLES))
+        return rows, draw(rows)
+    cost = _calls_per_sample(batch)
+    needs = torch.zeros(batch.num_tasks, dtype=torch.bool).index_fill_(0, batch.branch_task, True)
+
+    def draw_round(per_task: Tensor) -> tuple[Tensor, Paths]:
         rows = _per_branch_samples(batch, per_task)
         return rows, draw(rows)
-    budgets_t = torch.as_tensor(list(budgets), dtype=torch.long)
-    cap = CAP_FACTOR * per_task if samples is None else torch.full_like(per_task, samples)
-    per_task = torch.minimum(per_task, cap)
-    drawn = torch.zeros_like(per_task)
-    parts: list[tuple[Tensor, Paths]] = []
-    while per_task.any():
-        rows = _per_branch_samples(batch, per_task)
-        parts.append((rows, draw(rows)))
-        drawn += per_task
-        left = (budgets_t - batch.task_calls()).clamp_min(0)
-        more = torch.where(cost > 0, left // cost.clamp_min(1), 0)
-        per_task = torch.minimum(more, cap - drawn)
-    return torch.cat([r for r, _ in parts]), Paths.cat([p for _, p in parts])
+
+    parts = budget_rounds(batch, budgets, samples, cost, needs, lambda t: (
+        f"{method}: a budget of {int(budgets[t])} model calls cannot buy one sample "
+        f"(that needs {1 + int(cost[t])}); raise the budget"), draw_round)
+    return (torch.cat([r for r, _ in parts]) if parts else torch.zeros(0, dtype=torch.long),
+            Paths.cat([p for _, p in parts]))
 
 
 def _per_branch_samples(batch: Batch, per_task: Tensor) -> Tensor:

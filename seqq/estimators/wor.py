@@ -91,7 +91,7 @@ def _wor_rounds(trie: Trie, budgets: Sequence[int] | None, samples: int | None,
         count = DEFAULT_WOR_SAMPLES if samples is None else samples
         return [_grow_head(trie, torch.where(alive, count, 0))]
     cost = cost_per_draw(trie, alive)
-    m = affordable(budgets, trie, cost)
+    m = affordable(budgets, batch, cost)
     if (m < 1).any():
         t = int((m < 1).nonzero()[0])
         raise BudgetError(f"{method}: a budget of {int(budgets[t])} model calls cannot buy one "
@@ -105,7 +105,7 @@ def _wor_rounds(trie: Trie, budgets: Sequence[int] | None, samples: int | None,
         drawn += m
         exhausted = torch.zeros(batch.num_tasks, dtype=torch.bool).index_fill_(
             0, batch.branch_task[~torch.isfinite(trie.root_residual())], True)
-        m = torch.where(exhausted | (cost == 0), 0, affordable(budgets, trie, cost))
+        m = torch.where(exhausted | (cost == 0), 0, affordable(budgets, batch, cost))
     return rounds
 
 
