@@ -7,6 +7,7 @@ from oracles import PrefixRecording, random_markov, tiny_lstm
 import seqq
 from seqq import queries as Q
 from seqq.errors import BudgetError, QueryError
+from seqq.estimators.allowance import NO_CUT, Allowance
 from seqq.models import CallCounter
 
 Recording = PrefixRecording  # counts rows evaluated, independently of seqq's counter
@@ -90,11 +91,42 @@ def test_budgets_are_respected_and_used(method):
         est = seqq.estimate(model, [0], Q.hitting_time(2, 5), method, budget=budget, seed=0)
         assert est.model_calls <= budget
         if method in ("uniform", "naive"):
-            assert est.model_calls > budget - 4  # one more sample would not fit
+            assert est.model_calls == budget  # rounds are cut where the calls run out
         if method == "importance":  # spends it all, or reaches the cap on cached samples
             full_price = (budget - 1) // 4
             assert est.num_samples >= full_price
-            assert est.model_calls > budget - 4 or est.num_samples == 100 * full_price
+            assert est.model_calls == budget or est.num_samples == 100 * full_price
+
+
+@pytest.mark.parametrize("method", ["importance", "naive", "twisted", "hybrid"])
+def test_a_budget_is_spent_in_a_few_rounds(method, monkeypatch):
+    """Rounds ask for more draws than the calls left pay for at full price and are cut where
+    the calls run out, so the budget is spent exactly in a few rounds (the per-round
+    full-price sizing this replaces took hundreds when most prefixes were cached)."""
+    rounds = []
+    of = Allowance.of
+    monkeypatch.setattr(Allowance, "of", staticmethod(lambda left: rounds.append(1) or of(left)))
+    model = random_markov(8, 2, seed=4)
+    options = {"surrogate": model} if method == "twisted" else {}
+    for budget in (200, 3000):
+        rounds.clear()
+        est = seqq.estimate(model, [0, 1], Q.hitting_time(2, 6), method, budget=budget, seed=0,
+                            **options)
+        assert est.model_calls == budget and 1 <= len(rounds) <= 6
+
+
+def test_an_allowance_pays_in_draw_order_and_cuts_at_the_first_unpaid_draw():
+    allowance = Allowance.of(torch.tensor([2, 5]))
+    task = torch.tensor([0, 0, 0, 1, 0])
+    first_draw = torch.tensor([4, 1, 7, 3, 2])
+    paid = allowance.pay(task, first_draw)
+    assert paid.tolist() == [False, True, False, True, True]  # task 0 pays draws 1 and 2
+    assert allowance.cut.tolist() == [4, NO_CUT] and allowance.left.tolist() == [0, 4]
+    assert allowance.keeps(torch.tensor([0, 0, 1]), torch.tensor([3, 4, 99])).tolist() == [
+        True, False, True]
+    later = allowance.pay(torch.tensor([0, 1]), torch.tensor([0, 8]))  # nothing left for task 0
+    assert later.tolist() == [False, True] and allowance.cut.tolist() == [0, NO_CUT]
+    assert allowance.kept(torch.tensor([10, 10])).tolist() == [0, 10]
 
 
 def test_a_budget_buys_the_widest_beam_that_fits():

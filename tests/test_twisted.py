@@ -156,18 +156,43 @@ def test_twisted_pays_once_per_distinct_prefix(K, S):
 
 
 def test_a_budget_is_spent_in_rounds_through_the_trie():
-    """A round buys what the calls left pay for at full price (3 calls for a-before-b at
-    K = 4); shared prefixes and paths decided early buy more rounds."""
+    """The first round buys what the calls left pay for at full price (3 calls for a-before-b
+    at K = 4); later rounds are cut where the calls run out, so the budget is spent exactly,
+    unless the cap on cached draws comes first."""
     surrogate = MarkovModel.random(5, 2, seed=0)
     query = Q.a_before_b(1, 2, 4)
     for budget in (4, 60, 64):
         est = seqq.estimate(tiny_lstm(), [0], query, "twisted", budget=budget, seed=0,
                             surrogate=surrogate)
-        assert (budget - 1) // 3 <= est.num_samples
-        assert est.model_calls <= budget
         full_price_draws = (budget - 1) // 3
-        # it stops when one more full-price draw won't fit, or at the cap on cached draws
-        assert budget - 3 < est.model_calls or est.num_samples == 100 * full_price_draws
+        assert full_price_draws <= est.num_samples
+        assert est.model_calls == budget or est.num_samples == 100 * full_price_draws
+
+
+def test_messages_are_computed_once_per_surrogate_and_query(monkeypatch):
+    """A second call with the same surrogate and queries reads the cached messages (and gives
+    the same estimates); another surrogate object computes its own."""
+    twisted_module = importlib.import_module("seqq.estimators.twisted")
+    computed = []
+    backward = twisted_module.backward_messages
+    monkeypatch.setattr(twisted_module, "backward_messages",
+                        lambda *args: computed.append(len(args[3])) or backward(*args))
+    model = random_markov(6, 2, seed=11)
+    queries = [Q.hitting_time(5, 4), Q.a_before_b(1, 2, 3), Q.hitting_time(5, 4)]
+    histories = [[0, 1], [2, 3], [4, 0]]
+    surrogate = MarkovModel.random(6, 2, seed=3)
+    first = seqq.estimate_many(model, histories, queries, "twisted", samples=50, seed=1,
+                               surrogate=surrogate)
+    assert len(computed) == 1
+    again = seqq.estimate_many(model, histories[:2], queries[:2], "wor", samples=50, seed=1,
+                               surrogate=surrogate)
+    assert len(computed) == 1 and len(again) == 2
+    same = seqq.estimate_many(model, histories, queries, "twisted", samples=50, seed=1,
+                              surrogate=surrogate)
+    assert [e.value for e in same] == [e.value for e in first] and len(computed) == 1
+    seqq.estimate_many(model, histories, queries, "twisted", samples=50, seed=1,
+                       surrogate=MarkovModel.random(6, 2, seed=3))
+    assert len(computed) == 2
 
 
 def test_a_one_state_surrogate_on_a_chain_is_plain_importance_sampling():

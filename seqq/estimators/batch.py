@@ -34,6 +34,7 @@ class Batch:
     lengths: Tensor  # [N] no walk of the branch goes deeper than this (CPU)
     generator: torch.Generator
     histories: Sequence[Sequence[int]]  # one per task, for estimators that read its tail
+    queries: tuple[Query, ...]  # the distinct queries, in the order of `lattice.query`
 
     @property
     def num_tasks(self) -> int:
@@ -102,6 +103,7 @@ def prepare(
         lengths=lattice.effective_lengths()[index[kept]],
         generator=generator,
         histories=histories,
+        queries=tuple(distinct),
     )
 
 
@@ -150,4 +152,5 @@ def subset(batch: Batch, tasks: Tensor) -> Batch:
         lengths=batch.lengths[keep],
         generator=batch.generator,
         histories=[batch.histories[t] for t in tasks.tolist()],
+        queries=batch.queries,
     )

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor
 
+from seqq.estimators.allowance import Allowance, Charge
 from seqq.estimators.batch import Batch
 from seqq.estimators.draws import DEFAULT_SAMPLES, budget_rounds, cost_per_draw, iid_draws
 from seqq.estimators.estimate import Estimate
@@ -24,40 +25,48 @@ ROW_ELEMENTS = 2**26  # rows × V per batched step at most (union.py's chunks; s
 # the same, through `chunk_rows`)
 
 
-def sample_rows(batch: Batch, row_branch: Tensor, policy: Policy) -> Paths:
+def sample_rows(batch: Batch, row_branch: Tensor, policy: Policy,
+                charge: Charge | None = None) -> Paths:
     """Roll out every row from the root of its branch, in row chunks sized for the device
-    (which also bound memory; `seqq.models.batching`)."""
-    def run(rows: Tensor) -> Paths:
+    (which also bound memory; `seqq.models.batching`). With a `charge`, calls are paid in
+    draw order (rows past their task's cut stop unaccepted)."""
+    def run(part: Tensor) -> Paths:
+        rows = row_branch[part]
         tasks = batch.branch_task[rows].to(batch.device)
         state = batch.counter.select(batch.root_state, tasks)
-        return rollout(batch, batch.branch_root[rows], batch.root_log_probs[tasks], state, policy)
+        return rollout(batch, batch.branch_root[rows], batch.root_log_probs[tasks], state,
+                       policy, None if charge is None else charge.select(part))
 
-    return Paths.cat(map_row_chunks(batch.counter, row_branch, run))
+    return Paths.cat(map_row_chunks(batch.counter, torch.arange(len(row_branch)), run))
 
 
 def streamed_draws(batch: Batch, budgets: Sequence[int] | None, samples: int | None,
                    method: str, policy: Policy) -> tuple[Tensor, Paths]:
     """Rollouts per task under `policy` (`draw_in_rounds`)."""
     return draw_in_rounds(batch, budgets, samples, method,
-                          lambda rows: sample_rows(batch, rows, policy))
+                          lambda rows, charge: sample_rows(batch, rows, policy, charge))
 
 
 def draw_in_rounds(batch: Batch, budgets: Sequence[int] | None, samples: int | None,
-                   method: str, draw: Callable[[Tensor], Paths]) -> tuple[Tensor, Paths]:
-    """Independent paths per branch, `draw(row_branch)` rolling them out: `samples` each, or,
-    with a budget, rounds until it is spent. A round draws what the calls left surely pay for
-    at full price (effective length − 1 each); paths decided early cost less, so later rounds
-    buy more (`samples` then caps the count). Returns each path's branch and the paths."""
+                   method: str, draw: Callable[[Tensor, Charge | None], Paths]
+                   ) -> tuple[Tensor, Paths]:
+    """Independent paths per branch, `draw(row_branch, charge)` rolling them out: `samples`
+    each, or, with a budget, `budget_rounds` until it is spent (paths decided early cost less,
+    so later rounds buy more; `samples` then caps the count). Returns each kept path's branch
+    and the paths."""
     if budgets is None:
         rows = _per_branch_samples(batch, torch.full((batch.num_tasks,),
                                                      samples or DEFAULT_SAMPLES))
-        return rows, draw(rows)
+        return rows, draw(rows, None)
     cost = _calls_per_sample(batch)
     needs = torch.zeros(batch.num_tasks, dtype=torch.bool).index_fill_(0, batch.branch_task, True)
 
-    def draw_round(per_task: Tensor) -> tuple[Tensor, Paths]:
+    def draw_round(per_task: Tensor, allowance: Allowance) -> tuple[Tensor, Paths]:
         rows = _per_branch_samples(batch, per_task)
-        return rows, draw(rows)
+        charge = allowance.charge(rows, batch.branch_task)
+        paths = draw(rows, charge)
+        keep = charge.kept()
+        return rows[keep], paths.take(keep)
 
     parts = budget_rounds(batch, budgets, samples, cost, needs, lambda t: (
         f"{method}: a budget of {int(budgets[t])} model calls cannot buy one sample "

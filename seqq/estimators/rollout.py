@@ -15,6 +15,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
+from seqq.estimators.allowance import Charge
 from seqq.estimators.batch import Batch
 from seqq.models.protocol import State
 
@@ -27,6 +28,9 @@ class Paths:
     log_q: Tensor  # [R] float64, log q of the sampled symbols under the proposal that drew them
     log_weight: Tensor  # [R] float64, log p - log q (Σ_k log p(V_k | x_<k) without a twist)
     accepted: Tensor  # [R] bool, the path reached a free lattice node (it lies in Q)
+
+    def take(self, keep: Tensor) -> Paths:
+        return Paths(*(getattr(self, f.name)[keep] for f in fields(self)))
 
     @classmethod
     def cat(cls, parts: Sequence[Paths]) -> Paths:
@@ -73,6 +77,17 @@ def conditional(masked: Tensor, log_mass: Tensor) -> Tensor:
     return masked.double() - safe.double()[:, None]
 
 
+def charge_steps(charge: Charge | None, done: Tensor, running: Tensor) -> Tensor:
+    """`done` (CPU mask over the running rows) extended by the rows whose next call the
+    charge cannot pay for (each not-done row needs one); those rows stop, unaccepted."""
+    if charge is None:
+        return done
+    going = (~done).nonzero().flatten()
+    stopped = done.clone()
+    stopped[going[~charge.continuing(running[going])]] = True
+    return stopped
+
+
 def step_unfinished(batch: Batch, done: Tensor, running: Tensor, nodes: Tensor, rows: Tensor,
                     drawn: Tensor, state: State) -> tuple[Tensor, Tensor, Tensor, Tensor, State]:
     """The end of a rollout step: drop the rows that are `done` (CPU mask) and call the model
@@ -93,6 +108,7 @@ def rollout(
     log_probs: Tensor,
     state: State,
     policy: Policy = "proposal",
+    charge: Charge | None = None,
 ) -> Paths:
     """Sample every row from its lattice node (`log_probs`/`state` at that prefix) until the
     query is decided: the row reaches a free node (accepted) or, under `policy="model"`, draws
@@ -100,7 +116,8 @@ def rollout(
 
     `policy`: "proposal" draws from q ∝ p·1[allowed]; "uniform" draws uniformly among the
     query's decided completions (`log_counts`); "model" draws from p itself (naive Monte
-    Carlo).
+    Carlo). With a `charge` each step's calls are paid in draw order; rows past their task's
+    cut stop unaccepted (the caller keeps `charge.kept()`).
     """
     lattice = batch.lattice
     device, R = log_probs.device, len(nodes)
@@ -130,6 +147,7 @@ def rollout(
         dead = nodes < 0
         done = dead | lattice.free[nodes.clamp_min(0)]
         accepted[running[done & ~dead]] = True
+        done = charge_steps(charge, done, running)
         if done.all():
             break
         running, nodes, rows, log_probs, state = step_unfinished(batch, done, running, nodes,

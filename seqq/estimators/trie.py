@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Literal
 import torch
 from torch import Tensor
 
+from seqq.estimators.allowance import NO_CUT, Charge
 from seqq.estimators.batch import Batch
 from seqq.estimators.rollout import conditional, restrict, restricted_cdf, sample_from_cdf
 from seqq.models.counting import OwnedState
@@ -228,9 +229,10 @@ class Trie:
                 log_q = parent.log_q[p] + conditional(picked[:, None], log_mass)[:, 0].cpu()
                 log_w = parent.log_w[p] + log_mass.double().cpu()
                 context = parent.context[p]
-            else:
-                masked, cond, step = self.conditionals(depth, p)
-                dev_rows, dev_t = torch.arange(len(p), device=masked.device), t.to(masked.device)
+            else:  # each distinct parent's twisted conditionals once
+                parents, at = torch.unique(p, return_inverse=True)
+                masked, cond, step = self.conditionals(depth, parents)
+                dev_rows, dev_t = at.to(masked.device), t.to(masked.device)
                 log_p = parent.log_p[p] + masked[dev_rows, dev_t].double().cpu()
                 log_q = parent.log_q[p] + cond[dev_rows, dev_t].cpu()
                 log_w = parent.log_w[p] + step[dev_rows, dev_t].cpu()
@@ -321,26 +323,32 @@ class Trie:
         return self.levels[0].log_m.clone()
 
     # --- i.i.d. walks ---------------------------------------------------------------------
-    def walk(self, row_branch: Tensor, policy: Policy = "proposal") -> tuple[Tensor, Tensor]:
+    def walk(self, row_branch: Tensor, policy: Policy = "proposal",
+             charge: Charge | None = None) -> tuple[Tensor, Tensor]:
         """One i.i.d. path per row from its branch's root: from q, or from the residual
         q(· | not removed). Returns (depth, node) of each row's leaf; rows stop at their
-        lattice node is free, or early (node −1) where their prefix has no mass in the domain."""
+        lattice node is free, or early (node −1) where their prefix has no mass in the domain.
+        With a `charge`, new prefixes are paid in draw order and rows past their task's cut
+        stop (node −1; `charge.kept()` says which rows to keep)."""
         rows = torch.arange(len(row_branch))
         node = row_branch.clone()
         leaf_depth = torch.zeros(len(rows), dtype=torch.long)
         leaf = torch.full((len(rows),), -1)
         depth = 0
         while len(rows):
+            if depth and charge is not None:
+                rows, node = self._pay(depth, rows, node, charge)
             if depth:
                 self.expand(depth, node)
             nodes, inverse = torch.unique(node, return_inverse=True)
-            if policy == "proposal":
+            if policy == "proposal":  # each distinct node's CDF once, then one per row
                 level = self.levels[depth]
-                log_probs = level.log_probs.index_select(0, level.row[node].to(self.batch.device))
-                guide = self._guide(depth, node)
+                log_probs = level.log_probs.index_select(0, level.row[nodes].to(self.batch.device))
+                guide = self._guide(depth, nodes)
                 log_mass, cdf = restricted_cdf(log_probs if guide is None else log_probs + guide,
-                                               self.batch.domain(level.lattice_node[node]))
-                alive = torch.isfinite(log_mass).cpu()
+                                               self.batch.domain(level.lattice_node[nodes]))
+                at = inverse.to(cdf.device)
+                alive, cdf = torch.isfinite(log_mass)[at].cpu(), cdf[at]
             else:
                 logits = self.residual_logits(depth, nodes)[inverse.to(self.batch.device)]
                 top = logits.amax(-1, keepdim=True)
@@ -354,6 +362,20 @@ class Trie:
             rows, node = rows[~done], child[~done]
             depth += 1
         return leaf_depth, leaf
+
+    def _pay(self, depth: int, rows: Tensor, node: Tensor, charge: Charge
+             ) -> tuple[Tensor, Tensor]:
+        """Pay for the new prefixes among the rows' nodes, each charged to the first draw that
+        reaches it, and keep the rows before their task's cut."""
+        level = self.levels[depth]
+        new = level.row[node] < 0
+        if new.any():
+            nodes, inverse = torch.unique(node[new], return_inverse=True)
+            first = torch.full((len(nodes),), NO_CUT).scatter_reduce(
+                0, inverse, charge.draw[rows[new]], reduce="amin")
+            charge.allowance.pay(self.batch.branch_task[level.branch[nodes]], first)
+        keep = charge.allowance.keeps(charge.task[rows], charge.draw[rows])
+        return rows[keep], node[keep]
 
     # --- sampling without replacement -------------------------------------------------------
     def sample_without_replacement(self, draws: Tensor) -> tuple[Tensor, Tensor, Tensor]:

@@ -23,6 +23,8 @@ q̃), and `smc` / `randomized_beam` with `surrogate=` (their particles and beams
 
 from __future__ import annotations
 
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -35,9 +37,11 @@ from seqq.estimators.estimate import Estimate
 from seqq.models.automaton import ContextAutomaton
 from seqq.models.hpyp import HPYPModel
 from seqq.models.markov import MarkovModel
+from seqq.queries import Query
 from seqq.queries.lattice import Lattice
 
 MESSAGE_ELEMENTS = 2**25  # float64 message values held at once (256 MB); more run in task groups
+CACHE_ELEMENTS = 2**25  # message values kept between calls (`MessageCache`, 256 MB)
 STEP_ELEMENTS = 2**24  # nodes × C × V gathered at once by one DP step
 LOG_FLOOR = -69.0  # log twists are clipped at 1e-30 of a step's largest: a surrogate that rules a
 # path out must not stop the proposal from drawing it, or the estimate would lose that path's mass
@@ -149,17 +153,34 @@ class Messages:
 
     @classmethod
     def of(cls, batch: Batch, surrogate: ContextAutomaton) -> Messages:
+        """The messages of the batch's queries: from `MESSAGE_CACHE` where an earlier call
+        computed them with this surrogate, the rest by `backward_messages`."""
         device, lattice = batch.device, batch.lattice
         queries = torch.unique(lattice.query[batch.branch_root])
-        held = torch.isin(lattice.query, queries).nonzero().flatten()
+        held = torch.isin(lattice.query, queries).nonzero().flatten()  # grouped by query
         local = torch.zeros(lattice.num_nodes, dtype=torch.long)
         local[held] = torch.arange(len(held))
         next_context = surrogate.next_context.to(device)
-        log_scale, beta = backward_messages(surrogate.log_table.exp().to(device), next_context,
-                                            lattice, held, local)
+        blocks = {q: MESSAGE_CACHE.get(surrogate, batch.queries[q], device)
+                  for q in queries.tolist()}
+        missing = torch.tensor([q for q, block in blocks.items() if block is None],
+                               dtype=torch.long)
+        if len(missing):
+            computed = torch.isin(lattice.query, missing).nonzero().flatten()
+            position = torch.zeros(lattice.num_nodes, dtype=torch.long)
+            position[computed] = torch.arange(len(computed))
+            log_scale, beta = backward_messages(surrogate.log_table.exp().to(device),
+                                                next_context, lattice, computed, position)
+            for q in missing.tolist():
+                rows = position[computed[lattice.query[computed] == q]].to(device)
+                blocks[q] = (log_scale[rows], beta[rows])
+                MESSAGE_CACHE.put(surrogate, batch.queries[q], device, blocks[q])
         context = start_contexts(surrogate, batch.histories).to(device)
-        return cls(lattice, local, log_scale, beta, next_context, surrogate.next_context.cpu(),
-                   context[batch.branch_task.to(device)])
+        none = (torch.zeros(0, dtype=torch.float64, device=device),
+                torch.zeros(0, surrogate.num_contexts, dtype=torch.float64, device=device))
+        return cls(lattice, local, torch.cat([none[0], *(b[0] for b in blocks.values())]),
+                   torch.cat([none[1], *(b[1] for b in blocks.values())]), next_context,
+                   surrogate.next_context.cpu(), context[batch.branch_task.to(device)])
 
     def rows(self, branch: Tensor) -> SurrogateTwist:
         return SurrogateTwist(self, self.context[branch.to(self.context.device)])
@@ -177,6 +198,40 @@ class Messages:
         values = torch.where(allowed, values, -torch.inf)
         values = torch.maximum(values, values.amax(-1, keepdim=True) + LOG_FLOOR)
         return torch.where(allowed, values, 0.0)
+
+
+class MessageCache:
+    """Messages per (surrogate, query), kept between calls: a sweep asks the same queries of
+    several twisted methods and budgets, and the messages depend on neither. The least
+    recently used are dropped past `max_elements` values; an entry is used only while its
+    surrogate object is alive (it holds a weak reference)."""
+
+    def __init__(self, max_elements: int):
+        self.max_elements = max_elements
+        self.entries: OrderedDict[tuple, tuple] = OrderedDict()
+        self.size = 0
+
+    def get(self, surrogate: ContextAutomaton, query: Query, device: torch.device
+            ) -> tuple[Tensor, Tensor] | None:
+        key = (id(surrogate), query, str(device))
+        entry = self.entries.get(key)
+        if entry is None or entry[0]() is not surrogate:
+            return None
+        self.entries.move_to_end(key)
+        return entry[1]
+
+    def put(self, surrogate: ContextAutomaton, query: Query, device: torch.device,
+            block: tuple[Tensor, Tensor]) -> None:
+        key = (id(surrogate), query, str(device))
+        if key in self.entries:
+            self.size -= self.entries.pop(key)[1][1].numel()
+        self.entries[key] = (weakref.ref(surrogate), block)
+        self.size += block[1].numel()
+        while self.size > self.max_elements and self.entries:
+            self.size -= self.entries.popitem(last=False)[1][1][1].numel()
+
+
+MESSAGE_CACHE = MessageCache(CACHE_ELEMENTS)
 
 
 def backward_messages(probs: Tensor, next_context: Tensor, lattice: Lattice, held: Tensor,
@@ -198,13 +253,25 @@ def backward_messages(probs: Tensor, next_context: Tensor, lattice: Lattice, hel
             child_scale = torch.where(allowed, log_scale[children], -torch.inf)
             top = child_scale.amax(-1, keepdim=True)
             weight = (child_scale - top).exp()  # [n, V]: child scales relative to the largest
-            gathered = beta[children[:, None, :], next_context[None]]  # [n, C, V]
+            gathered = _child_messages(beta, children, local[lattice.successor[nodes]
+                                                             .clamp_min(0)].to(device),
+                                       lattice.successor[nodes] >= 0, next_context)
             total = torch.bmm(gathered.mul_(probs), weight[:, :, None])[..., 0]  # [n, C]
             peak = total.amax(-1, keepdim=True).clamp_min(torch.finfo(total.dtype).tiny)
             rows = local[nodes].to(device)
             beta[rows] = total / peak
             log_scale[rows] = top[:, 0] + peak[:, 0].log()
     return log_scale, beta
+
+
+def _child_messages(beta: Tensor, children: Tensor, successor: Tensor, chain: Tensor,
+                    next_context: Tensor) -> Tensor:
+    """[n, C, V] β(child(n, x), next(c, x)). A chain node's children are one row of β, read
+    with one contiguous `index_select` (5x faster than the general [n, C, V] gather)."""
+    n, (C, V) = len(children), next_context.shape
+    if bool(chain.all()):
+        return beta[successor].index_select(1, next_context.flatten()).view(n, C, V)
+    return beta[children[:, None, :], next_context[None]]
 
 
 def start_contexts(surrogate: ContextAutomaton, histories: Sequence[Sequence[int]]) -> Tensor:

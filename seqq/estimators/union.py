@@ -20,10 +20,17 @@ from typing import Literal
 import torch
 from torch import Tensor
 
+from seqq.estimators.allowance import Charge
 from seqq.estimators.batch import Batch
 from seqq.estimators.estimate import Estimate
 from seqq.estimators.montecarlo import ROW_ELEMENTS, draw_in_rounds
-from seqq.estimators.rollout import Paths, restricted_cdf, sample_from_cdf, step_unfinished
+from seqq.estimators.rollout import (
+    Paths,
+    charge_steps,
+    restricted_cdf,
+    sample_from_cdf,
+    step_unfinished,
+)
 from seqq.estimators.summary import BranchResult, segment_mean, to_estimates
 
 Weight = Literal["mixture", "klm"]
@@ -57,7 +64,7 @@ def _union_estimate(batch: Batch, budgets: Sequence[int] | None, samples: int | 
     siblings, column = _sibling_table(batch)
     row_branch, paths = draw_in_rounds(
         priced, budgets, samples, weight,
-        lambda rows: _draw(batch, rows, siblings, column, weight))
+        lambda rows, charge: _draw(batch, rows, siblings, column, weight, charge))
     log_value, variance, count = segment_mean(paths.log_weight, row_branch, N)
     return to_estimates(batch, weight, BranchResult(log_value, variance, count.long(), None),
                         False)
@@ -75,17 +82,19 @@ def _sibling_table(batch: Batch) -> tuple[Tensor, Tensor]:
 
 
 def _draw(batch: Batch, row_branch: Tensor, siblings: Tensor, column: Tensor,
-          weight: Weight) -> Paths:
+          weight: Weight, charge: Charge | None) -> Paths:
     """Roll out every row from its part's proposal, in memory-bounded chunks."""
     chunk = max(1, ROW_ELEMENTS // (batch.vocab_size * max(1, siblings.shape[1])))
-    return Paths.cat([_walk(batch, rows, siblings, column, weight)
-                      for rows in row_branch.split(chunk)])
+    return Paths.cat([_walk(batch, row_branch[part], siblings, column, weight,
+                            None if charge is None else charge.select(part))
+                      for part in torch.arange(len(row_branch)).split(chunk)])
 
 
 def _walk(batch: Batch, row_branch: Tensor, siblings: Tensor, column: Tensor,
-          weight: Weight) -> Paths:
+          weight: Weight, charge: Charge | None) -> Paths:
     """Sample each row from its own part's proposal (p once that part is free) until every
-    part of its task is decided, accumulating log q_j(x)/p(x) for every part j."""
+    part of its task is decided, accumulating log q_j(x)/p(x) for every part j. With a
+    `charge`, calls are paid in draw order (rows past their task's cut stop, unaccepted)."""
     lattice, device, free = batch.lattice, batch.device, batch.lattice.free
     tasks = batch.branch_task[row_branch]
     sib = siblings[tasks]
@@ -113,6 +122,7 @@ def _walk(batch: Batch, row_branch: Tensor, siblings: Tensor, column: Tensor,
         nodes[r, j] = lattice.advance(nodes[r, j], drawn_cpu[r])
         done = ~((nodes >= 0) & ~free[nodes.clamp_min(0)]).any(1)
         inside[running[done]] = nodes[done] >= 0
+        done = charge_steps(charge, done, running)
         if done.all():
             break
         running, nodes, rows, log_probs, state = step_unfinished(batch, done, running, nodes,
