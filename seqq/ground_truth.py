@@ -12,7 +12,7 @@ in `GroundTruth.method`:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -28,6 +28,8 @@ from seqq.models.protocol import SequenceModel
 from seqq.queries import Query
 
 Method = Literal["dp", "enumeration", "wor", "importance"]
+TRIE_CALLS = 2**21  # worst-case calls of the WOR surrogate's tasks sharing one trie (about 4.5 GB
+# of states for an LSTM-128; each group's trie is freed before the next)
 
 
 @dataclass(frozen=True)
@@ -107,16 +109,32 @@ def _model_exact(model, history: Sequence[int], query: Query) -> GroundTruth:
 
 def _wor_surrogate(batch: Batch, tasks: torch.Tensor, results: list, rel_tol: float,
                    s_high: int, bar) -> None:
-    sub = subset(batch, tasks)
+    """`wor_until` on groups of tasks whose worst-case calls sum to at most `TRIE_CALLS`: the
+    trie keeps every prefix it evaluated (a state per prefix), so one trie for all of a
+    sweep's hard queries would outgrow memory at tight tolerances."""
     before = batch.counter.calls.clone()
     max_calls = s_high * (int(batch.lengths.max()) - 1) + 1
-    done = [0]
+    per_group = max(1, TRIE_CALLS // max_calls)
+    for group in tasks.split(per_group):
+        estimates, _ = wor_until(subset(batch, group), rel_tol, max_calls,
+                                 on_stage=_stage_reporter(bar))
+        _record_wor(batch, group, estimates, before, results)
+
+
+def _stage_reporter(bar) -> Callable[[int], None]:
+    """Moves `bar` by the tasks a `wor_until` run has finished (it reports running totals)."""
+    done = 0
 
     def report(finished: int) -> None:
-        bar.update(finished - done[0])
-        done[0] = finished
+        nonlocal done
+        bar.update(finished - done)
+        done = finished
 
-    estimates, met = wor_until(sub, rel_tol, max_calls, on_stage=report)
+    return report
+
+
+def _record_wor(batch: Batch, tasks: torch.Tensor, estimates: list, before: torch.Tensor,
+                results: list) -> None:
     for t, est in zip(tasks.tolist(), estimates, strict=True):
         rel = 0.0 if not est.stderr else est.stderr / est.value
         results[t] = GroundTruth(est.value, est.log_value, "exact" if est.stderr == 0.0 else

@@ -1,6 +1,8 @@
 """Ground truth (docs/decisions.md §6): the model's exact answer, exact enumeration when affordable,
 else a surrogate (WOR sum-and-sample under the relative rule, adaptive IS under the paper's)."""
 
+import importlib
+
 import pytest
 from oracles import random_markov, tiny_lstm
 
@@ -83,3 +85,24 @@ def test_mixed_batches_give_each_query_its_own_rule():
         truth = seqq.exact(markov, [0], query)
         assert abs(gt.value - truth) <= 4 * gt.rel_stderr * gt.value + 1e-12
         assert gt.model_calls >= 1
+
+
+def test_the_wor_surrogate_runs_in_groups_that_bound_its_trie(monkeypatch):
+    """Tasks share a trie only up to `TRIE_CALLS` worst-case calls: with a cap below one
+    task's, each runs alone, and each is still within 4 standard errors of the truth."""
+    ground_truth_module = importlib.import_module("seqq.ground_truth")
+    runs = []
+    wor_until = ground_truth_module.wor_until
+    monkeypatch.setattr(ground_truth_module, "TRIE_CALLS", 1)
+    monkeypatch.setattr(ground_truth_module, "wor_until",
+                        lambda batch, *a, **k: runs.append(batch.num_tasks) or
+                        wor_until(batch, *a, **k))
+    markov = random_markov(6, 1, seed=2)
+    queries = [Q.hitting_time(2, 7), Q.count(0, 2, 6), Q.hitting_time(1, 6)]
+    gts = seqq.ground_truth_many(opaque(markov), [[0], [1], [2]], queries, seed=0,
+                                 exact_max_calls=40, rule="relative", rel_tol=0.02,
+                                 progress=False)
+    assert runs == [1, 1, 1]
+    for gt, history, query in zip(gts, [[0], [1], [2]], queries, strict=True):
+        truth = seqq.exact(markov, history, query)
+        assert gt.method == "wor" and abs(gt.value - truth) <= 4 * gt.rel_stderr * gt.value
