@@ -5,8 +5,8 @@ in `GroundTruth.method`:
 - `enumeration`: exact enumeration when it costs at most `exact_max_calls` model calls;
 - otherwise a surrogate: `wor` (sum-and-sample over a growing WOR head in the prefix trie, until
   the relative standard error is below `rel_tol`; exact if the head exhausts Q) under
-  `rule="relative"`, or `importance` (the paper's adaptive IS with its Eq. 66 rule) under
-  `rule="absolute"`.
+  `rule="relative"`, or `importance` (the paper's adaptive IS with its Eq. 66 rule, its samples
+  drawn through the prefix trie so shared prefixes are paid once) under `rule="absolute"`.
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ import torch
 from tqdm.auto import tqdm
 
 from seqq.estimators.batch import Batch, prepare, subset, tree_calls
+from seqq.estimators.draws import draw_paths
 from seqq.estimators.exact import exact
-from seqq.estimators.montecarlo import sample_rows
 from seqq.estimators.summary import group_logsumexp
+from seqq.estimators.trie import Trie
 from seqq.estimators.wor import wor_until
 from seqq.models.protocol import SequenceModel
 from seqq.queries import Query
@@ -144,34 +145,47 @@ def _record_wor(batch: Batch, tasks: torch.Tensor, estimates: list, before: torc
 
 def _surrogate(batch: Batch, tasks: torch.Tensor, results: list, rule: str, delta: float,
                rel_tol: float, s_low: int, s_step: int, s_high: int, bar) -> None:
-    N = len(batch.branch_task)
+    """Adaptive IS from the restricted proposal, drawn through a prefix trie per group of
+    tasks (worst-case calls at most `TRIE_CALLS` per group), so a prefix shared by several
+    samples costs one call; the samples and the stopping rule are the paper's."""
+    max_calls = s_high * (int(batch.lengths.max()) - 1) + 1
+    for group in tasks.split(max(1, TRIE_CALLS // max_calls)):
+        _adaptive_importance(subset(batch, group), group, results, rule, delta, rel_tol, s_low,
+                             s_step, s_high, bar)
+
+
+def _adaptive_importance(sub: Batch, tasks: torch.Tensor, results: list, rule: str,
+                         delta: float, rel_tol: float, s_low: int, s_step: int, s_high: int,
+                         bar) -> None:
+    """`_surrogate` for the tasks of `sub` (results[tasks[t]] for its task t)."""
+    trie = Trie(sub)
+    N, T = len(sub.branch_task), sub.num_tasks
     log_s1 = torch.full((N,), -math.inf, dtype=torch.float64)
     log_s2, neg_log_q = log_s1.clone(), torch.zeros(N, dtype=torch.float64)
-    drawn = torch.zeros(batch.num_tasks, dtype=torch.long)
-    active = tasks
+    drawn = torch.zeros(T, dtype=torch.long)
+    active = torch.arange(T)
     while len(active):
         S = s_low if drawn[active[0]] == 0 else s_step
-        sub = subset(batch, active)
-        branch_ids = torch.isin(batch.branch_task, active).nonzero().flatten()  # sub's branches
-        rows = torch.repeat_interleave(torch.arange(len(branch_ids)), S)
-        paths = sample_rows(sub, rows, "proposal")
-        owner = branch_ids[rows]
-        log_s1 = torch.logaddexp(log_s1, group_logsumexp(paths.log_weight, owner, N))
-        log_s2 = torch.logaddexp(log_s2, group_logsumexp(2 * paths.log_weight, owner, N))
-        neg_log_q.index_add_(0, owner, -paths.log_q)
+        per_task = torch.zeros(T, dtype=torch.long).index_fill_(0, active, S)
+        draws = draw_paths(trie, per_task[sub.branch_task], "proposal")
+        owner = draws.row_branch
+        log_s1 = torch.logaddexp(log_s1, group_logsumexp(draws.log_w, owner, N))
+        log_s2 = torch.logaddexp(log_s2, group_logsumexp(2 * draws.log_w, owner, N))
+        neg_log_q.index_add_(0, owner, -draws.log_q)
         drawn[active] += S
-        value, log_value, rel, per_sample_var = _task_statistics(batch, log_s1, log_s2, drawn)
+        value, log_value, rel, per_sample_var = _task_statistics(sub, log_s1, log_s2, drawn)
         done = (per_sample_var < delta) if rule == "absolute" else (rel < rel_tol)
         finished = active[(done | (drawn >= s_high))[active]]
-        log_n = drawn.double().clamp_min(1).log()[batch.branch_task]
-        share = torch.exp(log_s1 - log_n - log_value[batch.branch_task]).nan_to_num(0.0)
-        entropy = torch.zeros(batch.num_tasks, dtype=torch.float64).index_add_(
-            0, batch.branch_task, share * neg_log_q) / drawn.clamp_min(1)
+        log_n = drawn.double().clamp_min(1).log()[sub.branch_task]
+        share = torch.exp(log_s1 - log_n - log_value[sub.branch_task]).nan_to_num(0.0)
+        entropy = torch.zeros(T, dtype=torch.float64).index_add_(
+            0, sub.branch_task, share * neg_log_q) / drawn.clamp_min(1)
+        calls = sub.task_calls()
         for t in finished.tolist():
-            results[t] = GroundTruth(value[t].item(), log_value[t].item(), "surrogate",
-                                     int(drawn[t]), rel[t].item() if value[t] > 0 else 0.0,
-                                     int(batch.counter.calls[t]), entropy[t].item(),
-                                     "importance")
+            results[int(tasks[t])] = GroundTruth(
+                value[t].item(), log_value[t].item(), "surrogate", int(drawn[t]),
+                rel[t].item() if value[t] > 0 else 0.0, int(calls[t]), entropy[t].item(),
+                "importance")
         bar.update(len(finished))
         active = active[~torch.isin(active, finished)]
 
