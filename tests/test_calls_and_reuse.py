@@ -91,18 +91,18 @@ def test_budgets_are_respected_and_used(method):
         est = seqq.estimate(model, [0], Q.hitting_time(2, 5), method, budget=budget, seed=0)
         assert est.model_calls <= budget
         if method in ("uniform", "naive"):
-            assert est.model_calls == budget  # rounds are cut where the calls run out
+            assert est.model_calls > budget - 4  # one more full-price sample would not fit
         if method == "importance":  # spends it all, or reaches the cap on cached samples
             full_price = (budget - 1) // 4
             assert est.num_samples >= full_price
-            assert est.model_calls == budget or est.num_samples == 100 * full_price
+            assert est.model_calls > budget - 4 or est.num_samples == 100 * full_price
 
 
 @pytest.mark.parametrize("method", ["importance", "naive", "twisted", "hybrid"])
 def test_a_budget_is_spent_in_a_few_rounds(method, monkeypatch):
-    """Rounds ask for more draws than the calls left pay for at full price and are cut where
-    the calls run out, so the budget is spent exactly in a few rounds (the per-round
-    full-price sizing this replaces took hundreds when most prefixes were cached)."""
+    """Rounds after the first are sized at the last round's cost per draw and cut where the
+    calls run out, so the budget is spent, up to less than one full-price draw, in a few
+    rounds (sizing every round at full price took 179–213 rounds here at 3,000 calls)."""
     rounds = []
     of = Allowance.of
     monkeypatch.setattr(Allowance, "of", staticmethod(lambda left: rounds.append(1) or of(left)))
@@ -112,7 +112,7 @@ def test_a_budget_is_spent_in_a_few_rounds(method, monkeypatch):
         rounds.clear()
         est = seqq.estimate(model, [0, 1], Q.hitting_time(2, 6), method, budget=budget, seed=0,
                             **options)
-        assert est.model_calls == budget and 1 <= len(rounds) <= 6
+        assert budget - 5 < est.model_calls <= budget and 1 <= len(rounds) <= 12
 
 
 def test_an_allowance_pays_in_draw_order_and_cuts_at_the_first_unpaid_draw():

@@ -157,8 +157,8 @@ def test_twisted_pays_once_per_distinct_prefix(K, S):
 
 def test_a_budget_is_spent_in_rounds_through_the_trie():
     """The first round buys what the calls left pay for at full price (3 calls for a-before-b
-    at K = 4); later rounds are cut where the calls run out, so the budget is spent exactly,
-    unless the cap on cached draws comes first."""
+    at K = 4); later ones what they buy at the last cost per draw, so the budget is spent up to
+    less than one full-price draw, unless the cap on cached draws comes first."""
     surrogate = MarkovModel.random(5, 2, seed=0)
     query = Q.a_before_b(1, 2, 4)
     for budget in (4, 60, 64):
@@ -166,7 +166,8 @@ def test_a_budget_is_spent_in_rounds_through_the_trie():
                             surrogate=surrogate)
         full_price_draws = (budget - 1) // 3
         assert full_price_draws <= est.num_samples
-        assert est.model_calls == budget or est.num_samples == 100 * full_price_draws
+        assert est.model_calls <= budget
+        assert budget - 3 < est.model_calls or est.num_samples == 100 * full_price_draws
 
 
 def test_messages_are_computed_once_per_surrogate_and_query(monkeypatch):

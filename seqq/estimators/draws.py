@@ -2,10 +2,11 @@
 
 A draw is one path per task (whose query is eligible); it costs at most Σ (length − 1) calls, and
 less when its prefixes are already in the trie. With a budget, draws come in rounds: the first
-draws what the calls left surely pay for at full price; each later one asks for `OVERDRAW` times
-what the calls left buy at the previous round's cost per draw, and pays its calls in draw order, so
-the round stops exactly where the budget runs out (`allowance.py`). Rounds end when a task's
-budget is spent or its draws reach a cap (by default `CAP_FACTOR` times what the budget buys at
+draws what the calls left surely pay for at full price; each later one asks for what
+`ROUND_SHARE` of the calls left buys at the previous round's cost per draw, and pays its calls in
+draw order, so a round that asks too much stops exactly where the budget runs out
+(`allowance.py`). Rounds end when a task's budget buys less than one more draw at that cost, a
+round was cut, or its draws reach a cap (by default `CAP_FACTOR` times what the budget buys at
 full price, which bounds the compute when nearly every prefix is cached). So cached prefixes buy
 more samples; the sample count then depends on earlier draws' paths (a stopping rule, not a
 fixed S).
@@ -28,8 +29,9 @@ from seqq.models.batching import even_chunks
 
 DEFAULT_SAMPLES = 1000
 CAP_FACTOR = 100
-OVERDRAW = 2.0  # a later round asks for this many times what the calls left buy at the cost so
-# far: more than the budget pays for, so the budget usually runs out (and the round is cut) in it
+ROUND_SHARE = 0.8  # a later round asks for what this share of the calls left buys at the previous
+# round's cost per draw: rarely more than they pay for (a cut round wastes the calls its dropped
+# draws spent on their first steps), and most of what is left, so a few rounds spend the budget
 T = TypeVar("T")
 ROW_ELEMENTS = 2**24  # rows × V per walk at most: bounds the memory of one batched step
 
@@ -89,11 +91,11 @@ def budget_rounds(batch: Batch, budgets: Sequence[int], samples: int | None, cos
     """The rounds every sampler spends a budget in: `draw(m, allowance)` draws m[t] paths for
     each task, paying its calls from `allowance` in draw order (it drops the draws after the
     first one the calls left cannot pay for). The first round asks for what the calls left
-    surely pay for at full price (`cost` per draw, per task); later ones for `OVERDRAW` times
-    what they buy at the previous round's cost per draw. A task stops when a round was cut (its
-    budget is spent), nothing is left, or its draws reach the cap (`samples`, else
-    `CAP_FACTOR` × the full-price count). Tasks in `needs` must afford one draw at full price,
-    or `too_small(task)` is raised."""
+    surely pay for at full price (`cost` per draw, per task); later ones for what
+    `ROUND_SHARE` of them buys at the previous round's cost per draw. A task stops when that is
+    less than one draw, a round was cut (its budget is spent), or its draws reach the cap
+    (`samples`, else `CAP_FACTOR` × the full-price count). Tasks in `needs` must afford one
+    draw at full price, or `too_small(task)` is raised."""
     budget = torch.as_tensor(list(budgets), dtype=torch.long)
     full_price = affordable(budgets, batch, cost)
     cap = CAP_FACTOR * full_price if samples is None else torch.full_like(full_price, samples)
@@ -114,7 +116,7 @@ def budget_rounds(batch: Batch, budgets: Sequence[int], samples: int | None, cos
         # the next round at this round's cost per draw (caching makes each round cheaper)
         per_draw = (batch.task_calls() - before).double() / kept.clamp_min(1)
         left = budget - batch.task_calls()
-        ask = torch.ceil(OVERDRAW * left / per_draw.clamp_min(1 / CAP_FACTOR))
+        ask = torch.floor(ROUND_SHARE * left / per_draw.clamp_min(1 / CAP_FACTOR))
         ask = ask.clamp_max(float(cap.max())).long()
         active &= (m > 0) & ~allowance.exhausted & (drawn < cap) & (cost > 0)
     return parts
