@@ -5,11 +5,11 @@ less when its prefixes are already in the trie. With a budget, draws come in rou
 draws what the calls left surely pay for at full price; each later one asks for what
 `ROUND_SHARE` of the calls left buys at the previous round's cost per draw, and pays its calls in
 draw order, so a round that asks too much stops exactly where the budget runs out
-(`allowance.py`). Rounds end when a task's budget buys less than one more draw at that cost, a
-round was cut, or its draws reach a cap (by default `CAP_FACTOR` times what the budget buys at
-full price, which bounds the compute when nearly every prefix is cached). So cached prefixes buy
-more samples; the sample count then depends on earlier draws' paths (a stopping rule, not a
-fixed S).
+(`allowance.py`). Rounds end when a task's budget buys less than one more draw at that cost or
+at full price, a round was cut, or its draws reach a cap (by default `CAP_FACTOR` times what the
+budget buys at full price, which bounds the compute when nearly every prefix is cached). So
+cached prefixes buy more samples; the sample count then depends on earlier draws' paths (a
+stopping rule, not a fixed S).
 """
 
 from __future__ import annotations
@@ -92,8 +92,9 @@ def budget_rounds(batch: Batch, budgets: Sequence[int], samples: int | None, cos
     each task, paying its calls from `allowance` in draw order (it drops the draws after the
     first one the calls left cannot pay for). The first round asks for what the calls left
     surely pay for at full price (`cost` per draw, per task); later ones for what
-    `ROUND_SHARE` of them buys at the previous round's cost per draw. A task stops when that is
-    less than one draw, a round was cut (its budget is spent), or its draws reach the cap
+    `ROUND_SHARE` of them buys at the previous round's cost per draw, or at full price if that
+    is more. A task stops when that is less than one draw, a round was cut (its budget is
+    spent), or its draws reach the cap
     (`samples`, else `CAP_FACTOR` × the full-price count). Tasks in `needs` must afford one
     draw at full price, or `too_small(task)` is raised."""
     budget = torch.as_tensor(list(budgets), dtype=torch.long)
@@ -117,7 +118,8 @@ def budget_rounds(batch: Batch, budgets: Sequence[int], samples: int | None, cos
         per_draw = (batch.task_calls() - before).double() / kept.clamp_min(1)
         left = budget - batch.task_calls()
         ask = torch.floor(ROUND_SHARE * left / per_draw.clamp_min(1 / CAP_FACTOR))
-        ask = ask.clamp_max(float(cap.max())).long()
+        ask = torch.maximum(ask.clamp_max(float(cap.max())).long(),  # never below full price
+                            left.clamp_min(0) // cost.clamp_min(1))
         active &= (m > 0) & ~allowance.exhausted & (drawn < cap) & (cost > 0)
     return parts
 
