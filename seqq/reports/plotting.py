@@ -21,8 +21,9 @@ STYLE = {"hybrid": "C0", "importance": "C1", "beam": "C2", "uniform": "C3", "nai
          "coverage_beam": "C5", "tail_beam": "C6", "exact": "k"}
 
 
-SPARE = ("C7", "C8", "C9", "indigo", "goldenrod", "teal", "crimson", "slategray", "lime",
-         "saddlebrown", "magenta", "navy")  # distinct from STYLE's and from each other
+SPARE = ("C7", "C8", "C9", "indigo", "goldenrod", "teal", "black", "slategray", "lime",
+         "saddlebrown", "magenta", "navy")  # distinct from each other and from STYLE's, except
+# black (exact's), which only a seventh extra method gets: the frontier's, which plots no `exact`
 
 
 def method_colors(methods: Iterable[str]) -> dict[str, str]:
