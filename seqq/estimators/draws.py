@@ -100,9 +100,9 @@ def budget_rounds(batch: Batch, budgets: Sequence[int], samples: int | None, cos
     budget = torch.as_tensor(list(budgets), dtype=torch.long)
     full_price = affordable(budgets, batch, cost)
     cap = CAP_FACTOR * full_price if samples is None else torch.full_like(full_price, samples)
-    if ((torch.minimum(full_price, cap) < 1) & needs).any():
-        raise BudgetError(too_small(int(((torch.minimum(full_price, cap) < 1) & needs)
-                                        .nonzero()[0])))
+    unaffordable = (torch.minimum(full_price, cap) < 1) & needs
+    if unaffordable.any():
+        raise BudgetError(too_small(int(unaffordable.nonzero()[0])))
     drawn = torch.zeros(batch.num_tasks, dtype=torch.long)
     parts: list[T] = []
     active = needs.clone()
@@ -119,7 +119,7 @@ def budget_rounds(batch: Batch, budgets: Sequence[int], samples: int | None, cos
         left = budget - batch.task_calls()
         ask = torch.floor(ROUND_SHARE * left / per_draw.clamp_min(1 / CAP_FACTOR))
         ask = torch.maximum(ask.clamp_max(float(cap.max())).long(),  # never below full price
-                            left.clamp_min(0) // cost.clamp_min(1))
+                            affordable(budgets, batch, cost))
         active &= (m > 0) & ~allowance.exhausted & (drawn < cap) & (cost > 0)
     return parts
 

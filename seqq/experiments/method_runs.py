@@ -62,9 +62,7 @@ def method_runs(cfg: DictConfig) -> list[MethodRun]:
         if method in variants:
             raise ConfigError(f"{key}: {method!r} is a variant; put its options in "
                               f"estimator.variants.{method}")
-        if method not in METHODS:
-            raise ConfigError(f"{key}: no method {method!r}; methods are {', '.join(METHODS)} "
-                              f"(a new label goes in estimator.variants)")
+        _check_method(key, method, " (a new label goes in estimator.variants)")
         runs[method] = _run(key, method, method,
                             _options_mapping(key, given, f"{key}.<option>=<value>"))
     return [runs.get(label) or _run(f"estimator.options.{label}", label, label, {})
@@ -98,10 +96,13 @@ def _variant(label: str, given: Any) -> MethodRun:
     if method is None:
         raise ConfigError(f"{key} names no method; add {key}.method=<one of "
                           f"{', '.join(METHODS)}>")
-    if method not in METHODS:
-        raise ConfigError(f"{key}.method: no method {method!r}; methods are "
-                          f"{', '.join(METHODS)}")
+    _check_method(f"{key}.method", method)
     return _run(key, label, method, settings)
+
+
+def _check_method(key: str, method: str, hint: str = "") -> None:
+    if method not in METHODS:
+        raise ConfigError(f"{key}: no method {method!r}; methods are {', '.join(METHODS)}{hint}")
 
 
 def _run(key: str, label: str, method: str, given: Mapping[str, Any]) -> MethodRun:
