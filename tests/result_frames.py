@@ -48,7 +48,7 @@ def panel_rows(*, dataset: str = "toy", model: str = "m", temperature: float = 1
                             label=f"{label}@{k}", method=method,
                             base_method=base_methods.get(method, method), options=options,
                             budget_level=level, budget_rule=budget_rule,
-                            budget_calls=float(1 + level * (k - 1)), synthetic=False,
+                            budget_calls=float(1 + level * (k - 1)), repeat=0, synthetic=False,
                             histories="test",
                             vocab_size=10, group=group, sequence=h, position=5, query=query,
                             model_calls=1 + level * (k - 1), estimate=est,

@@ -167,6 +167,31 @@ def test_option_variants_share_a_sweep_without_overwriting(tmp_path: Path) -> No
         'coverage_beam {"alpha": 0.5}': N, 'coverage_beam {"alpha": 0.9}': N}
 
 
+def test_repeats_have_their_own_seeds_and_budgets_and_old_parts_resume(tmp_path: Path) -> None:
+    """`sweep.repeats=2`: a second independent run per (query, method, level), budgeted by its own
+    hybrid run; parts stored before the `repeat` column existed read as repeat 0 and are not
+    run again."""
+    base = tiny_overrides(tmp_path, "repeats", "sweep.ks=[5]", "budget.levels=[10]",
+                          "sweep.report=false")
+    results = sweep.run(compose_sweep(base)) / "results"
+    for part in results.glob("*.parquet"):  # as an older seqq wrote them: no repeat column
+        pd.read_parquet(part).drop(columns="repeat").to_parquet(part)
+    first = load_results([str(results)])
+    assert (first.repeat == 0).all() and len(first) == N * len(METHODS)
+
+    table = load_results([str(sweep.run(compose_sweep([*base, "sweep.repeats=2"])) / "results")])
+    assert len(table) == 2 * N * len(METHODS) and set(table.repeat) == {0, 1}
+    again = table[table.repeat == 0].set_index(["history_id", "method"]).sort_index()
+    assert again.seed.equals(first.set_index(["history_id", "method"]).sort_index().seed)
+    runs = table.pivot_table(index=["history_id", "method"], columns="repeat", values="seed")
+    assert (runs[0] != runs[1]).all()
+    query = ["history_id", "repeat"]
+    hybrid = table[table.method == "hybrid"].set_index(query).model_calls
+    others = table[table.method != "hybrid"].set_index(query)
+    assert (others.budget_calls == hybrid.reindex(others.index)).all()
+    assert not table.duplicated(KEY).any()
+
+
 def test_count_and_event_queries_against_ground_truth(tmp_path: Path) -> None:
     for query in ("count", "event_at"):
         cfg = compose_sweep(tiny_overrides(tmp_path, query, f"query={query}", "sweep.ks=[3]",

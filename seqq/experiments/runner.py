@@ -43,7 +43,8 @@ from seqq.ground_truth import GroundTruth
 from seqq.models import SequenceModel
 
 BUDGET_SETTER = "hybrid"
-BUDGET_KEY = (*QUERY, "budget_level")  # the hybrid's calls per query and level, in one context
+# the hybrid's calls per query, level and repeat, in one context
+BUDGET_KEY = (*QUERY, "budget_level", "repeat")
 
 
 @dataclass
@@ -62,6 +63,7 @@ class SweepPlan:
     seed: int
     chunk_size: int = 64
     tag: str = "run"
+    repeats: int = 1  # independent runs per (query, method, level), each its own seed
 
 
 def rae(log_estimate: float, log_truth: float) -> float:
@@ -101,13 +103,14 @@ class SweepRunner:
         return {"history_id": spec.history.history_id, "history_hash": spec.history.digest,
                 "K": spec.K, "label": spec.label}
 
-    def _row_key(self, spec: QuerySpec, method: str, level: int) -> tuple:
+    def _row_key(self, spec: QuerySpec, method: str, level: int, repeat: int) -> tuple:
         return key_of({**self.context, **self._query_fields(spec), "method": method,
                        "options": self._options(method), "budget_level": level,
-                       "budget_rule": self._budget_rule(level)}, KEY)
+                       "budget_rule": self._budget_rule(level), "repeat": repeat}, KEY)
 
-    def _budget_key(self, spec: QuerySpec, level: int) -> tuple:
-        return key_of({**self._query_fields(spec), "budget_level": level}, BUDGET_KEY)
+    def _budget_key(self, spec: QuerySpec, level: int, repeat: int) -> tuple:
+        return key_of({**self._query_fields(spec), "budget_level": level, "repeat": repeat},
+                      BUDGET_KEY)
 
     def _stored(self) -> tuple[set[tuple], dict[tuple, int]]:
         """Keys already stored, and the hybrid's call count per (query, level) for budgets."""
@@ -136,9 +139,9 @@ class SweepRunner:
                     "or the sweep another sweep.name")
 
     def part_count(self, specs: Sequence[QuerySpec]) -> int:
-        """How many parts `run(specs)` stores: one per (chunk, budget level, method)."""
+        """How many parts `run(specs)` stores: one per (chunk, budget level, method, repeat)."""
         chunks = math.ceil(len(specs) / self.plan.chunk_size)
-        return chunks * len(self.plan.levels) * len(self.runs)
+        return chunks * len(self.plan.levels) * len(self.runs) * self.plan.repeats
 
     def run(self, specs: Sequence[QuerySpec]) -> int:
         """Run every missing (query, method, level) row; return how many rows were written."""
@@ -153,8 +156,9 @@ class SweepRunner:
                    desc=f"{plan.dataset}/{plan.model} T={plan.temperature}", unit="part")
         for index, chunk in enumerate(chunks):
             todo = {
-                (level, method): [s for s in chunk if self._row_key(s, method, level) not in done]
-                for level in plan.levels for method in methods
+                (repeat, level, method): [s for s in chunk
+                                          if self._row_key(s, method, level, repeat) not in done]
+                for repeat in range(plan.repeats) for level in plan.levels for method in methods
             }
             if not any(todo.values()):
                 bar.update(len(todo))
@@ -162,39 +166,42 @@ class SweepRunner:
                 continue
             truths = dict(zip((s.key for s in chunk), self.truth.get(self.model, chunk),
                               strict=True))
-            for (level, method), pending in todo.items():
+            for (repeat, level, method), pending in todo.items():
                 if pending:
-                    budgets = [self._budget(s, level, hybrid_calls) for s in pending]
-                    rows = self._estimate(pending, method, level, budgets, truths, index)
+                    budgets = [self._budget(s, level, repeat, hybrid_calls) for s in pending]
+                    rows = self._estimate(pending, method, level, repeat, budgets, truths, index)
                     self.results.write(
-                        rows, f"{plan.tag}-S{level}-c{index:05d}-{method}-"
+                        rows, f"{plan.tag}-S{level}-c{index:05d}{_repeat_tag(repeat)}-{method}-"
                               f"{digest([self._options(method), [s.key for s in pending]], 8)}")
                     written += len(rows)
                     if method == BUDGET_SETTER:
                         for spec, calls in zip(pending, rows.model_calls, strict=True):
-                            hybrid_calls[self._budget_key(spec, level)] = int(calls)
+                            hybrid_calls[self._budget_key(spec, level, repeat)] = int(calls)
                 bar.update()
                 self.saved_parts += 1
         bar.close()
         return written
 
-    def _budget(self, spec: QuerySpec, level: int, hybrid_calls: Mapping[tuple, int]) -> int | None:
+    def _budget(self, spec: QuerySpec, level: int, repeat: int,
+                hybrid_calls: Mapping[tuple, int]) -> int | None:
         """The query's call budget; level 0 means none (methods run on their own options)."""
         if level <= 0:
             return None
         if BUDGET_SETTER not in self.runs:
             return samples_budget(level, spec.K)
-        return hybrid_calls.get(self._budget_key(spec, level))  # None: the hybrid itself
+        return hybrid_calls.get(self._budget_key(spec, level, repeat))  # None: the hybrid itself
 
     def _budget_rule(self, level: int) -> str:
         if level <= 0:
             return NO_BUDGET
         return BUDGET_FROM_HYBRID if BUDGET_SETTER in self.runs else BUDGET_FROM_SAMPLES
 
-    def _estimate(self, specs: list[QuerySpec], method: str, level: int,
+    def _estimate(self, specs: list[QuerySpec], method: str, level: int, repeat: int,
                   budgets: list[int | None], truths: Mapping[tuple, GroundTruth | None],
                   chunk: int) -> pd.DataFrame:
-        seed = _seed(self.plan.seed, chunk, level, method, [s.key for s in specs])
+        # repeat 0 keeps the seed it had before repeats existed, so stored results still resume
+        seed = _seed(self.plan.seed, chunk, level, method, [s.key for s in specs],
+                     *([repeat] if repeat else []))
         run = self.runs[method]
         options = dict(run.options)
         if method == BUDGET_SETTER:
@@ -212,7 +219,7 @@ class SweepRunner:
             estimates = [self._one(s, run.method, b, seed, options)
                          for s, b in zip(specs, budgets, strict=True)]
         wall = (time.perf_counter() - start) / len(specs)
-        return to_frame(self._row(s, method, level, b, e, truths[s.key], wall, seed)
+        return to_frame(self._row(s, method, level, repeat, b, e, truths[s.key], wall, seed)
                         for s, b, e in zip(specs, budgets, estimates, strict=True))
 
     def _one(self, spec: QuerySpec, method: str, budget: int | None, seed: int,
@@ -223,8 +230,8 @@ class SweepRunner:
         except BudgetError as err:
             return err
 
-    def _row(self, spec: QuerySpec, method: str, level: int, budget: int | None, est: Any,
-             truth: GroundTruth | None, wall: float, seed: int) -> ResultRow:
+    def _row(self, spec: QuerySpec, method: str, level: int, repeat: int, budget: int | None,
+             est: Any, truth: GroundTruth | None, wall: float, seed: int) -> ResultRow:
         failed = isinstance(est, Exception)
         log_est = math.nan if failed else float(est.log_value)
         calls = 0 if failed else int(est.model_calls)
@@ -240,6 +247,7 @@ class SweepRunner:
             budget_level=level,
             budget_rule=self._budget_rule(level),
             budget_calls=calls if budget is None else budget,
+            repeat=repeat,
             synthetic=self.plan.synthetic,
             histories=self.plan.histories,
             vocab_size=self.plan.vocab_size,
@@ -266,6 +274,11 @@ class SweepRunner:
             note=str(est) if failed else est.note,
             extras="{}" if failed else json.dumps(est.extras, default=_jsonable),
         )
+
+
+def _repeat_tag(repeat: int) -> str:
+    """Part names of repeat 0 stay as they were before repeats existed."""
+    return f"-r{repeat}" if repeat else ""
 
 
 def _or_nan(value: float | None) -> float:

@@ -1,4 +1,4 @@
-"""The results table: one row per (query, method, option set, budget level), where a method is
+"""The results table: one row per (query, method, option set, budget level, repeat), where a method is
 a seqq method or a labelled variant of one (`estimator.variants`, named in the `method` column).
 
 The runner writes `ResultRow`s, the store reads parts back keyed by `KEY`, and every table and
@@ -17,7 +17,9 @@ import pandas as pd
 # budget rule is part of it, as the same S is another budget with or without the hybrid
 CONTEXT = ("dataset", "model", "temperature")
 QUERY = ("history_id", "history_hash", "K", "label")
-KEY = (*CONTEXT, *QUERY, "method", "options", "budget_level", "budget_rule")
+KEY = (*CONTEXT, *QUERY, "method", "options", "budget_level", "budget_rule", "repeat")
+# key columns added after results were first stored, and the value older parts read as
+KEY_DEFAULTS = {"repeat": 0}
 
 # how a budget level S became a per-query model-call budget (`budget_rule` column)
 BUDGET_FROM_HYBRID = "hybrid"  # the hybrid ran with S tail samples; its calls are the budget
@@ -43,6 +45,7 @@ class ResultRow:
     budget_level: int  # S
     budget_rule: str  # BUDGET_FROM_HYBRID | BUDGET_FROM_SAMPLES | NO_BUDGET
     budget_calls: float  # the model-call budget the method got (its own calls when none)
+    repeat: int  # which of the sweep's `sweep.repeats` independent runs (its own seed and budget)
     synthetic: bool  # the dataset was the synthetic stand-in
     histories: str  # where histories come from: test, mixture, "sampled from <model>"
     vocab_size: int
@@ -96,6 +99,8 @@ def conform(table: pd.DataFrame) -> pd.DataFrame:
     as missing (NaN, or "" for text), except `base_method`: rows from before labelled variants
     ran the method they name."""
     table = table.reindex(columns=list(COLUMNS))
+    for column, value in KEY_DEFAULTS.items():
+        table[column] = table[column].fillna(value).astype(_DTYPES[column])
     text = [c for c, dtype in _DTYPES.items() if dtype == "object"]
     table[text] = table[text].astype("object").fillna("")
     table["base_method"] = table.base_method.mask(table.base_method == "", table.method)

@@ -40,6 +40,9 @@ def read_parts(paths: Iterable[str | Path], key: Sequence[str] | None = None) ->
     files = [f for p in paths for f in part_files(p)]
     frames = [pd.read_parquet(f) for f in files]
     for file, frame in zip(files, frames, strict=True):
+        for column, value in schema.KEY_DEFAULTS.items():
+            if column in (key or ()) and column not in frame.columns:
+                frame[column] = value  # a part written before this key column existed
         missing = [k for k in key or () if k not in frame.columns]
         if missing:
             raise ValueError(f"{file} lacks the key columns {missing}: it was written by "

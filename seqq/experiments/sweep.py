@@ -184,6 +184,7 @@ def run(cfg: DictConfig, model: SequenceModel | None = None,
             temperature=float(temperature), runs=runs,
             levels=[int(x) for x in cfg.budget.levels], seed=int(s.seed),
             chunk_size=int(s.chunk_size), tag=f"{tag}-T{temperature}",
+            repeats=int(s.repeats),
         )
         runners.append(SweepRunner(tempered, plan, results, truth, progress=s.progress))
     try:

@@ -50,6 +50,7 @@ HELP = Help(
         ("sweep.temperatures", "model temperatures T, e.g. [0.5,1.0,2.0]"),
         ("sweep.seed", "seed of histories and estimators"),
         ("sweep.chunk_size", "queries per batched estimator call and per stored part"),
+        ("sweep.repeats", "independent runs (seeds) per query, method and budget; medians pool them"),
         ("sweep.min_history", "fewest symbols before a query position"),
         ("sweep.max_history", "keep only the most recent symbols (null: all)"),
         ("sweep.histories_from", "test (random test positions) | mixture (case studies) | "
@@ -118,6 +119,7 @@ def _check_sweep(cfg: DictConfig) -> None:
     check.numbers(cfg, "sweep.temperatures", above=0)
     check.integer(cfg, "sweep.seed", minimum=0)
     check.integer(cfg, "sweep.chunk_size", minimum=1)
+    check.integer(cfg, "sweep.repeats", minimum=1)
     check.integer(cfg, "sweep.min_history", minimum=0)
     check.integer(cfg, "sweep.max_history", minimum=1, optional=True)
     check.integer(cfg, "sweep.sampled_length", minimum=1, optional=True)

@@ -121,7 +121,8 @@ def overview(results: pd.DataFrame) -> pd.DataFrame:
 
 def budget_costs(results: pd.DataFrame) -> pd.DataFrame:
     """What a budget level S cost: mean model-call budget per query, per panel × K × S."""
-    budgeted = results[results.budget_level > 0].drop_duplicates([*PANEL, *QUERY, "budget_level"])
+    budgeted = results[results.budget_level > 0].drop_duplicates(
+        [*PANEL, *QUERY, "budget_level", "repeat"])
     if budgeted.empty:
         return pd.DataFrame()
     titles = panels(results)
@@ -194,7 +195,7 @@ def kl_tables(results: pd.DataFrame, method: str = "importance") -> pd.DataFrame
 def unaccounted(results: pd.DataFrame) -> pd.DataFrame:
     """Fig. 14: 1 − p̂(τ(A)<τ(B)) − p̂(τ(B)<τ(A)) per history, K, method and budget."""
     pairs = results[results["query"] == "a_before_b"]
-    keys = [*PANEL, "history_id", "K", "method", "budget_level"]
+    keys = [*PANEL, "history_id", "K", "method", "budget_level", "repeat"]
     grouped = pairs.groupby(keys, observed=True)
     out = grouped.estimate.agg(total="sum", orders="count").reset_index()
     out = out[out.orders == 2]
