@@ -54,11 +54,13 @@ def test_preset_runs_every_budgeted_method_at_the_hybrids_budgets():
         assert runs[plain].surrogate is None
         assert runs[f"{plain}_twisted"].method == plain
         assert runs[f"{plain}_twisted"].surrogate == runs["twisted"].surrogate == Surrogate(
-            "hpyp", None)
+            "distilled", None)
     assert list(cfg.sweep.ks) == [3, 4, 7, 11] and list(cfg.budget.levels) == [10, 100, 1000]
+    assert cfg.sweep.repeats == 3  # medians over three seeds per query
     assert cfg.ground_truth.exact_max_calls >= 1 + 67 + 67**2 + 67**3  # exact at K ≤ 4, V = 68
     paper = compose_sweep(["experiment=frontier", "size=paper"])
     assert paper.sweep.histories == 1000 and paper.ground_truth.rule == "absolute"
+    assert paper.sweep.repeats == 1
     assert paper.ground_truth.exact_max_calls >= 1 + 97 + 97**2 + 97**3  # and V = 98
 
 

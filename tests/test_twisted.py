@@ -12,7 +12,7 @@ from oracles import PrefixRecording, brute_force, random_markov, tiny_gpt2, tiny
 import seqq
 from seqq import queries as Q
 from seqq.errors import QueryError
-from seqq.estimators.twisted import fit_surrogate
+from seqq.estimators.twisted import distill_surrogate, fit_surrogate
 from seqq.models import MarkovModel
 from seqq.models.hpyp import PAPER_DISCOUNTS, HPYPModel
 
@@ -276,6 +276,23 @@ def test_the_order_is_chosen_to_keep_the_table_small():
     corpus = [list(range(60)) * 20]
     assert fit_surrogate(corpus, symbols(67)).order == 5  # Shakespeare's characters
     assert fit_surrogate(corpus, symbols(67), order=3).order == 3
-    assert fit_surrogate(corpus, symbols(50257)).order == 3  # 1,200 tokens: few contexts
+    assert fit_surrogate(corpus, symbols(50257)).order == 4  # 60 contexts per length; order 5
+    # would not fit its int64 context keys
     gpt2 = fit_surrogate([list(range(3000))], symbols(50257))  # up to 3,001 × V: too many
     assert gpt2.num_contexts == 1  # i.i.d.: `twisted` is plain importance sampling
+
+
+def test_a_distilled_surrogate_is_the_models_own_ngram_at_one_call_per_symbol() -> None:
+    """Fitted on the model's samples, a bigram surrogate of a first-order chain recovers the
+    chain's transition table; it pays one call per sampled symbol (counted apart from seqq's
+    counter) and is seeded."""
+    chain = random_markov(6, 1, seed=4)
+    recorded = PrefixRecording(chain)
+    surrogate = distill_surrogate(recorded, symbols(6), bos=0, order=2, symbols=120_000, seed=1)
+    assert recorded.rows == surrogate.info["model_calls"] == 120_000
+    assert "distilled from 120,000 model samples" in repr(surrogate)
+    contexts = [[c] for c in range(6)]
+    fitted = surrogate.initial_state(contexts)[0].exp()
+    assert (fitted - chain.log_table.exp()).abs().max() < 0.02
+    again = distill_surrogate(chain, symbols(6), 0, 2, symbols=120_000, seed=1)
+    assert torch.equal(again.initial_state(contexts)[0], surrogate.initial_state(contexts)[0])

@@ -5,6 +5,7 @@ resume keys, tables and legends named by the label."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ from conftest import compose_sweep, tiny_overrides
 from result_frames import panel_rows, results
 
 from seqq.errors import ConfigError
+from seqq.estimators.twisted import DISTILL_SYMBOLS
 from seqq.experiments import method_runs as runs_module
 from seqq.experiments import sweep
 from seqq.experiments.method_runs import MethodRun, Surrogate, method_runs, with_surrogates
@@ -93,7 +95,9 @@ def test_one_surrogate_fit_per_order_shared_by_every_run(tmp_path: Path,
                    "+estimator.variants.rt={method:randomized_beam,surrogate:hpyp,order:2}",
                    "+estimator.variants.st2={method:smc,surrogate:hpyp,order:3}",
                    "+estimator.options.twisted.order=2")
-    runs = {r.label: r for r in with_surrogates(method_runs(cfg), sweep.load_data(cfg))}
+    data = sweep.load_data(cfg)
+    runs = {r.label: r for r in with_surrogates(method_runs(cfg), data,
+                                                sweep.load_sweep_model(cfg, data))}
     assert sorted(fits) == [2, 3]
     shared = runs["twisted"].options["surrogate"]
     assert runs["st"].options["surrogate"] is shared and runs["rt"].options["surrogate"] is shared
@@ -101,6 +105,22 @@ def test_one_surrogate_fit_per_order_shared_by_every_run(tmp_path: Path,
     assert repr(runs["st2"].options["surrogate"]).startswith("HPYPModel(order=3,")
     assert runs["hybrid"].options == {"max_width": 1500}
     assert all(r.surrogate is None for r in runs.values())  # every named surrogate fitted
+
+
+def test_a_distilled_surrogate_is_fitted_on_the_models_samples(tmp_path: Path) -> None:
+    """`surrogate: distilled` needs no training data: it is fitted on the sweep model's samples
+    and named so in the `options` column."""
+    cfg = _compose(tmp_path, "estimator.methods=[hybrid,dt]",
+                   "+estimator.variants.dt={method:smc,surrogate:distilled,order:2}")
+    data = sweep.load_data(cfg)
+    runs = {r.label: r for r in with_surrogates(method_runs(cfg), replace(data, train=[]),
+                                                sweep.load_sweep_model(cfg, data))}
+    surrogate = runs["dt"].options["surrogate"]
+    assert repr(surrogate).endswith(f"distilled from {DISTILL_SYMBOLS:,} model samples)")
+    assert surrogate.info["model_calls"] == DISTILL_SYMBOLS
+    cfg = _compose(tmp_path, "estimator.methods=[hybrid,twisted]")
+    with pytest.raises(ConfigError, match="use surrogate: distilled"):
+        with_surrogates(method_runs(cfg), replace(data, train=[]), sweep.load_sweep_model(cfg, data))
 
 
 def test_a_sweep_stores_rows_under_the_label_at_the_hybrids_budgets(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ import torch
 from seqq.data.base import SequenceDataset
 from seqq.errors import DataError
 from seqq.models.protocol import SequenceModel
+from seqq.models.sampling import sample_continuations
 
 
 @dataclass(frozen=True)
@@ -95,24 +96,17 @@ def model_histories(
     max_history: int | None = None,
 ) -> list[History]:
     """`n` histories drawn from the model by ancestral sampling from `<BOS>` (from the empty
-    history when the vocabulary has none), all rows in one batch, seeded: each is cut at a
+    history when the vocabulary has none), all rows stepped together, seeded: each is cut at a
     uniform length in [min_history, max_length] and followed by `horizon` sampled symbols."""
     first = int(bos is not None)
     if max_length < max(min_history, first):
         raise DataError(f"sampled histories need max_length >= min_history, got {max_length}")
     lengths = np.random.default_rng(seed).integers(max(min_history, first), max_length + 1, n)
     steps = int(lengths.max()) + horizon - first
-    generator = torch.Generator().manual_seed(seed)
     start = [[bos] if first else [] for _ in range(n)]
-    log_probs, state = model.initial_state(start)
-    drawn = []
-    for k in range(steps):
-        symbols = torch.multinomial(log_probs.double().exp().cpu(), 1, generator=generator)[:, 0]
-        drawn.append(symbols)
-        if k + 1 < steps:
-            log_probs, state = model.step(state, symbols.to(log_probs.device))
-    sequences = torch.cat([torch.tensor(start, dtype=torch.long).reshape(n, first),
-                           torch.stack(drawn, 1)], 1).tolist()
+    drawn = sample_continuations(model, start, steps, torch.Generator().manual_seed(seed))
+    sequences = torch.cat([torch.tensor(start, dtype=torch.long).reshape(n, first), drawn],
+                          1).tolist()
     return [_cut(i, i, sequences[i], int(t), horizon, max_history, first == 1)
             for i, t in enumerate(lengths)]
 

@@ -19,18 +19,20 @@ from seqq.api import check_method
 from seqq.data import SequenceDataset
 from seqq.errors import ConfigError, QueryError
 from seqq.estimators import METHODS
-from seqq.estimators.twisted import fit_surrogate
+from seqq.estimators.twisted import distill_surrogate, fit_surrogate
+from seqq.models import SequenceModel
 
-# What `surrogate:` may name in a sweep: an HPYP n-gram fitted on the training split
-# (`fit_surrogate`), of `order` n (null: the largest whose table fits).
-SURROGATE_KINDS = ("hpyp",)
+# What `surrogate:` may name in a sweep: an HPYP n-gram of `order` n (null: the largest whose
+# table fits) fitted on the training split (`hpyp`, `fit_surrogate`) or on samples of the
+# sweep's model (`distilled`, `distill_surrogate`: no data needed, its calls paid once).
+SURROGATE_KINDS = ("hpyp", "distilled")
 # Methods that cannot run without a surrogate get this one unless the config names one.
 DEFAULT_SURROGATE = {"twisted": "hpyp"}
 
 
 @dataclass(frozen=True)
 class Surrogate:
-    """A surrogate the sweep fits on the dataset's training split before any method runs."""
+    """A surrogate the sweep fits before any method runs (on data or on model samples)."""
 
     kind: str
     order: int | None  # None: the largest order whose table fits (`fit_surrogate`)
@@ -115,7 +117,8 @@ def _run(key: str, label: str, method: str, given: Mapping[str, Any]) -> MethodR
         raise ConfigError(f"{key}.order sets a surrogate's order; add {key}.surrogate=hpyp")
     if kind is not None and kind not in SURROGATE_KINDS:
         raise ConfigError(f"{key}.surrogate must be {' or '.join(SURROGATE_KINDS)} (an HPYP "
-                          f"n-gram the sweep fits on the training split), got {kind!r}")
+                          "n-gram the sweep fits on the training split, or on samples of the "
+                          f"model), got {kind!r}")
     if order is not None and (not isinstance(order, int) or isinstance(order, bool)
                               or order < 2):
         raise ConfigError(f"{key}.order must be a whole number >= 2, or null for the largest "
@@ -128,10 +131,10 @@ def _run(key: str, label: str, method: str, given: Mapping[str, Any]) -> MethodR
     return MethodRun(label, method, options, surrogate)
 
 
-def with_surrogates(runs: Sequence[MethodRun], dataset: SequenceDataset) -> list[MethodRun]:
-    """`runs` with each named surrogate fitted on the dataset's training split (seconds) and
-    passed as the method's `surrogate` option; runs naming the same kind and order share one
-    fit."""
+def with_surrogates(runs: Sequence[MethodRun], dataset: SequenceDataset, model: SequenceModel,
+                    seed: int = 0) -> list[MethodRun]:
+    """`runs` with each named surrogate fitted (seconds) and passed as the method's `surrogate`
+    option; runs naming the same kind and order share one fit."""
     fitted: dict[Surrogate, Any] = {}
     done = []
     for run in runs:
@@ -139,8 +142,19 @@ def with_surrogates(runs: Sequence[MethodRun], dataset: SequenceDataset) -> list
             done.append(run)
             continue
         if run.surrogate not in fitted:
-            fitted[run.surrogate] = fit_surrogate(dataset.train, dataset.vocab,
-                                                  run.surrogate.order)
+            fitted[run.surrogate] = _fit(run.surrogate, dataset, model, seed)
         done.append(replace(run, options={**run.options, "surrogate": fitted[run.surrogate]},
                             surrogate=None))
     return done
+
+
+def _fit(surrogate: Surrogate, dataset: SequenceDataset, model: SequenceModel,
+        seed: int) -> Any:
+    """Fit one named surrogate: `hpyp` on the training split, `distilled` on model samples."""
+    if surrogate.kind == "distilled":
+        return distill_surrogate(model, dataset.vocab, dataset.bos_id, surrogate.order, seed=seed)
+    if not dataset.train:
+        raise ConfigError(f"surrogate: hpyp is fitted on {dataset.name}'s training split, which "
+                          "is empty here (histories sampled from the model); use "
+                          "surrogate: distilled, fitted on the model's own samples")
+    return fit_surrogate(dataset.train, dataset.vocab, surrogate.order)

@@ -169,7 +169,7 @@ def run(cfg: DictConfig, model: SequenceModel | None = None,
     results = PartStore(results_dir(sweep_dir), KEY)
     gt_options = OmegaConf.to_container(cfg.ground_truth, resolve=True)
     tag = f"{dataset.name}-{model_name}-shard{s.shard}of{s.shards}"
-    runs = with_surrogates(method_runs(cfg), dataset)  # one fit per surrogate, shared
+    runs = with_surrogates(method_runs(cfg), dataset, model, s.seed)  # one fit each, shared
     runners = []
     for temperature in s.temperatures:
         tempered = model if temperature == 1 else TemperatureModel(model, temperature)

@@ -123,8 +123,10 @@ class HPYPModel(ContextAutomaton):
         return nxt
 
     def __repr__(self) -> str:  # names a surrogate in the sweep's `options` column
+        source = ("" if "distilled_symbols" not in self.info else
+                  f", distilled from {self.info['distilled_symbols']:,} model samples")
         return (f"HPYPModel(order={self.order}, vocab_size={self.vocab_size}, "
-                f"contexts={self.num_contexts})")
+                f"contexts={self.num_contexts}{source})")
 
     # --- states -------------------------------------------------------------------------------
     def _context(self, history: Sequence[int]) -> int:
@@ -180,8 +182,13 @@ class HPYPModel(ContextAutomaton):
 
 
 # --- construction helpers ---------------------------------------------------------------------
+def indexable(V: int, order: int) -> bool:
+    """Whether an order-n HPYP over V symbols can key its contexts by one int64."""
+    return order * float(V) ** (order - 1) < 2.0**62
+
+
 def _check_size(V: int, order: int) -> None:
-    if order * float(V) ** (order - 1) >= 2.0**62:
+    if not indexable(V, order):
         raise ValueError(f"an order-{order} HPYP over {V} symbols has too many possible "
                          f"contexts to index; lower model.order")
 
