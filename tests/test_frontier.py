@@ -41,6 +41,23 @@ def test_winners_name_the_best_method_and_its_ratio_to_the_hybrid():
     assert table.loc[10, "ratio_to_hybrid"] == pytest.approx(0.1 / 0.3)
     assert table.loc[100, "winner"] == "hybrid"
     assert table.loc[100, "ratio_to_hybrid"] == pytest.approx(0.2 / 0.03)
+    for S in (10, 100):  # a bootstrap over histories brackets the ratio of the medians
+        assert table.loc[S, "ratio_80_low"] <= table.loc[S, "ratio_to_hybrid"]
+        assert table.loc[S, "ratio_80_high"] >= table.loc[S, "ratio_to_hybrid"]
+
+
+def test_the_ratio_interval_resamples_whole_histories():
+    """Two histories, each with three repeats: one where the method is 10× better than the
+    hybrid, one where it is equal. Resampling histories (not runs) gives ratios 0.1 and 1 only
+    as the ends of the interval; an identical method gives exactly 1."""
+    rows = [_row(m, 3, 10, rae, 30, h) | {"repeat": r, "label": "q"}
+            for h, (hyb, imp) in enumerate([(0.5, 0.05), (0.2, 0.2)])
+            for r in range(3) for m, rae in (("hybrid", hyb), ("importance", imp))]
+    cell = pd.DataFrame(rows)
+    low, high = frontier.ratio_interval(cell, "importance")
+    assert low == pytest.approx(0.1) and high == pytest.approx(1.0)
+    same = cell.assign(rae=cell.groupby(["history_id", "repeat"]).rae.transform("first"))
+    assert frontier.ratio_interval(same, "importance") == (1.0, 1.0)
 
 
 def test_preset_runs_every_budgeted_method_at_the_hybrids_budgets():

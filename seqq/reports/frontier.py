@@ -28,6 +28,7 @@ BASELINE = "hybrid"
 FAILED_RAE = 1.0  # a method that cannot answer within the budget scores as an estimate of 0
 RAE_FLOOR = 1e-4  # plotted instead of 0 (an exact answer) on the log axis
 CELL = [*PANEL, "K", "budget_level"]  # one model (panel), horizon and budget
+BOOTSTRAP = 1000  # resamples of histories for the interval of a winner's ratio to the hybrid
 
 
 def applies(results: pd.DataFrame) -> bool:
@@ -37,14 +38,20 @@ def applies(results: pd.DataFrame) -> bool:
             and budgeted.budget_level.nunique() > 1)
 
 
-def points(results: pd.DataFrame) -> pd.DataFrame:
-    """Median RAE and model calls per (panel, K, budget level, method), over the queries with
-    ground truth at temperature 1; `failed` counts the queries a method could not answer."""
+def scored(results: pd.DataFrame) -> pd.DataFrame:
+    """The rows the frontier scores: budgeted, with ground truth, at temperature 1; a failed
+    estimate scores FAILED_RAE (`failed` marks it)."""
     rows = results[(results.temperature == 1.0) & (results.budget_level > 0)
                    & np.isfinite(results.truth_log)].copy()
     rows["failed"] = rows.estimate.isna()
     rows["rae"] = rows.rae.fillna(FAILED_RAE)
-    return (rows.groupby([*CELL, "method"], observed=True)
+    return rows
+
+
+def points(results: pd.DataFrame) -> pd.DataFrame:
+    """Median RAE and model calls per (panel, K, budget level, method), over the queries (and
+    their repeats) with ground truth at temperature 1; `failed` counts the failed answers."""
+    return (scored(results).groupby([*CELL, "method"], observed=True)
             .agg(median_rae=("rae", "median"), calls=("model_calls", "median"),
                  queries=("rae", "size"), failed=("failed", "sum"))
             .reset_index())
@@ -57,6 +64,7 @@ def winners(results: pd.DataFrame) -> pd.DataFrame:
     if not applies(results):
         return pd.DataFrame()
     table, titles = points(results), panels(results)
+    runs = {key: cell for key, cell in scored(results).groupby(CELL, observed=True)}
     rows = []
     for cell_key, cell in table.groupby(CELL, observed=True):
         base = cell[cell.method == BASELINE]
@@ -66,13 +74,32 @@ def winners(results: pd.DataFrame) -> pd.DataFrame:
         *panel, K, level = cell_key
         hybrid, best = base.iloc[0], others.iloc[0]
         ratio = best.median_rae / hybrid.median_rae if hybrid.median_rae > 0 else np.inf
+        low, high = ratio_interval(runs[cell_key], best.method)
         rows.append({"model": titles[tuple(panel)].title, "K": int(K), "S": int(level),
                      "calls": round(float(hybrid.calls)), "hybrid_rae": float(hybrid.median_rae),
                      "best_other": best.method, "best_other_rae": float(best.median_rae),
-                     "ratio_to_hybrid": float(ratio),
+                     "ratio_to_hybrid": float(ratio), "ratio_80_low": low, "ratio_80_high": high,
                      "winner": best.method if ratio < 1 else BASELINE,
                      "queries": int(hybrid.queries)})
     return pd.DataFrame(rows)
+
+
+def ratio_interval(cell: pd.DataFrame, method: str, resamples: int = BOOTSTRAP,
+                   seed: int = 0) -> tuple[float, float]:
+    """The 80 % bootstrap interval of median RAE(method) / median RAE(hybrid) in one cell,
+    resampling histories with all their queries and repeats (a cluster bootstrap: the runs of
+    one history are not independent draws of the population of histories); seeded."""
+    pair = cell[cell.method.isin([method, BASELINE])]
+    runs = [c for c in ("label", "repeat") if c in pair.columns]  # a history's queries, repeats
+    wide = pair.pivot_table(index="history_id", columns=["method", *runs], values="rae",
+                            aggfunc="first")
+    histories = np.random.default_rng(seed).integers(0, len(wide), (resamples, len(wide)))
+    medians = {m: np.nanmedian(wide[m].to_numpy()[histories].reshape(resamples, -1), axis=1)
+               for m in (method, BASELINE)}
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = medians[method] / medians[BASELINE]
+    low, high = np.nanpercentile(np.where(np.isnan(ratios), np.inf, ratios), [10, 90])
+    return float(low), float(high)
 
 
 def draw(results: pd.DataFrame) -> dict[str, Figure]:
