@@ -28,6 +28,7 @@ BASELINE = "hybrid"
 FAILED_RAE = 1.0  # a method that cannot answer within the budget scores as an estimate of 0
 RAE_FLOOR = 1e-4  # plotted instead of 0 (an exact answer) on the log axis
 CELL = [*PANEL, "K", "budget_level"]  # one model (panel), horizon and budget
+WRAP = 4  # panels per row when the figure shows one model
 BOOTSTRAP = 1000  # resamples of histories for the interval of a winner's ratio to the hybrid
 
 
@@ -116,10 +117,14 @@ def draw(results: pd.DataFrame) -> dict[str, Figure]:
     titles, colors = panels(results), method_colors(table.method)
     blocks = list(table.groupby(PANEL, sort=True))
     ks = sorted(table["K"].unique())
-    fig, axes = grid(len(blocks), len(ks), size=(3.2, 2.8))
+    # one model's many horizons wrap into rows of WRAP panels instead of one long strip
+    cols = min(len(ks), WRAP) if len(blocks) == 1 else len(ks)
+    fig, axes = grid(len(blocks) * -(-len(ks) // cols), cols, size=(3.2, 2.8))
+    for ax in axes.flat[len(blocks) * len(ks):]:
+        ax.set_visible(False)
     for i, (key, block) in enumerate(blocks):
         for j, K in enumerate(ks):
-            ax, cell = axes[i, j], block[block["K"] == K]
+            ax, cell = axes.flat[i * len(ks) + j], block[block["K"] == K]
             panel_title(ax, titles[key].title, f"K={K}")
             if cell.empty:
                 empty(ax, f"no runs at K={K}")
