@@ -54,7 +54,8 @@ def points(results: pd.DataFrame) -> pd.DataFrame:
     their repeats) with ground truth at temperature 1; `failed` counts the failed answers."""
     return (scored(results).groupby([*CELL, "method"], observed=True)
             .agg(median_rae=("rae", "median"), calls=("model_calls", "median"),
-                 queries=("rae", "size"), failed=("failed", "sum"))
+                 histories=("history_id", "nunique"), runs=("rae", "size"),
+                 failed=("failed", "sum"))
             .reset_index())
 
 
@@ -81,7 +82,7 @@ def winners(results: pd.DataFrame) -> pd.DataFrame:
                      "best_other": best.method, "best_other_rae": float(best.median_rae),
                      "ratio_to_hybrid": float(ratio), "ratio_80_low": low, "ratio_80_high": high,
                      "winner": best.method if ratio < 1 else BASELINE,
-                     "queries": int(hybrid.queries)})
+                     "histories": int(hybrid.histories), "runs": int(hybrid.runs)})
     return pd.DataFrame(rows)
 
 
