@@ -105,7 +105,8 @@ def write(path: Path, head: list[str] | None, sections: Sequence[Section]) -> No
     old_head, old = _read(path)
     merged = {**old, **{s.key: s.markdown() for s in sections}}
     text = "\n".join(head) + "\n" if head is not None else old_head
-    path.write_text(text + "\n".join(merged[k] for k in sorted(merged)))
+    # each section ends in one newline and is followed by one blank line, however often rewritten
+    path.write_text(text + "\n".join(merged[k].rstrip("\n") + "\n" for k in sorted(merged)))
 
 
 def _read(path: Path) -> tuple[str, dict[str, str]]:

@@ -151,3 +151,6 @@ def test_a_section_run_alone_keeps_the_rest_of_results_md(tmp_path):
     assert "third, again" in text and "third\n" not in text
     write(out, ["# new head", ""], [Section("a", "A", ["first"])])  # a full run keeps (f)
     assert out.read_text().startswith("# new head") and "## (f) F" in out.read_text()
+    before = out.read_text()
+    write(out, None, [Section("f", "F", ["slice"])])  # rewriting adds no blank lines
+    assert out.read_text() == before and "\n\n\n" not in before
