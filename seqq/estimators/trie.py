@@ -131,6 +131,9 @@ class Trie:
                      else messages.context.cpu()))
         self.levels = [roots]
         self.concat = getattr(batch.counter.model, "concat", None)
+        # the twist of the last distinct nodes asked for: (depth, sorted nodes, log ψ [n, V]);
+        # a walk step asks for its nodes' twist, then for its new children's parents (a subset)
+        self._last_guide: tuple[int, Tensor, Tensor] | None = None
 
     @classmethod
     def from_beam(cls, batch: Batch, beam_levels: list, messages: Messages | None = None
@@ -205,9 +208,17 @@ class Trie:
         """log ψ [n, V] of the twist at the nodes (None without messages)."""
         if self.messages is None:
             return None
+        if self._last_guide is not None and self._last_guide[0] == depth:
+            _, known, guide = self._last_guide
+            at = torch.searchsorted(known, nodes).clamp_max(len(known) - 1)
+            if len(known) and bool((known[at] == nodes).all()):
+                return guide[at.to(guide.device)]
         level = self.levels[depth]
-        return self.messages.log_values(level.lattice_node[nodes],
-                                        level.context[nodes].to(self.batch.device))
+        guide = self.messages.log_values(level.lattice_node[nodes],
+                                         level.context[nodes].to(self.batch.device))
+        if len(nodes) < 2 or bool((nodes[1:] > nodes[:-1]).all()):  # sorted: searchable
+            self._last_guide = (depth, nodes, guide)
+        return guide
 
     def child_nodes(self, depth: int, parents: Tensor, tokens: Tensor) -> Tensor:
         """Nodes at depth+1 for (parent, token) pairs, created where missing (no model call)."""
