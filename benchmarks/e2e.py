@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from benchmarks.plans import Plan
-from benchmarks.report import Section, describe, table
+from benchmarks.report import Section, describe, measured_at, table
 
 CHECKPOINTS = "outputs/checkpoints/quick"  # `make demo`'s SIZE=quick checkpoints
 SEQQ = [sys.executable, "-m", "seqq.cli"]
@@ -50,12 +50,7 @@ def run(plan: Plan, device: str | None) -> Section:
         for name, args in commands(root, device).items():
             seconds, code = _timed(args)
             rows.append([name, shlex.join(["seqq", *args[len(SEQQ):]]), f"{seconds:.0f}", code])
-    body = [describe(__doc__), "",
+    body = [describe(__doc__), "", f"- measured {measured_at()} (`make bench-e2e`; a plain "
+            "`make bench` keeps this section)", "",
             *table(["run", "command", "wall seconds", "exit code"], rows)]
     return Section("b", "End-to-end wall time", body)
-
-
-def not_run() -> Section:
-    return Section("b", "End-to-end wall time", [
-        "Not measured in this run (it takes minutes and needs a quiet machine): "
-        "`make bench-e2e` measures `make demo` and the fig3 preset at N = 100 on Shakespeare."])

@@ -62,6 +62,12 @@ def _git(*args: str) -> str:
         return "unknown"
 
 
+def measured_at() -> str:
+    """When and at which commit a section kept across runs was measured."""
+    return (f"{datetime.datetime.now().astimezone().isoformat(timespec='seconds')}, "
+            f"git commit {_git('rev-parse', '--short', 'HEAD')}")
+
+
 CLOCK_NOTES = {
     "wall": "wall time (a GPU's work waited for)",
     "cpu": "this process's CPU time (one thread: time-slicing by other processes on a shared "
