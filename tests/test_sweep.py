@@ -27,6 +27,7 @@ from seqq.experiments.schema import KEY
 from seqq.experiments.store import PartStore, read_parts
 from seqq.models import LSTMNet
 from seqq.models.checkpoint import save_checkpoint
+from seqq.reports.build import build_report
 from seqq.reports.tables import load_results
 
 METHODS, LEVELS, KS, N = {"hybrid", "importance", "beam"}, {10, 30}, {3, 5}, 6
@@ -190,6 +191,8 @@ def test_repeats_have_their_own_seeds_and_budgets_and_old_parts_resume(tmp_path:
     others = table[table.method != "hybrid"].set_index(query)
     assert (others.budget_calls == hybrid.reindex(others.index)).all()
     assert not table.duplicated(KEY).any()
+    summary = build_report([results], tmp_path / "report").joinpath("summary.md").read_text()
+    assert "**Repeats.** Every query ran up to 2 times" in summary
 
 
 def test_count_and_event_queries_against_ground_truth(tmp_path: Path) -> None:

@@ -84,6 +84,11 @@ def _what_was_computed(results: pd.DataFrame) -> list[str]:
               f"**RAE.** {RAE_DEFINITION}"
               + (f" {failed} rows have no RAE (no ground truth, or the method failed)."
                  if failed else "") + "\n"]
+    repeats = int(results["repeat"].max()) + 1 if len(results) and "repeat" in results else 1
+    if repeats > 1:
+        lines.append(f"**Repeats.** Every query ran up to {repeats} times per method and budget "
+                     "(`sweep.repeats`), each run with its own seed and its own hybrid budget; "
+                     "medians, means and counts pool the runs.\n")
     return lines
 
 
