@@ -113,7 +113,7 @@ class SweepRunner:
                       BUDGET_KEY)
 
     def _stored(self) -> tuple[set[tuple], dict[tuple, int]]:
-        """Keys already stored, and the hybrid's call count per (query, level) for budgets."""
+        """Keys already stored, and the hybrid's call count per (query, level, repeat)."""
         table = self.results.read()
         if table.empty:
             return set(), {}
@@ -144,7 +144,7 @@ class SweepRunner:
         return chunks * len(self.plan.levels) * len(self.runs) * self.plan.repeats
 
     def run(self, specs: Sequence[QuerySpec]) -> int:
-        """Run every missing (query, method, level) row; return how many rows were written."""
+        """Run every missing (query, method, level, repeat) row; return how many were written."""
         plan = self.plan
         methods = ([BUDGET_SETTER] if BUDGET_SETTER in self.runs else []) + [
             m for m in self.runs if m != BUDGET_SETTER
