@@ -50,7 +50,7 @@ STEP_ELEMENTS = 2**24  # nodes × C × V gathered at once by one DP step
 LOG_FLOOR = -69.0  # log twists are clipped at 1e-30 of a step's largest: a surrogate that rules a
 # path out must not stop the proposal from drawing it, or the estimate would lose that path's mass
 DEFAULT_ORDER = 5  # HPYP order of `fit_surrogate`: 4 symbols of context
-SURROGATE_TABLE = 2**27  # worst-case C × V of a surrogate `fit_surrogate` picks its order for
+SURROGATE_TABLE = 2**27  # largest C × V table `fit_surrogate` picks an order for (C counted)
 DISTILL_SYMBOLS = 4_000_000  # symbols `distill_surrogate` samples (4× tiny Shakespeare)
 DISTILL_ROWS = 2_000  # sequences it samples side by side (DISTILL_SYMBOLS / rows steps each)
 
@@ -95,7 +95,8 @@ def distill_surrogate(model: SequenceModel, vocab: Sequence[str], bos: int | Non
     estimates the n-gram closest to the *model* in KL, its own habits included, and needs no
     training data (a Hugging Face model's user rarely has it). It costs `symbols` model calls,
     once per model (`info["model_calls"]`); seeded. On the authors' Shakespeare LSTM it cut
-    `twisted`'s median RAE at K = 7 and 320 calls from 0.081 to 0.061 (docs/decisions.md §19)."""
+    `twisted`'s median RAE at K = 7 and 320 calls from 0.081 (fitted on data) to 0.051
+    (docs/decisions.md §19)."""
     starts = [[bos] if bos is not None else [] for _ in range(DISTILL_ROWS)]
     steps = -(-symbols // DISTILL_ROWS)
     drawn = sample_continuations(model, starts, steps, torch.Generator().manual_seed(seed))
