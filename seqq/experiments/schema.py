@@ -1,5 +1,6 @@
-"""The results table: one row per (query, method, option set, budget level, repeat), where a method is
-a seqq method or a labelled variant of one (`estimator.variants`, named in the `method` column).
+"""The results table: one row per (query, method, option set, budget level, repeat), where a
+method is a seqq method or a labelled variant of one (`estimator.variants`, named in the `method`
+column).
 
 The runner writes `ResultRow`s, the store reads parts back keyed by `KEY`, and every table and
 figure reads the columns named here, so the three can only disagree by failing loudly.

@@ -50,7 +50,7 @@ HELP = Help(
         ("sweep.temperatures", "model temperatures T, e.g. [0.5,1.0,2.0]"),
         ("sweep.seed", "seed of histories and estimators"),
         ("sweep.chunk_size", "queries per batched estimator call and per stored part"),
-        ("sweep.repeats", "independent runs (seeds) per query, method and budget; medians pool them"),
+        ("sweep.repeats", "independent runs (seeds) per query, method and budget, pooled"),
         ("sweep.min_history", "fewest symbols before a query position"),
         ("sweep.max_history", "keep only the most recent symbols (null: all)"),
         ("sweep.histories_from", "test (random test positions) | mixture (case studies) | "
