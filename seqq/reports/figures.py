@@ -39,6 +39,7 @@ from seqq.reports.plotting import (
 from seqq.reports.tables import PANEL, Panel, finite, panels, unaccounted_summary
 
 PAPER_METHODS = ("hybrid", "importance", "beam")  # the scatter plots' methods (Fig. 7-9)
+PANELS_PER_ROW = 3  # panels per row where a figure with one row of panels would grow too wide
 
 
 def _base(results: pd.DataFrame) -> pd.DataFrame:
@@ -85,6 +86,17 @@ def _cells(axes: np.ndarray, usable: list, keys: list,
             yield ax, rows
 
 
+def _panel_grid(keys: int, panels: int) -> tuple[Figure, np.ndarray]:
+    """A keys × panels grid for `_cells`; with one key, many panels wrap into rows of
+    PANELS_PER_ROW (the extra axes hidden) instead of one strip too wide to read."""
+    if keys > 1 or panels <= PANELS_PER_ROW:
+        return grid(keys, panels)
+    fig, axes = grid(-(-panels // PANELS_PER_ROW), PANELS_PER_ROW)
+    for ax in axes.flat[panels:]:
+        ax.set_visible(False)
+    return fig, axes.flatten()[:panels].reshape(1, panels)
+
+
 def _at_level(block: pd.DataFrame, level: int) -> pd.Series:
     return block.budget_level == level
 
@@ -101,7 +113,7 @@ def rae_vs_k(results: pd.DataFrame, stat: str = "median") -> dict[str, Figure]:
         raise NotApplicable("needs the RAE at two or more horizons K")
     levels = sorted({level for _, b in usable for level in b.budget_level.unique()})
     colors = method_colors(data.method)
-    fig, axes = grid(len(levels), len(usable))
+    fig, axes = _panel_grid(len(levels), len(usable))
     for ax, rows in _cells(axes, usable, levels, _at_level, _level_label):
         _method_curves(ax, rows, "K", stat, colors)
         ax.set(xlabel="horizon K", ylabel=f"{stat} RAE", ylim=(0, None))
