@@ -171,3 +171,16 @@ def test_step_in_chunks_without_concat_takes_one_step(monkeypatch):
     tokens = torch.zeros(2500, dtype=torch.long)
     log_probs, _ = step_in_chunks(model, state, tokens)
     torch.testing.assert_close(log_probs, model.step(state, tokens)[0])
+
+
+def test_freed_memory_is_kept_on_glibc_unless_switched_off(monkeypatch):
+    """seqq raises glibc's mmap/trim thresholds on import (docs/decisions.md §23); the switch
+    turns it off, and elsewhere (macOS, musl) nothing is attempted."""
+    import platform
+
+    from seqq.models.host_memory import ENV, keep_freed_memory
+
+    glibc = platform.libc_ver()[0] == "glibc"
+    assert keep_freed_memory() is glibc
+    monkeypatch.setenv(ENV, "0")
+    assert keep_freed_memory() is False

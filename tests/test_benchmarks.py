@@ -3,6 +3,8 @@ and writes every part of RESULTS.md. No timings are asserted, only what gets mea
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import pytest
 import torch
@@ -12,7 +14,7 @@ from omegaconf import OmegaConf
 from benchmarks import e2e, paper_slice
 from benchmarks.__main__ import main
 from benchmarks.report import Section, write
-from benchmarks.scaling import slope
+from benchmarks.scaling import marginal_exponent, slope
 from benchmarks.throughput import exact_horizon, method_options
 from benchmarks.timing import StepRecorder
 from benchmarks.zoo import build
@@ -64,6 +66,18 @@ def test_slope_recovers_power_laws():
     sizes = [1.0, 2.0, 4.0, 8.0]
     assert slope(sizes, [3 * s for s in sizes]) == pytest.approx(1.0)
     assert slope(sizes, [0.5 * s**2 for s in sizes]) == pytest.approx(2.0)
+
+
+def test_marginal_exponent_ignores_fixed_costs():
+    """Importance sampling's calls on the K axis (2 000·K − 3 658) are linear; the log-log fit
+    reads 1.26 there, the marginal fit 1. A power law with an offset keeps its power."""
+    sizes = [4.0, 8.0, 16.0, 32.0]
+    calls = [2000 * k - 3658 for k in sizes]
+    assert slope(sizes, calls) > 1.2
+    assert marginal_exponent(sizes, calls) == pytest.approx(1.0)
+    assert marginal_exponent(sizes, [50 + 0.5 * s**2 for s in sizes]) == pytest.approx(2.0)
+    assert marginal_exponent(sizes, [7 + s**1.5 for s in sizes]) == pytest.approx(1.5)
+    assert math.isnan(marginal_exponent(sizes, [5.0, 4.0, 6.0, 7.0]))  # noise: no fit
 
 
 def test_exact_horizon_keeps_enumeration_cheap():

@@ -69,6 +69,25 @@ def test_states_are_not_mutated(tiny):
     assert torch.allclose(c[0], a[0], atol=1e-6)
 
 
+def test_rows_share_the_history_and_concat_matches_full_forward(tiny):
+    """Selected rows keep only their own tokens' keys/values, pointing at one stored copy of
+    the history; `concat` joins rows of one batch and of separately encoded batches alike."""
+    one = [[5, 6, 7, 8], [9, 10]]
+    _, state = tiny.initial_state(one)
+    _, stepped = tiny.step(tiny.select(state, torch.tensor([0, 1, 1, 0])),
+                           torch.tensor([1, 2, 3, 4]))
+    for before, after in zip(state.cache.layers, stepped.cache.layers, strict=True):
+        assert after.history_keys is before.history_keys  # not copied per row
+        assert after.keys.shape[0] == 4 and after.keys.shape[-2] == 1  # own token only
+    _, other = tiny.initial_state([[20, 21, 22, 23]])  # same width, another history tensor
+    _, other = tiny.step(other, torch.tensor([24]))
+    joined = tiny.concat([tiny.select(stepped, torch.tensor([2, 0])), other])
+    logp, _ = tiny.step(joined, torch.tensor([30, 31, 32]))
+    paths = [[9, 10, 3, 30], [5, 6, 7, 8, 1, 31], [20, 21, 22, 23, 24, 32]]
+    for row, path in enumerate(paths):
+        assert torch.allclose(logp[row], full_forward(tiny, path)[-1], atol=1e-5), row
+
+
 def test_context_overflow_is_a_clear_error(tiny):
     with pytest.raises(QueryError, match="context of 64"):
         tiny.initial_state([list(range(70))])

@@ -41,12 +41,37 @@ class Paths:
         return cls(*(torch.cat([getattr(p, f.name) for p in parts]) for f in fields(cls)))
 
 
-def sample_from_cdf(cdf: Tensor, generator: torch.Generator) -> Tensor:
-    """One draw per row from an unnormalised float64 CDF [R, V], one uniform per row; entries
-    with zero mass are never drawn (rows with no mass at all get an arbitrary symbol)."""
-    u = torch.rand(len(cdf), 1, generator=generator, device=cdf.device, dtype=torch.float64)
-    drawn = torch.searchsorted(cdf, u * cdf[:, -1:], right=True)[:, 0]
+def sample_from_cdf(cdf: Tensor, generator: torch.Generator, at: Tensor | None = None) -> Tensor:
+    """One draw per row from an unnormalised float64 CDF [n, V], one uniform per row; entries
+    with zero mass are never drawn (rows with no mass at all get an arbitrary symbol). With
+    `at` [R], one draw per entry from CDF row at[r], exactly as from `cdf[at]` but without
+    copying a [R, V] block when many draws share a row (a trie node's children)."""
+    rows = len(cdf) if at is None else len(at)
+    u = torch.rand(rows, 1, generator=generator, device=cdf.device, dtype=torch.float64)
+    if at is None:
+        drawn = torch.searchsorted(cdf, u * cdf[:, -1:], right=True)[:, 0]
+    else:
+        drawn = _search_shared_rows(cdf, at, u[:, 0] * cdf[at, -1])
     return drawn.clamp_max(cdf.shape[-1] - 1)
+
+
+def _search_shared_rows(cdf: Tensor, at: Tensor, targets: Tensor) -> Tensor:
+    """searchsorted(cdf[at], targets) with each CDF row searched once for all its targets: the
+    targets are laid out one CDF row per grid row (padded with +inf), unless that grid would be
+    larger than the copied block."""
+    counts = torch.bincount(at, minlength=len(cdf))
+    width = int(counts.max()) if len(at) else 0
+    if width * len(cdf) >= len(at) * cdf.shape[-1]:
+        return torch.searchsorted(cdf[at], targets[:, None], right=True)[:, 0]
+    order = torch.sort(at, stable=True).indices
+    row = at[order]
+    slot = torch.arange(len(at), device=at.device) - (counts.cumsum(0) - counts)[row]
+    grid = targets.new_full((len(cdf), width), torch.inf)
+    grid[row, slot] = targets[order]
+    found = torch.searchsorted(cdf, grid, right=True)
+    drawn = torch.empty_like(at)
+    drawn[order] = found[row, slot]
+    return drawn
 
 
 def _cdf_in_place(logits: Tensor) -> tuple[Tensor, Tensor]:

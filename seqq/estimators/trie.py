@@ -352,20 +352,21 @@ class Trie:
             if depth:
                 self.expand(depth, node)
             nodes, inverse = torch.unique(node, return_inverse=True)
-            if policy == "proposal":  # each distinct node's CDF once, then one per row
+            if policy == "proposal":  # each distinct node's CDF once, searched by its rows
                 level = self.levels[depth]
                 log_probs = level.log_probs.index_select(0, level.row[nodes].to(self.batch.device))
                 guide = self._guide(depth, nodes)
                 log_mass, cdf = restricted_cdf(log_probs if guide is None else log_probs + guide,
                                                self.batch.domain(level.lattice_node[nodes]))
-                at = inverse.to(cdf.device)
-                alive, cdf = torch.isfinite(log_mass)[at].cpu(), cdf[at]
+                alive = torch.isfinite(log_mass)
             else:
-                logits = self.residual_logits(depth, nodes)[inverse.to(self.batch.device)]
+                logits = self.residual_logits(depth, nodes)
                 top = logits.amax(-1, keepdim=True)
-                alive = torch.isfinite(top[:, 0]).cpu()
+                alive = torch.isfinite(top[:, 0])
                 cdf = torch.exp(logits - torch.where(torch.isfinite(top), top, 0.0)).cumsum(-1)
-            drawn = sample_from_cdf(cdf, self.batch.generator).cpu()
+            at = inverse.to(cdf.device)
+            alive = alive[at].cpu()
+            drawn = sample_from_cdf(cdf, self.batch.generator, at).cpu()
             rows, node, drawn = rows[alive], node[alive], drawn[alive]
             child = self.child_nodes(depth, node, drawn)
             done = self.finished(depth + 1, child)
@@ -411,17 +412,20 @@ class Trie:
             logits = self.residual_logits(depth, node)
             branch = self.levels[depth].branch[node]
             perturbed = _truncated_gumbel(logits, gumbel.to(logits.device), self.batch.generator)
-            flat = torch.cat([leaf_key, perturbed.flatten().cpu()])
-            group = torch.cat([leaf_branch, branch.repeat_interleave(self.V)])
+            # a node adds at most `draws` of its branch to the top: only its own top ones compete
+            width = min(self.V, int(draws[branch].max()))
+            top, top_token = perturbed.topk(width, dim=-1)
+            flat = torch.cat([leaf_key, top.flatten().cpu()])
+            group = torch.cat([leaf_branch, branch.repeat_interleave(width)])
             keep = _top_per_group(flat, group, draws)
             found = len(leaf_key)
             old, new = keep[keep < found], keep[keep >= found] - found
             leaf_depth, leaf, leaf_key, leaf_branch = (x[old] for x in (leaf_depth, leaf,
                                                                         leaf_key, leaf_branch))
-            parents, tokens = node[new // self.V], new % self.V
+            parents, tokens = node[new // width], top_token.flatten().cpu()[new]
             child = self.child_nodes(depth, parents, tokens)
             done = self.finished(depth + 1, child)
-            keys = perturbed.flatten().cpu()[new]
+            keys = top.flatten().cpu()[new]
             leaf_depth = torch.cat([leaf_depth, torch.full((int(done.sum()),), depth + 1)])
             leaf = torch.cat([leaf, child[done]])
             leaf_key = torch.cat([leaf_key, keys[done]])

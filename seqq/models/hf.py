@@ -5,6 +5,12 @@ ids, so every row sees exactly its own tokens at positions 0..L-1. The state hol
 `select` gathers its rows (duplicating them for samples and beams) and `step` feeds one token per
 row. States are never mutated: each call builds a new cache object whose layers start from the
 old tensors (the cache appends by concatenation, which leaves those tensors untouched).
+
+The history's keys and values are stored once per history, not once per row
+(`SharedHistoryLayer`): estimators keep the state of every prefix they expand (thousands of rows
+per horizon step), and a full cache per row would copy the history into each of them. Rows
+keep only the keys and values of the tokens after the history; each step joins the two for
+attention and lets the joined copy go.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from functools import cached_property
 
 import torch
 from torch import Tensor
+from transformers.cache_utils import DynamicLayer
 
 from seqq.errors import QueryError
 from seqq.models.device import resolve_device
@@ -27,6 +34,74 @@ class HFState:
     mask: Tensor  # [B, T] 1 for real tokens, 0 for left padding
     positions: Tensor  # [B] position id of the next token
     longest: int  # an upper bound on `positions`, kept on the host so steps never wait on it
+
+
+class SharedHistoryLayer(DynamicLayer):
+    """One layer's KV cache: the histories' keys/values once ([H, heads, L_h, d]), which history
+    each row continues (`owner`, [B]), and each row's own keys/values after it ([B, heads, s, d])."""
+
+    def __init__(self, history_keys: Tensor, history_values: Tensor, owner: Tensor):
+        super().__init__()
+        self.history_keys, self.history_values, self.owner = history_keys, history_values, owner
+        self.dtype, self.device = history_keys.dtype, history_keys.device
+        empty = history_keys.new_zeros((len(owner), *history_keys.shape[1:2], 0,
+                                        history_keys.shape[-1]))
+        self.keys, self.values = empty, empty
+        self.is_initialized = True
+
+    def update(self, key_states: Tensor, value_states: Tensor, *args, **kwargs
+               ) -> tuple[Tensor, Tensor]:
+        """Append the new tokens to the rows' own part; return the whole [B, heads, L, d]."""
+        self.keys = torch.cat([self.keys, key_states], -2)
+        self.values = torch.cat([self.values, value_states], -2)
+        return (torch.cat([self.history_keys.index_select(0, self.owner), self.keys], -2),
+                torch.cat([self.history_values.index_select(0, self.owner), self.values], -2))
+
+    def get_seq_length(self) -> int:
+        return self.history_keys.shape[-2] + self.keys.shape[-2]
+
+    def reorder_cache(self, beam_idx: Tensor) -> None:
+        self.keys = self.keys.index_select(0, beam_idx)
+        self.values = self.values.index_select(0, beam_idx)
+        self.owner = self.owner.index_select(0, beam_idx)
+
+    @classmethod
+    def concat(cls, layers: Sequence[SharedHistoryLayer]) -> SharedHistoryLayer:
+        """The rows of several layers as one; histories they do not share are stacked."""
+        first = layers[0]
+        joined = copy.copy(first)
+        if all(layer.history_keys is first.history_keys for layer in layers):
+            joined.owner = torch.cat([layer.owner for layer in layers])
+        else:
+            offsets = torch.tensor([0, *(len(layer.history_keys) for layer in layers)]).cumsum(0)
+            joined.history_keys = torch.cat([layer.history_keys for layer in layers])
+            joined.history_values = torch.cat([layer.history_values for layer in layers])
+            joined.owner = torch.cat([layer.owner + int(offset)
+                                      for layer, offset in zip(layers, offsets, strict=False)])
+        joined.keys = torch.cat([layer.keys for layer in layers])
+        joined.values = torch.cat([layer.values for layer in layers])
+        return joined
+
+
+def _share_histories(cache):
+    """The cache of freshly encoded histories with each layer's keys/values as the shared
+    history part; caches with other layer kinds (sliding windows, quantised) stay as they are."""
+    if not all(type(layer) is DynamicLayer for layer in cache.layers):
+        return cache
+    shared = _fork(cache)
+    shared.layers = [SharedHistoryLayer(layer.keys, layer.values,
+                                        torch.arange(len(layer.keys), device=layer.keys.device))
+                     for layer in cache.layers]
+    return shared
+
+
+def _concat_layers(layers: Sequence) -> object:
+    if isinstance(layers[0], SharedHistoryLayer):
+        return SharedHistoryLayer.concat(layers)
+    joined = copy.copy(layers[0])
+    joined.keys = torch.cat([layer.keys for layer in layers])
+    joined.values = torch.cat([layer.values for layer in layers])
+    return joined
 
 
 def _fork(cache):
@@ -91,7 +166,8 @@ class HFCausalLM:
         positions = (mask.cumsum(-1) - 1).clamp_min(0)
         ids, mask, positions = ids.to(self.device), mask.to(self.device), positions.to(self.device)
         out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
-        return self._log_probs(out.logits), HFState(out.past_key_values, mask, mask.sum(-1), width)
+        return self._log_probs(out.logits), HFState(_share_histories(out.past_key_values), mask,
+                                                    mask.sum(-1), width)
 
     @torch.inference_mode()
     def step(self, state: HFState, tokens: Tensor) -> tuple[Tensor, HFState]:
@@ -115,8 +191,7 @@ class HFCausalLM:
     def concat(self, states: Sequence[HFState]) -> HFState:
         """Rows of several states (same depth of one batch of histories) as one state."""
         cache = _fork(states[0].cache)
-        for i, layer in enumerate(cache.layers):
-            layer.keys = torch.cat([s.cache.layers[i].keys for s in states])
-            layer.values = torch.cat([s.cache.layers[i].values for s in states])
+        cache.layers = [_concat_layers([s.cache.layers[i] for s in states])
+                        for i in range(len(cache.layers))]
         return HFState(cache, torch.cat([s.mask for s in states]),
                        torch.cat([s.positions for s in states]), max(s.longest for s in states))
