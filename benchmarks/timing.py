@@ -14,7 +14,6 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor
 
-from seqq.models.batching import time_steps
 from seqq.models.protocol import SequenceModel, State
 
 
@@ -55,14 +54,21 @@ def median(values: Sequence[float]) -> float:
 
 
 class StepRecorder:
-    """A pass-through model that counts `step` calls and the rows they carried, to learn how an
-    estimator batches its work (the raw model is then timed on the same shape of work)."""
+    """A pass-through model that records the rows of every `step` call, to learn how an
+    estimator batches its work (the raw model is then timed on the same sequence of steps)."""
 
     def __init__(self, model: SequenceModel):
         self.model = model
         self.vocab_size = model.vocab_size
-        self.steps = 0
-        self.rows = 0
+        self.sizes: list[int] = []  # rows of each step, in order
+
+    @property
+    def steps(self) -> int:
+        return len(self.sizes)
+
+    @property
+    def rows(self) -> int:
+        return sum(self.sizes)
 
     def __getattr__(self, name: str):  # anything else the estimators look for (device, ...)
         return getattr(self.model, name)
@@ -71,8 +77,7 @@ class StepRecorder:
         return self.model.initial_state(histories)
 
     def step(self, state: State, tokens: Tensor):
-        self.steps += 1
-        self.rows += len(tokens)
+        self.sizes.append(len(tokens))
         return self.model.step(state, tokens)
 
     def select(self, state: State, index: Tensor) -> State:
@@ -80,14 +85,20 @@ class StepRecorder:
 
 
 @torch.inference_mode()
-def raw_steps(model: SequenceModel, history: Sequence[int], rows: int, steps: int,
+def raw_steps(model: SequenceModel, history: Sequence[int], sizes: Sequence[int],
               seed: int = 0) -> tuple[float, int]:
-    """(seconds, calls) of `steps` chained batched steps over `rows` copies of `history`, as in
-    generation: the model alone, with nothing around it."""
+    """(seconds, calls) of the model alone taking chained steps of the given row counts from
+    `history`, as an estimator's recorded steps: each step continues rows of the one before
+    (picked outside the clock), so a transformer's cache grows as it does in the estimator,
+    and a small step (a trie's first level) costs what it costs the model at that size."""
     device = model_device(model)
-    _, root = model.initial_state([list(history)])
-    state = model.select(root, torch.zeros(rows, dtype=torch.long, device=device))
+    _, state = model.initial_state([list(history)])
     generator = torch.Generator(device=device).manual_seed(seed)
-    tokens = torch.randint(model.vocab_size, (rows,), generator=generator, device=device)
-    seconds = time_steps(model, state, tokens, steps, device, CLOCKS[_clock[0]])
-    return seconds * steps, rows * steps
+    seconds, previous = 0.0, 1
+    for size in sizes:
+        state = model.select(state, torch.arange(size, device=device) % previous)
+        tokens = torch.randint(model.vocab_size, (size,), generator=generator, device=device)
+        step_seconds, (_, state) = timed(device, lambda s=state, t=tokens: model.step(s, t))
+        seconds += step_seconds
+        previous = size
+    return seconds, sum(sizes)

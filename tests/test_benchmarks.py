@@ -16,7 +16,7 @@ from benchmarks.__main__ import main
 from benchmarks.report import Section, write
 from benchmarks.scaling import marginal_exponent, slope
 from benchmarks.throughput import exact_horizon, method_options
-from benchmarks.timing import StepRecorder
+from benchmarks.timing import StepRecorder, raw_steps
 from benchmarks.zoo import build
 from seqq.estimators import METHODS
 
@@ -96,6 +96,16 @@ def test_method_options_pass_only_what_a_method_takes():
     assert twisted["samples"] == 100 and twisted["surrogate"].num_contexts > 1
 
 
+def test_raw_steps_replays_the_recorded_step_sizes():
+    """The raw reference steps the model alone through the same sequence of batch sizes."""
+    model = build("lstm-tiny", "cpu").model
+    calls = []
+    real_step = model.step
+    model.step = lambda state, tokens: calls.append(len(tokens)) or real_step(state, tokens)
+    seconds, rows = raw_steps(model, [1, 2], [3, 7, 7, 2])
+    assert calls == [3, 7, 7, 2] and rows == 19 and seconds > 0
+
+
 def test_step_recorder_counts_rows_and_changes_nothing():
     model = build("lstm-tiny", "cpu").model
     recorder = StepRecorder(model)
@@ -105,7 +115,9 @@ def test_step_recorder_counts_rows_and_changes_nothing():
     expected, _ = model.step(model.select(model.initial_state([[1, 2]])[1],
                                           torch.zeros(5, dtype=torch.long)), torch.arange(5))
     torch.testing.assert_close(out, expected)
-    assert (recorder.steps, recorder.rows) == (1, 5)
+    recorder.step(state, torch.arange(5))
+    recorder.step(recorder.select(state, torch.tensor([0, 1])), torch.tensor([1, 2]))
+    assert recorder.sizes == [5, 5, 2] and (recorder.steps, recorder.rows) == (3, 12)
     assert recorder.vocab_size == model.vocab_size and log_probs.shape == (1, model.vocab_size)
 
 
