@@ -73,11 +73,13 @@ class SharedHistoryLayer(DynamicLayer):
         if all(layer.history_keys is first.history_keys for layer in layers):
             joined.owner = torch.cat([layer.owner for layer in layers])
         else:
-            offsets = torch.tensor([0, *(len(layer.history_keys) for layer in layers)]).cumsum(0)
+            offset, owners = 0, []
+            for layer in layers:
+                owners.append(layer.owner + offset)
+                offset += len(layer.history_keys)
             joined.history_keys = torch.cat([layer.history_keys for layer in layers])
             joined.history_values = torch.cat([layer.history_values for layer in layers])
-            joined.owner = torch.cat([layer.owner + int(offset)
-                                      for layer, offset in zip(layers, offsets, strict=False)])
+            joined.owner = torch.cat(owners)
         joined.keys = torch.cat([layer.keys for layer in layers])
         joined.values = torch.cat([layer.values for layer in layers])
         return joined
