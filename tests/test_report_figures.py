@@ -14,7 +14,7 @@ from result_frames import beam_extras, panel_rows, results
 
 from seqq.experiments.schema import BUDGET_FROM_SAMPLES
 from seqq.reports.figures import FIGURES
-from seqq.reports.plotting import NotApplicable
+from seqq.reports.plotting import NotApplicable, log_axes
 
 
 @pytest.fixture(autouse=True)
@@ -168,3 +168,16 @@ def test_every_method_keeps_one_colour_across_panels() -> None:
             seen.setdefault(line.get_label(), set()).add(line.get_color())
     assert set(seen) == set(methods) and all(len(c) == 1 for c in seen.values())
     assert len({c for colours in seen.values() for c in colours}) == len(methods)
+
+
+@pytest.mark.parametrize(("low", "high"), [(1e2, 1e6), (3e3, 9e3), (120.0, 190.0), (2e-3, 0.4)])
+def test_log_axes_label_at_least_two_ticks_on_any_range(low: float, high: float) -> None:
+    """A frontier panel whose model calls span less than a decade still gets labelled ticks."""
+    fig, ax = plt.subplots()
+    ax.plot([low, high], [low, high])
+    log_axes(ax)
+    fig.canvas.draw()
+    for axis in (ax.xaxis, ax.yaxis):
+        shown = [t.get_text() for t, at in zip(axis.get_ticklabels(), axis.get_ticklocs(),
+                                                strict=True) if low <= at <= high]
+        assert sum(bool(text) for text in shown) >= 2, shown

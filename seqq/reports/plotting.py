@@ -3,6 +3,7 @@ a figure-wide title and legend, integer horizon ticks, and saving as PNG + PDF."
 
 from __future__ import annotations
 
+import math
 import textwrap
 from collections.abc import Iterable
 from pathlib import Path
@@ -15,7 +16,12 @@ import numpy as np  # noqa: E402
 from matplotlib.artist import Artist  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.ticker import LogLocator, MaxNLocator, NullLocator  # noqa: E402
+from matplotlib.ticker import (  # noqa: E402
+    LogFormatterSciNotation,
+    LogLocator,
+    MaxNLocator,
+    NullLocator,
+)
 
 STYLE = {"hybrid": "C0", "importance": "C1", "beam": "C2", "uniform": "C3", "naive": "C4",
          "coverage_beam": "C5", "tail_beam": "C6", "exact": "k"}
@@ -93,12 +99,27 @@ def integer_ticks(ax: Axes) -> None:
 
 
 def log_axes(ax: Axes) -> None:
-    """Log–log axes with a few labelled decades and no minor labels: labels of minor ticks
-    (2×10¹, 3×10¹, ...) collide on short ranges, and many decades are slow to lay out."""
+    """Log–log axes with a few labelled ticks and no minor ones. Decades are labelled where at
+    least two fall in view; a shorter range (a sweep whose budgets span less than a decade)
+    gets labelled ticks at 1-2-5, or at every integer multiple, instead of none. Minor-tick
+    labels are off: they collide on short ranges, and many decades are slow to lay out."""
     ax.set(xscale="log", yscale="log")
-    for axis in (ax.xaxis, ax.yaxis):
-        axis.set_major_locator(LogLocator(numticks=4))
+    ax.autoscale_view()
+    for axis, limits in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+        low, high = sorted(limits)
+        for subs in LOG_TICK_TIERS:
+            locator = LogLocator(subs=subs, numticks=4)
+            if sum(low <= t <= high for t in locator.tick_values(low, high)) >= 2:
+                break
+        axis.set_major_locator(locator)
         axis.set_minor_locator(NullLocator())
+        if len(subs) > 1:
+            # label every tick: by default only some multiples get one on short ranges
+            axis.set_major_formatter(LogFormatterSciNotation(
+                labelOnlyBase=False, minor_thresholds=(math.inf, math.inf)))
+
+
+LOG_TICK_TIERS = ((1.0,), (1.0, 2.0, 5.0), tuple(float(m) for m in range(1, 10)))
 
 
 def empty(ax: Axes, text: str) -> None:
