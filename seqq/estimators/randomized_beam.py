@@ -29,10 +29,11 @@ from torch import Tensor
 from seqq.errors import BudgetError, QueryError
 from seqq.estimators.batch import Batch, subset, tree_calls
 from seqq.estimators.beam import TopB, best_candidates
+from seqq.estimators.categorical import Categorical
 from seqq.estimators.estimate import Estimate
 from seqq.estimators.frontier import extend
-from seqq.estimators.resample import resample_groups, systematic_counts
-from seqq.estimators.rollout import restrict, restricted_cdf
+from seqq.estimators.resample import resample_groups
+from seqq.estimators.rollout import restrict
 from seqq.estimators.search import widths_for_budget
 from seqq.estimators.summary import BranchResult, group_logsumexp, to_estimates
 from seqq.estimators.twisted import Messages, check_surrogate, task_groups
@@ -166,16 +167,16 @@ def _next_beam(batch: Batch, depth: int, branch: Tensor, log_w: Tensor, log_prob
         return node, token, head_log_w
     tail_domain = domain.clone()
     tail_domain[node.to(device), token.to(device)] = False
-    node_tail = log_w + restrict(steered, tail_domain)[1].double().cpu()  # log ŵ(b)·Σ_tail p·ψ
+    tail = Categorical.from_logits(steered, tail_domain)
+    node_tail = log_w + tail.log_total().cpu()  # log ŵ(b)·Σ_tail p·ψ
     log_tail = group_logsumexp(node_tail, branch, N)  # log S̃_tail per branch
     draws = torch.where(torch.isfinite(log_tail), draws, 0)
     ids, per_branch = torch.unique_consecutive(branch, return_counts=True)
     hits = resample_groups(node_tail, per_branch, draws[ids], batch.generator)
     chosen = hits.nonzero().flatten()
-    _, cdf = restricted_cdf(steered[chosen.to(device)], tail_domain[chosen.to(device)])
-    counts = systematic_counts(cdf, hits[chosen], batch.generator)
-    row, drawn_token = counts.nonzero(as_tuple=True)
-    multiplicity = counts[row, drawn_token].double().cpu()
+    row, drawn_token, multiplicity = tail.systematic(hits[chosen], batch.generator,
+                                                     chosen.to(device))
+    multiplicity = multiplicity.double().cpu()
     drawn_node = chosen[row.cpu()]
     b = branch[drawn_node]
     drawn_log_w = multiplicity.log() + log_tail[b] - draws[b].double().log()

@@ -5,6 +5,7 @@ equal draws are one prefix and cost one model call. Systematic sampling puts d e
 points (u + j)/d, u ~ U[0, 1), on the cumulative distribution; item i gets
 ⌈d·F_i − u⌉ − ⌈d·F_{i−1} − u⌉ of them. Its expected count is exactly d·w_i/Σw (what unbiased
 estimators need) and it is within one of that, so it has less variance than multinomial draws.
+The points are located on each row's blocked CDF (`Categorical.systematic`), never a V-wide one.
 """
 
 from __future__ import annotations
@@ -12,18 +13,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-
-def systematic_counts(cdf: Tensor, draws: Tensor, generator: torch.Generator) -> Tensor:
-    """Counts [m, n] of `draws[r]` systematic draws from row r of an unnormalised float64 CDF
-    [m, n]; items with zero mass get none, and rows with no mass get none at all."""
-    total = cdf[:, -1:]
-    d = torch.where(total > 0, draws.to(cdf.device, cdf.dtype)[:, None], 0.0)
-    u = torch.rand(len(cdf), 1, generator=generator, device=generator.device,
-                   dtype=cdf.dtype).to(cdf.device)
-    share = torch.where(total > 0, cdf / total, 0.0)
-    below = torch.minimum((d * share - u).ceil().clamp_min(0), d)  # points left of each F_i
-    below[:, -1:] = d  # F_n = 1 exactly, whatever the rounding of the cumulative sum
-    return torch.diff(below, dim=-1, prepend=torch.zeros_like(d)).long()
+from seqq.estimators.categorical import Categorical
 
 
 def resample_groups(log_weights: Tensor, sizes: Tensor, draws: Tensor,
@@ -34,6 +24,7 @@ def resample_groups(log_weights: Tensor, sizes: Tensor, draws: Tensor,
     column = torch.arange(len(group)) - (torch.cumsum(sizes, 0) - sizes)[group]
     padded = torch.full((len(sizes), int(sizes.max())), -torch.inf, dtype=torch.float64)
     padded[group, column] = log_weights.double()
-    top = padded.amax(-1, keepdim=True)
-    weights = (padded - torch.where(torch.isfinite(top), top, 0.0)).exp()
-    return systematic_counts(weights.cumsum(-1), draws, generator)[group, column]
+    g, item, count = Categorical.from_logits(padded).systematic(draws, generator)
+    counts = torch.zeros_like(padded, dtype=torch.long)
+    counts[g, item] = count
+    return counts[group, column]

@@ -9,8 +9,9 @@ from collections.abc import Sequence
 import torch
 
 from seqq.estimators.batch import prepare
+from seqq.estimators.categorical import Categorical
 from seqq.estimators.estimate import Estimate
-from seqq.estimators.rollout import conditional, restrict, restricted_cdf, sample_from_cdf
+from seqq.estimators.rollout import conditional, restrict
 from seqq.estimators.summary import segment_mean
 from seqq.models.protocol import SequenceModel
 from seqq.queries import Symbols, Vocabulary, hitting_time
@@ -44,8 +45,8 @@ def hitting_time_distribution(model: SequenceModel, history: Sequence[int], a: S
             num_samples=S, extras={"horizon": k}))
         if k == K:
             break
-        log_miss, cdf = restricted_cdf(log_probs, (~hit).expand_as(log_probs))
-        drawn = sample_from_cdf(cdf, batch.generator)
+        miss = Categorical.from_logits(log_probs, (~hit).expand_as(log_probs))
+        log_miss, drawn = miss.log_total(), miss.sample(batch.generator)
         log_w += log_miss.double().cpu()
         picked = log_probs.gather(1, drawn[:, None])[:, 0]
         neg_log_q -= torch.where(torch.isneginf(log_miss), 0.0, picked - log_miss).double().cpu()

@@ -17,6 +17,7 @@ from torch import Tensor
 
 from seqq.estimators.allowance import Charge
 from seqq.estimators.batch import Batch
+from seqq.estimators.categorical import Categorical
 from seqq.models.protocol import State
 
 Policy = Literal["proposal", "uniform", "model"]
@@ -41,59 +42,10 @@ class Paths:
         return cls(*(torch.cat([getattr(p, f.name) for p in parts]) for f in fields(cls)))
 
 
-def sample_from_cdf(cdf: Tensor, generator: torch.Generator, at: Tensor | None = None) -> Tensor:
-    """One draw per row from an unnormalised float64 CDF [n, V], one uniform per row; entries
-    with zero mass are never drawn (rows with no mass at all get an arbitrary symbol). With
-    `at` [R], one draw per entry from CDF row at[r], exactly as from `cdf[at]` but without
-    copying a [R, V] block when many draws share a row (a trie node's children)."""
-    rows = len(cdf) if at is None else len(at)
-    u = torch.rand(rows, 1, generator=generator, device=cdf.device, dtype=torch.float64)
-    if at is None:
-        drawn = torch.searchsorted(cdf, u * cdf[:, -1:], right=True)[:, 0]
-    else:
-        drawn = _search_shared_rows(cdf, at, u[:, 0] * cdf[at, -1])
-    return drawn.clamp_max(cdf.shape[-1] - 1)
-
-
-def _search_shared_rows(cdf: Tensor, at: Tensor, targets: Tensor) -> Tensor:
-    """searchsorted(cdf[at], targets) with each CDF row searched once for all its targets: the
-    targets are laid out one CDF row per grid row (padded with +inf), unless that grid would be
-    larger than the copied block."""
-    counts = torch.bincount(at, minlength=len(cdf))
-    width = int(counts.max()) if len(at) else 0
-    if width * len(cdf) >= len(at) * cdf.shape[-1]:
-        return torch.searchsorted(cdf[at], targets[:, None], right=True)[:, 0]
-    order = torch.sort(at, stable=True).indices
-    row = at[order]
-    slot = torch.arange(len(at), device=at.device) - (counts.cumsum(0) - counts)[row]
-    grid = targets.new_full((len(cdf), width), torch.inf)
-    grid[row, slot] = targets[order]
-    found = torch.searchsorted(cdf, grid, right=True)
-    drawn = torch.empty_like(at)
-    drawn[order] = found[row, slot]
-    return drawn
-
-
-def _cdf_in_place(logits: Tensor) -> tuple[Tensor, Tensor]:
-    """Cumulative exp(logits − max) in float64 and the max; overwrites `logits` (saves a pass
-    and an allocation on the hot path). Rows of −inf get an all-zero CDF."""
-    top = logits.amax(-1, keepdim=True)
-    top = torch.where(torch.isneginf(top), 0.0, top)
-    return logits.sub_(top).exp_().cumsum(-1, dtype=torch.float64), top[:, 0]
-
-
 def restrict(log_probs: Tensor, domain: Tensor) -> tuple[Tensor, Tensor]:
     """Masked log-probs and log p(V_k | prefix) per row (−inf where the domain has no mass)."""
     masked = torch.where(domain, log_probs, -torch.inf)
     return masked, torch.logsumexp(masked, -1)
-
-
-def restricted_cdf(log_probs: Tensor, domain: Tensor) -> tuple[Tensor, Tensor]:
-    """log p(V_k | prefix) and the unnormalised CDF of q(· | prefix) per row, from one pass of
-    exp. A row whose domain has no mass gets −inf, so its importance weight is exactly zero; no
-    data-dependent branches, so nothing here waits for the device."""
-    cdf, top = _cdf_in_place(torch.where(domain, log_probs, -torch.inf))
-    return top + cdf[:, -1].log(), cdf
 
 
 def conditional(masked: Tensor, log_mass: Tensor) -> Tensor:
@@ -154,15 +106,13 @@ def rollout(
     log_counts = lattice.log_counts().to(device) if policy == "uniform" else None
     while len(running):
         domain = batch.domain(nodes)
-        if policy == "model":
-            log_mass, cdf = restricted_cdf(log_probs, torch.ones_like(domain))
-        else:
-            log_mass, cdf = restricted_cdf(log_probs, domain)
+        proposal = Categorical.from_logits(log_probs, None if policy == "model" else domain)
+        log_mass = proposal.log_total()
         if policy == "uniform":
             children = lattice.child_table(nodes.to(device))  # built on the device
             below = torch.where(domain, log_counts[children.clamp_min(0)], -torch.inf)
-            cdf = (below - below.amax(-1, keepdim=True)).exp().cumsum(-1)
-        drawn = sample_from_cdf(cdf, batch.generator)
+            proposal = Categorical.from_logits(below)
+        drawn = proposal.sample(batch.generator)
         picked = log_probs.gather(1, drawn[:, None])[:, 0].double()
         step_weight = log_mass.double()  # log p(x)/q(x) of this step
         log_p[rows] += picked

@@ -30,10 +30,11 @@ from torch import Tensor
 
 from seqq.errors import QueryError
 from seqq.estimators.batch import Batch, prefix_reach
+from seqq.estimators.categorical import Categorical
 from seqq.estimators.estimate import Estimate
 from seqq.estimators.frontier import extend
-from seqq.estimators.resample import resample_groups, systematic_counts
-from seqq.estimators.rollout import restrict, restricted_cdf
+from seqq.estimators.resample import resample_groups
+from seqq.estimators.rollout import restrict
 from seqq.estimators.search import widths_for_budget
 from seqq.estimators.summary import BranchResult, group_logsumexp, to_estimates
 from seqq.estimators.twisted import MESSAGE_ELEMENTS, Messages, SurrogateTwist, check_surrogate, message_cells
@@ -139,7 +140,9 @@ def _run(batch: Batch, particles: Tensor, ess_threshold: float,
         guide = None if twist is None else twist.log_values(node)
         steered = row_log_probs if guide is None else row_log_probs + guide
         log_end = restrict(row_log_probs, ends)[1].double().cpu()  # ψ = 1 on ending symbols
-        log_cont, cdf = restricted_cdf(steered, batch.domain(node) & ~ends)
+        extension = Categorical.from_logits(steered, batch.domain(node) & ~ends)
+        log_cont = extension.log_total()
+        source = torch.arange(len(branch), device=device)  # each row's row of `extension`
         log_w = log_w - log_twist
         log_c = count.double().log()
         log_total = torch.logaddexp(log_total, log_z + group_logsumexp(
@@ -150,7 +153,7 @@ def _run(batch: Batch, particles: Tensor, ess_threshold: float,
             break
         branch, count, log_w, prefix, node = (x[live] for x in (branch, count, log_w, prefix,
                                                                  node))
-        cdf = cdf[live.to(device)]
+        source = source[live.to(device)]
         guide, twist = _keep(guide, twist, live)
         if budget is not None:
             more = _affordable(batch, reach, budget, depth, branch, particles)
@@ -169,12 +172,10 @@ def _run(batch: Batch, particles: Tensor, ess_threshold: float,
             kept = (count > 0).nonzero().flatten()
             branch, count, log_w, prefix, node = (x[kept] for x in (branch, count, log_w,
                                                                      prefix, node))
-            cdf = cdf[kept.to(device)]
+            source = source[kept.to(device)]
             guide, twist = _keep(guide, twist, kept)
-        drawn = systematic_counts(cdf, count, batch.generator)  # extend by q, merged
-        parent, token = drawn.nonzero(as_tuple=True)
-        count = drawn[parent, token].cpu()
-        parent = parent.cpu()
+        parent, token, count = extension.systematic(count, batch.generator, source)  # by q
+        parent, count = parent.cpu(), count.cpu()
         branch, log_w = branch[parent], log_w[parent]
         node = lattice.advance(node[parent], token.cpu())
         if twist is not None:

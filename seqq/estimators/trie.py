@@ -31,7 +31,8 @@ from torch import Tensor
 
 from seqq.estimators.allowance import NO_CUT, Charge
 from seqq.estimators.batch import Batch
-from seqq.estimators.rollout import conditional, restrict, restricted_cdf, sample_from_cdf
+from seqq.estimators.categorical import Categorical
+from seqq.estimators.rollout import conditional, restrict
 from seqq.models.counting import OwnedState
 
 if TYPE_CHECKING:
@@ -106,7 +107,8 @@ class Level:
 def _empty_level(V: int, device: torch.device) -> Level:
     long, f64 = torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.float64)
     return Level(long, long, long, long, f64, f64, f64, f64, long,
-                 torch.zeros(0, V, device=device), torch.zeros(0, device=device))
+                 torch.zeros(0, V, device=device),
+                 torch.zeros(0, dtype=torch.float64, device=device))
 
 
 class Trie:
@@ -185,7 +187,7 @@ class Trie:
 
     def _masses(self, log_probs: Tensor, lattice_nodes: Tensor) -> Tensor:
         """log p(V_k | prefix) of new expanded rows at their lattice nodes."""
-        return restrict(log_probs, self.batch.domain(lattice_nodes))[1]
+        return Categorical.from_logits(log_probs, self.batch.domain(lattice_nodes)).log_total()
 
     def conditionals(self, depth: int, nodes: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """For expanded nodes, [n, V] each: masked log p(v | node), log q(v | node) of the
@@ -352,21 +354,18 @@ class Trie:
             if depth:
                 self.expand(depth, node)
             nodes, inverse = torch.unique(node, return_inverse=True)
-            if policy == "proposal":  # each distinct node's CDF once, searched by its rows
+            if policy == "proposal":  # each distinct node's proposal once, drawn by its rows
                 level = self.levels[depth]
                 log_probs = level.log_probs.index_select(0, level.row[nodes].to(self.batch.device))
                 guide = self._guide(depth, nodes)
-                log_mass, cdf = restricted_cdf(log_probs if guide is None else log_probs + guide,
-                                               self.batch.domain(level.lattice_node[nodes]))
-                alive = torch.isfinite(log_mass)
+                choice = Categorical.from_logits(
+                    log_probs if guide is None else log_probs + guide,
+                    self.batch.domain(level.lattice_node[nodes]))
             else:
-                logits = self.residual_logits(depth, nodes)
-                top = logits.amax(-1, keepdim=True)
-                alive = torch.isfinite(top[:, 0])
-                cdf = torch.exp(logits - torch.where(torch.isfinite(top), top, 0.0)).cumsum(-1)
-            at = inverse.to(cdf.device)
-            alive = alive[at].cpu()
-            drawn = sample_from_cdf(cdf, self.batch.generator, at).cpu()
+                choice = Categorical.from_logits(self.residual_logits(depth, nodes))
+            at = inverse.to(choice.weights.device)
+            alive = torch.isfinite(choice.log_total())[at].cpu()
+            drawn = choice.sample(self.batch.generator, at).cpu()
             rows, node, drawn = rows[alive], node[alive], drawn[alive]
             child = self.child_nodes(depth, node, drawn)
             done = self.finished(depth + 1, child)
@@ -411,10 +410,10 @@ class Trie:
                 self.expand(depth, node)
             logits = self.residual_logits(depth, node)
             branch = self.levels[depth].branch[node]
-            perturbed = _truncated_gumbel(logits, gumbel.to(logits.device), self.batch.generator)
             # a node adds at most `draws` of its branch to the top: only its own top ones compete
             width = min(self.V, int(draws[branch].max()))
-            top, top_token = perturbed.topk(width, dim=-1)
+            top, top_token = _top_truncated_gumbel(logits, gumbel.to(logits.device),
+                                                   self.batch.generator, width)
             flat = torch.cat([leaf_key, top.flatten().cpu()])
             group = torch.cat([leaf_branch, branch.repeat_interleave(width)])
             keep = _top_per_group(flat, group, draws)
@@ -445,15 +444,18 @@ class Trie:
         return out
 
 
-def _truncated_gumbel(logits: Tensor, bound: Tensor, generator: torch.Generator) -> Tensor:
-    """Gumbel(logits) perturbations conditioned on their maximum being `bound` (per row),
-    in the numerically stable form of Kool et al. (2019, App. B); −inf stays −inf."""
+def _top_truncated_gumbel(logits: Tensor, bound: Tensor, generator: torch.Generator, k: int
+                          ) -> tuple[Tensor, Tensor]:
+    """The k largest Gumbel(logits) perturbations of each row, conditioned on the row's maximum
+    being `bound`, and their symbols, in the numerically stable form of Kool et al. (2019,
+    App. B); −inf stays −inf. The conditioning is increasing in each perturbed value, so it is
+    applied to the top k only: of V values, only the noise is drawn for all."""
     u = torch.rand(logits.shape, generator=generator, device=logits.device, dtype=torch.float64)
-    g = logits - torch.log(-torch.log(u.clamp_min(1e-300)))
-    z = g.amax(-1, keepdim=True)
-    v = bound[:, None] - g + torch.log(-torch.expm1((g - z).clamp_max(0)))  # −inf at the max
+    g = u.clamp_min_(1e-300).log_().neg_().log_().neg_().add_(logits)  # logits + Gumbel noise
+    g, token = g.topk(k, dim=-1)  # sorted: the row's maximum comes first
+    v = bound[:, None] - g + torch.log(-torch.expm1((g - g[:, :1]).clamp_max(0)))  # −inf at max
     out = bound[:, None] - v.clamp_min(0) - torch.log1p(torch.exp(-v.abs()))
-    return torch.where(torch.isneginf(g), -math.inf, out)
+    return torch.where(torch.isneginf(g), -math.inf, out), token
 
 
 def _top_per_group(values: Tensor, group: Tensor, count: Tensor) -> Tensor:

@@ -22,13 +22,12 @@ from torch import Tensor
 
 from seqq.estimators.allowance import Charge
 from seqq.estimators.batch import Batch
+from seqq.estimators.categorical import Categorical
 from seqq.estimators.estimate import Estimate
 from seqq.estimators.montecarlo import ROW_ELEMENTS, draw_in_rounds
 from seqq.estimators.rollout import (
     Paths,
     charge_steps,
-    restricted_cdf,
-    sample_from_cdf,
     step_unfinished,
 )
 from seqq.estimators.summary import BranchResult, segment_mean, to_estimates
@@ -116,7 +115,7 @@ def _walk(batch: Batch, row_branch: Tensor, siblings: Tensor, column: Tensor,
         here = torch.arange(len(running))
         own_open = open_[here, own[running]].to(device)
         domain = batch.domain(nodes[here, own[running]].clamp_min(0)) | ~own_open[:, None]
-        drawn = sample_from_cdf(restricted_cdf(log_probs, domain)[1], batch.generator)
+        drawn = Categorical.from_logits(log_probs, domain).sample(batch.generator)
         log_p[rows] += log_probs.gather(1, drawn[:, None])[:, 0].double()
         drawn_cpu = drawn.cpu()
         nodes[r, j] = lattice.advance(nodes[r, j], drawn_cpu[r])

@@ -1,0 +1,145 @@
+"""Draws from many unnormalised categorical rows over a vocabulary, without a cumsum over it.
+
+Every sampler draws next symbols by inverse CDF. Over a language model's vocabulary (V ≈ 50k) a
+float64 cumulative sum per row costs as much as the model step itself: it is sequential and
+doubles the bytes. So each row is cut into blocks of `width` symbols. One vectorised sum per
+block gives the block masses. A draw finds its block on the short CDF of those masses, then its
+symbol on that block's own CDF, which is built only for the (row, block) pairs that draws land
+in. This is still an exact inverse-CDF draw: the symbol a full cumsum would give, up to
+rounding. A vocabulary of at most `width` symbols is one block, a plain CDF per row.
+
+Masses are exp(logit − the row's largest logit), so a domain of tiny probability keeps its
+precision; a row with no mass at all has log_total −inf and draws an arbitrary symbol (callers
+drop such rows).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+BLOCK_WIDTH = 256
+
+
+@dataclass
+class Categorical:
+    weights: Tensor  # [n, B·W] exp(logit − shift), zero past the vocabulary and off the domain
+    block_mass: Tensor  # [n, B] float64 mass of each block of W symbols
+    block_cdf: Tensor  # [n, B] float64 cumulative block masses
+    shift: Tensor  # [n] the largest logit of each row (0 where the row has no mass)
+    vocab_size: int
+
+    @classmethod
+    def from_logits(cls, logits: Tensor, domain: Tensor | None = None,
+                    width: int = BLOCK_WIDTH) -> Categorical:
+        """Rows ∝ exp(logits), restricted to `domain` ([n, V] bool) when given; `logits` is
+        left untouched. Four passes over [n, V]: mask (or shift), max, exp, block sums."""
+        n, V = logits.shape
+        W = min(V, width)
+        B = -(-V // W)
+        weights = logits.new_empty(n, B * W)
+        weights[:, V:] = -math.inf
+        values = weights[:, :V]
+        if domain is None:
+            shift = _finite_or_zero(logits.amax(-1, keepdim=True))
+            torch.sub(logits, shift, out=values)
+        else:
+            torch.where(domain, logits, logits.new_tensor(-math.inf), out=values)
+            shift = _finite_or_zero(weights.amax(-1, keepdim=True))
+            weights.sub_(shift)
+        weights.exp_()
+        block_mass = weights.view(n, B, W).sum(-1).double()
+        return cls(weights, block_mass, block_mass.cumsum(-1), shift[:, 0], V)
+
+    @property
+    def width(self) -> int:
+        return self.weights.shape[1] // self.block_mass.shape[1]
+
+    def log_total(self) -> Tensor:
+        """[n] float64 log Σ exp(logits) over the domain; −inf for rows with no mass."""
+        return self.shift.double() + self.block_cdf[:, -1].log()
+
+    def sample(self, generator: torch.Generator, rows: Tensor | None = None) -> Tensor:
+        """One draw per row, or with `rows` one draw from row rows[i] per entry (many entries
+        may share a row: a trie node's children). One float64 uniform per draw."""
+        count = len(self.weights) if rows is None else len(rows)
+        u = torch.rand(count, generator=generator, device=self.weights.device,
+                       dtype=torch.float64)
+        total = self.block_cdf[:, -1] if rows is None else self.block_cdf[rows, -1]
+        return self.locate(rows, _below(u * total, total))
+
+    def systematic(self, draws: Tensor, generator: torch.Generator,
+                   rows: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+        """Systematic sampling of `draws[i]` symbols from row i (or from row rows[i]): the
+        evenly spaced points (u_i + j)/d_i of the row's mass, j < d_i, u_i ~ U[0, 1). Each
+        symbol's count is within one of d·w/Σw and exactly that in expectation. Returns the
+        distinct (row i, symbol, count) triples, sorted by row then symbol; rows without mass
+        draw nothing. One float64 uniform per row."""
+        device = self.weights.device
+        total = self.block_cdf[:, -1] if rows is None else self.block_cdf[rows, -1]
+        u = torch.rand(len(total), generator=generator, device=generator.device,
+                       dtype=torch.float64).to(device)
+        d = torch.where(total > 0, draws.to(device), 0)
+        row = torch.repeat_interleave(torch.arange(len(total), device=device), d)
+        j = torch.arange(len(row), device=device) - (d.cumsum(0) - d)[row]
+        targets = _below((u[row] + j) / d[row] * total[row], total[row])
+        symbol = self.locate(row if rows is None else rows[row], targets)
+        key, count = torch.unique(row * self.vocab_size + symbol, return_counts=True)
+        return key // self.vocab_size, key % self.vocab_size, count
+
+    def locate(self, rows: Tensor | None, targets: Tensor) -> Tensor:
+        """The symbol whose interval of cumulative mass holds each target (0 ≤ target < the
+        row's total, so it has mass): draw i from row i, or from row rows[i]."""
+        n, B = self.block_mass.shape
+        W = self.width
+        if B == 1:  # one block: the rows' own CDFs, each built once for all draws from it
+            block, residual, at, inner_weights = 0, targets, rows, self.weights
+            mass = self.block_mass[:, 0] if rows is None else self.block_mass[rows, 0]
+        else:
+            row = torch.arange(n, device=targets.device) if rows is None else rows
+            block = _search(self.block_cdf, rows, targets).clamp_max(B - 1)
+            before = self.block_cdf[row, (block - 1).clamp_min(0)]
+            residual = targets - torch.where(block > 0, before, 0.0)
+            pairs, at = torch.unique(row * B + block, return_inverse=True)
+            inner_weights = self.weights.view(n, B, W)[pairs // B, pairs % B]
+            mass = self.block_mass[row, block]
+        inner = inner_weights.cumsum(-1, dtype=torch.float64)
+        end = inner[:, -1] if at is None else inner[at, -1]
+        # the block's own cumsum may round apart from its block sum: rescale onto it
+        scaled = residual * torch.where(mass > 0, end / mass, 0.0)
+        column = _search(inner, at, _below(scaled, end)).clamp_max(W - 1)
+        return (block * W + column).clamp_max(self.vocab_size - 1)
+
+
+def _finite_or_zero(top: Tensor) -> Tensor:
+    return torch.where(torch.isneginf(top), 0.0, top)
+
+
+def _below(targets: Tensor, total: Tensor) -> Tensor:
+    """Targets kept strictly below the total (u·total can round up to it), so a search with
+    right=True lands on an entry with mass; rows of total 0 keep target 0."""
+    return torch.minimum(targets, torch.nextafter(total, torch.zeros_like(total)))
+
+
+def _search(cdf: Tensor, rows: Tensor | None, targets: Tensor) -> Tensor:
+    """searchsorted(cdf[rows], targets, right=True) per draw. With shared rows, each CDF row is
+    searched once for all its targets, laid out one CDF row per grid row (padded with +inf),
+    unless that grid would be larger than copying one CDF row per draw."""
+    if rows is None:
+        return torch.searchsorted(cdf, targets[:, None], right=True)[:, 0]
+    counts = torch.bincount(rows, minlength=len(cdf))
+    width = int(counts.max()) if len(rows) else 0
+    if width * len(cdf) >= len(rows) * cdf.shape[-1]:
+        return torch.searchsorted(cdf[rows], targets[:, None], right=True)[:, 0]
+    order = torch.sort(rows, stable=True).indices
+    row = rows[order]
+    slot = torch.arange(len(rows), device=rows.device) - (counts.cumsum(0) - counts)[row]
+    grid = targets.new_full((len(cdf), width), math.inf)
+    grid[row, slot] = targets[order]
+    found = torch.searchsorted(cdf, grid, right=True)
+    drawn = torch.empty_like(rows)
+    drawn[order] = found[row, slot]
+    return drawn

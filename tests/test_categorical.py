@@ -1,0 +1,137 @@
+"""Blocked inverse-CDF draws (seqq/estimators/categorical.py) against a full float64 cumsum:
+the same symbol for the same target, the right frequencies, exact systematic counts, masses
+equal to logsumexp, and no draw ever on a symbol without mass. Small blocks (`width`) make
+tiny vocabularies take the multi-block path."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from seqq.estimators.categorical import Categorical
+
+
+def _rows(n: int = 7, V: int = 37, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Logits with a masked-out stripe, a dead row, and a row of tiny probabilities (its mass
+    would underflow float32 without the shift)."""
+    generator = torch.Generator().manual_seed(seed)
+    logits = torch.randn(n, V, generator=generator) * 2
+    logits[2] -= 200.0
+    domain = torch.rand(n, V, generator=generator) > 0.3
+    domain[:, 5:9] = False
+    domain[min(4, n - 1)] = False
+    return logits, domain
+
+
+@pytest.mark.parametrize("width", [4, 8, 37, 256])
+def test_locate_matches_a_full_cumsum(width: int) -> None:
+    logits, domain = _rows()
+    cat = Categorical.from_logits(logits, domain, width=width)
+    masses = torch.where(domain, (logits.double() - cat.shift.double()[:, None]).exp(), 0.0)
+    cdf = masses.cumsum(-1)
+    generator = torch.Generator().manual_seed(1)
+    rows = torch.randint(len(logits), (2000,), generator=generator)
+    rows = rows[rows != 4]
+    targets = torch.rand(len(rows), generator=generator, dtype=torch.float64) * cdf[rows, -1]
+    expected = torch.searchsorted(cdf[rows], targets[:, None], right=True)[:, 0]
+    gap = torch.minimum((cdf[rows] - targets[:, None]).abs().amin(-1), targets)
+    clear = gap > 1e-6 * cdf[rows, -1]  # not within rounding of an interval's edge
+    found = cat.locate(rows, targets)
+    assert clear.float().mean() > 0.95
+    assert torch.equal(found[clear], expected[clear])
+    assert domain[rows, found].all()
+
+
+@pytest.mark.parametrize("width", [4, 256])
+def test_log_total_is_the_masked_logsumexp(width: int) -> None:
+    logits, domain = _rows()
+    cat = Categorical.from_logits(logits, domain, width=width)
+    expected = torch.logsumexp(torch.where(domain, logits.double(), -math.inf), -1)
+    torch.testing.assert_close(cat.log_total(), expected, rtol=1e-6, atol=1e-6)
+    assert cat.log_total()[4] == -math.inf
+    unmasked = Categorical.from_logits(logits, None, width=width).log_total()
+    torch.testing.assert_close(unmasked, torch.logsumexp(logits.double(), -1), rtol=1e-6,
+                               atol=1e-6)
+
+
+@pytest.mark.parametrize(("width", "shared"), [(4, False), (4, True), (256, True)])
+def test_sample_frequencies_match_the_probabilities(width: int, shared: bool) -> None:
+    """100 000 draws per row: every frequency within 5 standard errors of its probability,
+    and nothing drawn off the domain (the tiny row included). `shared` draws all from a few
+    rows through `rows`, as a trie walk does."""
+    logits, domain = _rows(n=4, V=23)
+    logits, domain = logits[:3], domain[:3]  # the fourth row is the dead one
+    draws = 100_000
+    generator = torch.Generator().manual_seed(3)
+    if shared:
+        cat = Categorical.from_logits(logits, domain, width=width)
+        symbols = cat.sample(generator, torch.arange(3).repeat_interleave(draws))
+    else:  # one row per draw
+        cat = Categorical.from_logits(logits.repeat_interleave(draws, 0),
+                                      domain.repeat_interleave(draws, 0), width=width)
+        symbols = cat.sample(generator)
+    symbols = symbols.view(3, draws)
+    probs = torch.softmax(torch.where(domain, logits.double(), -math.inf), -1)
+    for r in range(3):
+        freq = torch.bincount(symbols[r], minlength=23).double() / draws
+        se = (probs[r] * (1 - probs[r]) / draws).sqrt()
+        assert ((freq - probs[r]).abs() <= 5 * se + 1e-12).all(), r
+        assert (freq[~domain[r]] == 0).all()
+
+
+@pytest.mark.parametrize("width", [4, 256])
+def test_systematic_counts_are_within_one_and_unbiased(width: int) -> None:
+    logits, domain = _rows()
+    cat = Categorical.from_logits(logits, domain, width=width)
+    probs = torch.softmax(torch.where(domain, logits.double(), -math.inf), -1).nan_to_num(0.0)
+    draws = torch.tensor([10, 3, 50, 1, 8, 0, 20])
+    mean = torch.zeros_like(probs)
+    seeds = 2000
+    for seed in range(seeds):
+        row, symbol, count = cat.systematic(draws, torch.Generator().manual_seed(seed))
+        counts = torch.zeros_like(probs)
+        counts[row, symbol] = count.double()
+        assert domain[row, symbol].all()
+        expected = draws[:, None] * probs
+        assert ((counts - expected).abs() < 1 + 1e-9).all()
+        assert torch.equal(counts.sum(-1).long(), torch.where(domain.any(-1), draws, 0))
+        assert torch.equal(row * 37 + symbol, torch.sort(row * 37 + symbol).values)
+        mean += counts / seeds
+    # systematic counts of item i take the two values ⌊d·p⌋ and ⌈d·p⌉: variance ≤ 1/4
+    assert ((mean - draws[:, None] * probs).abs() <= 5 * 0.5 / math.sqrt(seeds)).all()
+
+
+def test_systematic_through_rows_draws_from_the_named_rows() -> None:
+    logits, domain = _rows()
+    cat = Categorical.from_logits(logits, domain, width=4)
+    rows = torch.tensor([6, 6, 0])
+    row, symbol, count = cat.systematic(torch.tensor([5, 7, 2]), torch.Generator(), rows)
+    assert torch.equal(torch.bincount(row, count, minlength=3).long(), torch.tensor([5, 7, 2]))
+    assert domain[rows[row], symbol].all()
+
+
+@pytest.mark.parametrize("width", [4, 256])
+@pytest.mark.parametrize("skewed", [False, True])
+def test_draws_through_shared_rows_equal_draws_from_copied_rows(width: int, skewed: bool) -> None:
+    """A trie walk draws each node's children through `rows` without copying the node's row
+    per draw; the draws must be exactly those from copied rows, with the same uniforms.
+    `skewed` puts most draws on one of many rows over a small vocabulary, so the copied block
+    is smaller than the search grid and the other layout is taken."""
+    generator = torch.Generator().manual_seed(0)
+    n, V = (100, 4) if skewed else (6, 50)
+    logits = torch.randn(n, V, generator=generator)
+    domain = torch.rand(n, V, generator=generator) > 0.3
+    domain[4] = False
+    if skewed:
+        at = torch.cat([torch.zeros(300, dtype=torch.long), torch.arange(n)])
+    else:
+        at = torch.randint(n, (300,), generator=generator)
+    shared = Categorical.from_logits(logits, domain, width=width).sample(
+        torch.Generator().manual_seed(7), at)
+    copied = Categorical.from_logits(logits[at], domain[at], width=width).sample(
+        torch.Generator().manual_seed(7))
+    assert torch.equal(shared, copied)
+    alive = at != 4
+    assert domain[at[alive], shared[alive]].all()
