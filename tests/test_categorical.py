@@ -135,3 +135,13 @@ def test_draws_through_shared_rows_equal_draws_from_copied_rows(width: int, skew
     assert torch.equal(shared, copied)
     alive = at != 4
     assert domain[at[alive], shared[alive]].all()
+
+
+def test_no_rows_and_a_short_last_block() -> None:
+    empty = Categorical.from_logits(torch.zeros(0, 10), width=4)
+    assert empty.log_total().shape == (0,)
+    assert empty.sample(torch.Generator()).shape == (0,)
+    logits = torch.full((1, 10), -math.inf)
+    logits[0, 9] = 0.0  # the only mass sits in the short last block (columns 8, 9)
+    drawn = Categorical.from_logits(logits, width=4).sample(torch.Generator(), torch.zeros(50).long())
+    assert (drawn == 9).all()

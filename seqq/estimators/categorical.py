@@ -26,11 +26,12 @@ BLOCK_WIDTH = 256
 
 @dataclass
 class Categorical:
-    weights: Tensor  # [n, B·W] exp(logit − shift), zero past the vocabulary and off the domain
-    block_mass: Tensor  # [n, B] float64 mass of each block of W symbols
+    weights: Tensor  # [n, V] exp(logit − shift), zero off the domain
+    block_mass: Tensor  # [n, B] float64 mass of each block of `width` symbols (the last may
+    # be shorter)
     block_cdf: Tensor  # [n, B] float64 cumulative block masses
     shift: Tensor  # [n] the largest logit of each row (0 where the row has no mass)
-    vocab_size: int
+    width: int
 
     @classmethod
     def from_logits(cls, logits: Tensor, domain: Tensor | None = None,
@@ -39,24 +40,24 @@ class Categorical:
         left untouched. Four passes over [n, V]: mask (or shift), max, exp, block sums."""
         n, V = logits.shape
         W = min(V, width)
-        B = -(-V // W)
-        weights = logits.new_empty(n, B * W)
-        weights[:, V:] = -math.inf
-        values = weights[:, :V]
         if domain is None:
             shift = _finite_or_zero(logits.amax(-1, keepdim=True))
-            torch.sub(logits, shift, out=values)
+            weights = torch.sub(logits, shift)
         else:
-            torch.where(domain, logits, logits.new_tensor(-math.inf), out=values)
+            weights = torch.where(domain, logits, -math.inf)
             shift = _finite_or_zero(weights.amax(-1, keepdim=True))
             weights.sub_(shift)
         weights.exp_()
-        block_mass = weights.view(n, B, W).sum(-1).double()
-        return cls(weights, block_mass, block_mass.cumsum(-1), shift[:, 0], V)
+        full = V // W * W
+        block_mass = weights[:, :full].view(n, full // W, W).sum(-1)
+        if full < V:
+            block_mass = torch.cat([block_mass, weights[:, full:].sum(-1, keepdim=True)], 1)
+        block_mass = block_mass.double()
+        return cls(weights, block_mass, block_mass.cumsum(-1), shift[:, 0], W)
 
     @property
-    def width(self) -> int:
-        return self.weights.shape[1] // self.block_mass.shape[1]
+    def vocab_size(self) -> int:
+        return self.weights.shape[1]
 
     def log_total(self) -> Tensor:
         """[n] float64 log Σ exp(logits) over the domain; −inf for rows with no mass."""
@@ -93,8 +94,7 @@ class Categorical:
     def locate(self, rows: Tensor | None, targets: Tensor) -> Tensor:
         """The symbol whose interval of cumulative mass holds each target (0 ≤ target < the
         row's total, so it has mass): draw i from row i, or from row rows[i]."""
-        n, B = self.block_mass.shape
-        W = self.width
+        (n, B), (W, V) = self.block_mass.shape, (self.width, self.vocab_size)
         if B == 1:  # one block: the rows' own CDFs, each built once for all draws from it
             block, residual, at, inner_weights = 0, targets, rows, self.weights
             mass = self.block_mass[:, 0] if rows is None else self.block_mass[rows, 0]
@@ -104,14 +104,16 @@ class Categorical:
             before = self.block_cdf[row, (block - 1).clamp_min(0)]
             residual = targets - torch.where(block > 0, before, 0.0)
             pairs, at = torch.unique(row * B + block, return_inverse=True)
-            inner_weights = self.weights.view(n, B, W)[pairs // B, pairs % B]
+            columns = (pairs % B * W)[:, None] + torch.arange(W, device=pairs.device)
+            inner_weights = self.weights[(pairs // B)[:, None], columns.clamp_max(V - 1)]
+            inner_weights[columns >= V] = 0.0  # past the end of a shorter last block
             mass = self.block_mass[row, block]
         inner = inner_weights.cumsum(-1, dtype=torch.float64)
         end = inner[:, -1] if at is None else inner[at, -1]
         # the block's own cumsum may round apart from its block sum: rescale onto it
         scaled = residual * torch.where(mass > 0, end / mass, 0.0)
         column = _search(inner, at, _below(scaled, end)).clamp_max(W - 1)
-        return (block * W + column).clamp_max(self.vocab_size - 1)
+        return (block * W + column).clamp_max(V - 1)
 
 
 def _finite_or_zero(top: Tensor) -> Tensor:

@@ -126,12 +126,16 @@ class Trie:
             parent=torch.full((N,), -1), token=torch.full((N,), -1),
             log_p=zero, log_q=zero.clone(), log_w=zero.clone(), log_m=zero.clone(),
             row=torch.arange(N), log_probs=batch.root_log_probs[tasks],
-            log_mass=self._masses(batch.root_log_probs[tasks], batch.branch_root),
+            log_mass=torch.zeros(0, dtype=torch.float64),
             chunk=torch.zeros(N, dtype=torch.long), index=torch.arange(N),
             chunks=[batch.counter.select(batch.root_state, tasks)],
             context=(torch.zeros(N, dtype=torch.long) if messages is None
                      else messages.context.cpu()))
         self.levels = [roots]
+        # the restricted proposals of the rows expanded last: (depth, nodes, q(· | node));
+        # a walk draws from the nodes it has just expanded without rebuilding their proposals
+        self._fresh: tuple[int, Tensor, Categorical] | None = None
+        roots.log_mass = self._masses(0, torch.arange(N), roots.log_probs)
         self.concat = getattr(batch.counter.model, "concat", None)
         # the twist of the last distinct nodes asked for: (depth, sorted nodes, log ψ [n, V]);
         # a walk step asks for its nodes' twist, then for its new children's parents (a subset)
@@ -153,7 +157,7 @@ class Trie:
                 branch=b.branch, lattice_node=b.lattice_node, parent=b.parent, token=b.token,
                 log_p=b.log_p, log_q=b.log_q, log_w=b.log_p - b.log_q, log_m=b.log_q.clone(),
                 row=b.row.clone(), log_probs=log_probs,
-                log_mass=trie._masses(log_probs, b.lattice_node[expanded]),
+                log_mass=trie._masses(len(trie.levels), expanded, log_probs, b.lattice_node),
                 context=torch.zeros(len(b.branch), dtype=torch.long),
                 chunk=torch.zeros(len(expanded), dtype=torch.long),
                 index=torch.arange(len(expanded)),
@@ -185,9 +189,33 @@ class Trie:
         """Which nodes end a path: nothing after them is restricted (their lattice node is free)."""
         return self.batch.lattice.free[self.levels[depth].lattice_node[nodes]]
 
-    def _masses(self, log_probs: Tensor, lattice_nodes: Tensor) -> Tensor:
-        """log p(V_k | prefix) of new expanded rows at their lattice nodes."""
-        return Categorical.from_logits(log_probs, self.batch.domain(lattice_nodes)).log_total()
+    def _masses(self, depth: int, nodes: Tensor, log_probs: Tensor,
+                lattice_node: Tensor | None = None) -> Tensor:
+        """log p(V_k | prefix) of newly expanded nodes (their `log_probs` rows); their
+        proposal is kept in `_fresh` for the walk that expanded them. `lattice_node` defaults
+        to the level's."""
+        if lattice_node is None:
+            lattice_node = self.levels[depth].lattice_node
+        proposal = Categorical.from_logits(log_probs, self.batch.domain(lattice_node[nodes]))
+        self._fresh = (depth, nodes, proposal)
+        return proposal.log_total()
+
+    def _proposal(self, depth: int, nodes: Tensor) -> tuple[Categorical, Tensor | None]:
+        """q(· | node) of distinct expanded nodes, and for each node its row in it (None: row
+        i is node i): the one `_masses` built if it holds them all, else built here."""
+        guide = self._guide(depth, nodes)
+        fresh = self._fresh
+        if guide is None and fresh is not None and fresh[0] == depth and len(fresh[1]):
+            _, known, proposal = fresh
+            position = torch.full((int(max(known.max(), nodes.max())) + 1,), -1)
+            position[known] = torch.arange(len(known))
+            rows = position[nodes]
+            if bool((rows >= 0).all()):
+                return proposal, rows.to(proposal.weights.device)
+        level = self.levels[depth]
+        log_probs = level.log_probs.index_select(0, level.row[nodes].to(self.batch.device))
+        return Categorical.from_logits(log_probs if guide is None else log_probs + guide,
+                                       self.batch.domain(level.lattice_node[nodes])), None
 
     def conditionals(self, depth: int, nodes: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """For expanded nodes, [n, V] each: masked log p(v | node), log q(v | node) of the
@@ -294,8 +322,7 @@ class Trie:
                 results.append((order, *counter.step(state, tokens[order.to(self.batch.device)])))
         for order, log_probs, state in results:
             level.row[todo[order]] = len(level.log_probs) + torch.arange(len(order))
-            level.append(log_probs=log_probs,
-                         log_mass=self._masses(log_probs, level.lattice_node[todo[order]]),
+            level.append(log_probs=log_probs, log_mass=self._masses(depth, todo[order], log_probs),
                          chunk=torch.full((len(order),), len(level.chunks)),
                          index=torch.arange(len(order)))
             level.chunks.append(state)
@@ -354,16 +381,13 @@ class Trie:
             if depth:
                 self.expand(depth, node)
             nodes, inverse = torch.unique(node, return_inverse=True)
+            at = inverse.to(self.batch.device)
             if policy == "proposal":  # each distinct node's proposal once, drawn by its rows
-                level = self.levels[depth]
-                log_probs = level.log_probs.index_select(0, level.row[nodes].to(self.batch.device))
-                guide = self._guide(depth, nodes)
-                choice = Categorical.from_logits(
-                    log_probs if guide is None else log_probs + guide,
-                    self.batch.domain(level.lattice_node[nodes]))
+                choice, rows_of_nodes = self._proposal(depth, nodes)
+                if rows_of_nodes is not None:
+                    at = rows_of_nodes[at]
             else:
                 choice = Categorical.from_logits(self.residual_logits(depth, nodes))
-            at = inverse.to(choice.weights.device)
             alive = torch.isfinite(choice.log_total())[at].cpu()
             drawn = choice.sample(self.batch.generator, at).cpu()
             rows, node, drawn = rows[alive], node[alive], drawn[alive]
