@@ -31,7 +31,7 @@ from torch import Tensor
 
 from seqq.estimators.allowance import NO_CUT, Charge
 from seqq.estimators.batch import Batch
-from seqq.estimators.categorical import Categorical
+from seqq.estimators.categorical import Categorical, logsumexp_
 from seqq.estimators.rollout import conditional, restrict
 from seqq.models.counting import OwnedState
 
@@ -331,7 +331,7 @@ class Trie:
     def residual_logits(self, depth: int, nodes: Tensor) -> Tensor:
         """[n, V] log unsampled mass of every child of the (expanded, distinct) nodes."""
         _, cond, _ = self.conditionals(depth, nodes)
-        logits = self.levels[depth].log_q[nodes].to(cond.device)[:, None] + cond
+        logits = cond.add_(self.levels[depth].log_q[nodes].to(cond.device)[:, None])
         if len(self.levels) > depth + 1:
             child = self.levels[depth + 1]
             position = torch.full((self.levels[depth].size,), -1)
@@ -355,7 +355,7 @@ class Trie:
                 continue
             parents = torch.unique(self.levels[depth].parent[touched[depth]])
             logits = self.residual_logits(depth - 1, parents)
-            self.levels[depth - 1].log_m[parents] = torch.logsumexp(logits, -1).cpu()
+            self.levels[depth - 1].log_m[parents] = logsumexp_(logits).cpu()
             touched[depth - 1] = torch.cat([touched.get(depth - 1, parents[:0]), parents])
 
     def root_residual(self) -> Tensor:
@@ -475,7 +475,7 @@ def _top_truncated_gumbel(logits: Tensor, bound: Tensor, generator: torch.Genera
     App. B); −inf stays −inf. The conditioning is increasing in each perturbed value, so it is
     applied to the top k only: of V values, only the noise is drawn for all."""
     u = torch.rand(logits.shape, generator=generator, device=logits.device, dtype=torch.float64)
-    g = u.clamp_min_(1e-300).log_().neg_().log_().neg_().add_(logits)  # logits + Gumbel noise
+    g = logits - u.clamp_min_(1e-300).log_().neg_().log_()  # logits + Gumbel noise
     g, token = g.topk(k, dim=-1)  # sorted: the row's maximum comes first
     v = bound[:, None] - g + torch.log(-torch.expm1((g - g[:, :1]).clamp_max(0)))  # −inf at max
     out = bound[:, None] - v.clamp_min(0) - torch.log1p(torch.exp(-v.abs()))
