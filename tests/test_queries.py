@@ -178,3 +178,16 @@ def test_lattice_copies_on_a_device_are_made_once_and_walk_alike():
     assert lattice.advance(nodes.to("meta"), torch.tensor([3, 1])).device.type == "meta"
     assert lattice.child_table(nodes.to("meta")).shape == (2, 4)
     assert lattice.advance(nodes, torch.tensor([3, 1])).device.type == "cpu"
+
+
+@pytest.mark.parametrize("query", [Q.hitting_time(1, 4), Q.count(2, 2, 4), Q.a_before_b(0, 2, 4),
+                                   Q.hitting_time(1, 3) | Q.count(0, 2, 4)],
+                         ids=["chain", "count", "before", "union"])
+def test_ending_symbols_are_the_allowed_ones_with_a_free_child(query):
+    """`ending` skips the [n, V] child table on chain nodes; it must agree with it everywhere."""
+    lattice = query.lattice(4)
+    nodes = torch.arange(lattice.num_nodes)
+    children = lattice.child_table(nodes)
+    expected = (children >= 0) & lattice.free[children.clamp_min(0)]
+    assert torch.equal(lattice.ending(nodes), expected)
+    assert expected.any()

@@ -118,8 +118,7 @@ def _search(batch: Batch, top: Tensor, sampled: Tensor, messages: Messages | Non
     depth = 0
     while len(branch):
         node_log_probs = log_probs[prefix.to(device)]
-        children = lattice.child_table(node)
-        ends = ((children >= 0) & lattice.free[children.clamp_min(0)]).to(device)
+        ends = lattice.ending(node).to(device)
         log_end = restrict(node_log_probs, ends)[1].double().cpu()
         log_value = torch.logaddexp(log_value, group_logsumexp(log_w + log_end, branch, N))
         guide = None if twist is None else twist.log_values(node)

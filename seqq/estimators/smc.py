@@ -135,8 +135,7 @@ def _run(batch: Batch, particles: Tensor, ess_threshold: float,
     depth = 0
     while len(branch):
         row_log_probs = log_probs[prefix.to(device)]
-        children = lattice.child_table(node)
-        ends = ((children >= 0) & lattice.free[children.clamp_min(0)]).to(device)
+        ends = lattice.ending(node).to(device)
         guide = None if twist is None else twist.log_values(node)
         steered = row_log_probs if guide is None else row_log_probs + guide
         log_end = restrict(row_log_probs, ends)[1].double().cpu()  # ψ = 1 on ending symbols

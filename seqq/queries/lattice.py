@@ -67,6 +67,21 @@ class Lattice:
             out = torch.where(row[:, None] >= 0, tables.children[row.clamp_min(0)], out)
         return out
 
+    def ending(self, nodes: Tensor) -> Tensor:
+        """[n, V] bool: the allowed symbols whose child is free (they decide the query), on the
+        nodes' device. A node whose children all share one successor needs no [n, V] table of
+        children for it: only its allowed row and one lookup."""
+        tables = self.on(nodes.device)
+        successor = tables.successor[nodes]
+        free = (successor >= 0) & tables.free[successor.clamp_min(0)]
+        out = tables.allowed[nodes] & free[:, None]
+        if len(tables.children):  # nodes whose children differ by symbol look theirs up
+            row = tables.branching[nodes]
+            kids = tables.children[row.clamp_min(0)]
+            out = torch.where(row[:, None] >= 0, (kids >= 0) & tables.free[kids.clamp_min(0)],
+                              out)
+        return out
+
     def on(self, device: torch.device | str) -> Lattice:
         """This lattice with every table on `device`: copied once per device and kept, so
         walks on a GPU index it there without moving tables every step."""
