@@ -51,7 +51,7 @@ def restrict(log_probs: Tensor, domain: Tensor) -> tuple[Tensor, Tensor]:
 def conditional(masked: Tensor, log_mass: Tensor) -> Tensor:
     """log q(· | prefix) = masked log p − log p(V_k | prefix), in float64; −inf for dead rows."""
     safe = torch.where(torch.isneginf(log_mass), 0.0, log_mass)
-    return masked.double() - safe.double()[:, None]
+    return masked - safe.double()[:, None]  # float64 out of one pass, whatever masked is
 
 
 def charge_steps(charge: Charge | None, done: Tensor, running: Tensor) -> Tensor:
