@@ -27,6 +27,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -194,6 +195,11 @@ class Messages:
     next_context_cpu: Tensor  # the same on the CPU, for the trie's bookkeeping
     context: Tensor  # [N] surrogate state after each branch's history
 
+    @cached_property
+    def log_beta(self) -> Tensor:
+        """log beta, taken once: a twist reads it for every row and next symbol."""
+        return self.beta.log()
+
     @classmethod
     def of(cls, batch: Batch, surrogate: ContextAutomaton) -> Messages:
         """The messages of the batch's queries: from `MESSAGE_CACHE` where an earlier call
@@ -234,10 +240,13 @@ class Messages:
         allowed get 0 (the domain masks them); the rest are floored at LOG_FLOOR below the
         row's largest, so a surrogate that rules a path out cannot hide it from the proposal."""
         device = context.device
-        children = self.lattice.child_table(nodes)
-        local = self.local[children.clamp_min(0)].to(device)
-        values = self.log_scale[local] + self.beta[local, self.next_context[context]].log()
-        allowed = (children >= 0).to(device)
+        successor = self.lattice.successor[nodes]
+        if bool((successor >= 0).all()):  # every allowed symbol leads to one child: no [n, V]
+            rows = self.local[successor].to(device)[:, None]
+        else:
+            rows = self.local[self.lattice.child_table(nodes).clamp_min(0)].to(device)
+        values = self.log_scale[rows] + self.log_beta[rows, self.next_context[context]]
+        allowed = self.lattice.allowed[nodes].to(device)
         values = torch.where(allowed, values, -torch.inf)
         values = torch.maximum(values, values.amax(-1, keepdim=True) + LOG_FLOOR)
         return torch.where(allowed, values, 0.0)
