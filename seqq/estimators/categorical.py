@@ -27,8 +27,7 @@ BLOCK_WIDTH = 256
 @dataclass
 class Categorical:
     weights: Tensor  # [n, V] exp(logit − shift), zero off the domain
-    block_mass: Tensor  # [n, B] float64 mass of each block of `width` symbols (the last may
-    # be shorter)
+    block_mass: Tensor  # [n, B] float64 mass of each block (the last may be shorter)
     block_cdf: Tensor  # [n, B] float64 cumulative block masses
     shift: Tensor  # [n] the largest logit of each row (0 where the row has no mass)
     width: int
