@@ -60,7 +60,7 @@ def _enumerate(batch: Batch, branch: Tensor, nodes: Tensor, log_probs: Tensor, s
     leading to a free lattice node completes a path; the others are expanded."""
     N = len(log_value)
     masked, log_mass = restrict(log_probs, batch.domain(nodes))
-    joint_p = log_p.to(masked.device)[:, None] + masked  # float64: log_p is
+    joint_p = log_p.to(masked.device)[:, None] + masked  # float64, as log_p is
     joint_q = log_q.to(masked.device)[:, None] + conditional(masked, log_mass)
     children = batch.lattice.child_table(nodes)  # [n, V], −1 where not allowed
     ends = (children >= 0) & batch.lattice.free[children.clamp_min(0)]

@@ -149,7 +149,7 @@ def _next_beam(batch: Batch, depth: int, branch: Tensor, log_w: Tensor, log_prob
     the tail sample, both chosen by ŵ·ψ with ψ = exp(`guide`) (1 without a twist). A branch
     with no more candidates than top + sampled keeps them all."""
     N, device = len(top), log_probs.device
-    scores = log_w.to(device)[:, None] + masked  # float64: log_w is
+    scores = log_w.to(device)[:, None] + masked  # float64, as log_w is
     steered = log_probs if guide is None else log_probs + guide
     candidates = torch.zeros(N, dtype=torch.long).index_add_(
         0, branch, torch.isfinite(masked).sum(-1).cpu())
