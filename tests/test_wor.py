@@ -107,17 +107,19 @@ def test_relative_error_target_stops_when_met_and_respects_the_budget():
     assert capped.model_calls <= 500
 
 
-def test_top_truncated_gumbel_equals_conditioning_every_value_then_taking_the_top():
+@pytest.mark.parametrize("k", [7, 30])
+def test_top_truncated_gumbel_equals_conditioning_every_value_then_taking_the_top(k):
     """Stochastic beam search conditions only each node's top k perturbations on the parent's
     value; that must equal conditioning all V of them (Kool et al. 2019, App. B) and then
-    taking the top k, with the same noise. The first value is the bound itself."""
+    taking the top k, with the same noise. The row maximum's value is the bound itself. With k
+    over half the row (k = 30 of 40) every value comes back, conditioned, in symbol order."""
     from seqq.estimators.trie import _top_truncated_gumbel
 
     generator = torch.Generator().manual_seed(0)
     logits = torch.randn(5, 40, generator=generator, dtype=torch.float64)
     logits[:, ::4] = -math.inf
     bound = torch.randn(5, generator=generator, dtype=torch.float64)
-    top, token = _top_truncated_gumbel(logits, bound, torch.Generator().manual_seed(1), 7)
+    top, token = _top_truncated_gumbel(logits, bound, torch.Generator().manual_seed(1), k)
 
     u = torch.rand(logits.shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     g = logits - torch.log(-torch.log(u.clamp_min(1e-300)))
@@ -125,7 +127,12 @@ def test_top_truncated_gumbel_equals_conditioning_every_value_then_taking_the_to
     v = bound[:, None] - g + torch.log(-torch.expm1((g - z).clamp_max(0)))
     every = torch.where(torch.isneginf(g), -math.inf,
                         bound[:, None] - v.clamp_min(0) - torch.log1p(torch.exp(-v.abs())))
-    expected, expected_token = every.topk(7, dim=-1)
+    if 2 * k > logits.shape[1]:
+        assert token is None
+        torch.testing.assert_close(top, every, rtol=0, atol=1e-12)
+        torch.testing.assert_close(top.amax(-1), bound, rtol=0, atol=1e-12)
+        return
+    expected, expected_token = every.topk(k, dim=-1)
     torch.testing.assert_close(top, expected, rtol=0, atol=1e-12)
     assert torch.equal(token, expected_token)
     torch.testing.assert_close(top[:, 0], bound, rtol=0, atol=1e-12)

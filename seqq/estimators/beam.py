@@ -149,8 +149,8 @@ def _expand(batch: Batch, level: Level, depth: int, rule: Rule) -> Level:
     next_probs = next_state = None
     if len(grow):
         parent_rows = level.row[parent[grow]].to(batch.device)
-        next_state = batch.counter.select(level.state, parent_rows)
-        next_probs, next_state = batch.counter.step(next_state, token[grow].to(batch.device))
+        next_probs, next_state = batch.counter.step(level.state, token[grow].to(batch.device),
+                                                    rows=parent_rows)
     return Level(child_branch, lattice_node, parent, token, log_p, log_q, final, row,
                  next_probs, next_state)
 

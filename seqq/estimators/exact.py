@@ -77,6 +77,6 @@ def _enumerate(batch: Batch, branch: Tensor, nodes: Tensor, log_probs: Tensor, s
     chunk = max(1, CHUNK_ELEMENTS // batch.vocab_size)
     for r, t in zip(rows.split(chunk), tokens.split(chunk), strict=True):
         dr, dt = r.to(masked.device), t.to(masked.device)
-        child_probs, child_state = batch.counter.step(batch.counter.select(state, dr), dt)
+        child_probs, child_state = batch.counter.step(state, dt, rows=dr)
         _enumerate(batch, branch[r], children[r, t], child_probs, child_state,
                    joint_p[dr, dt].cpu(), joint_q[dr, dt].cpu(), log_value, entropy)

@@ -22,6 +22,6 @@ def extend(batch: Batch, state: OwnedState, prefix: Tensor, token: Tensor
     and the state of the new prefixes."""
     V = batch.vocab_size
     distinct, new_prefix = torch.unique(prefix.cpu() * V + token.cpu(), return_inverse=True)
-    state = batch.counter.select(state, (distinct // V).to(batch.device))
-    log_probs, state = batch.counter.step(state, (distinct % V).to(batch.device))
+    log_probs, state = batch.counter.step(state, (distinct % V).to(batch.device),
+                                          rows=(distinct // V).to(batch.device))
     return new_prefix, log_probs, state

@@ -69,13 +69,13 @@ def step_unfinished(batch: Batch, done: Tensor, running: Tensor, nodes: Tensor, 
                     drawn: Tensor, state: State) -> tuple[Tensor, Tensor, Tensor, Tensor, State]:
     """The end of a rollout step: drop the rows that are `done` (CPU mask) and call the model
     on the rest with the symbols they drew. Returns (running, nodes, rows, log_probs, state)."""
+    keep = None
     if done.any():
         keep = (~done).nonzero().flatten()
         running, nodes = running[keep], nodes[keep]
         keep = keep.to(rows.device)
         rows, drawn = rows[keep], drawn[keep]
-        state = batch.counter.select(state, keep)
-    log_probs, state = batch.counter.step(state, drawn)
+    log_probs, state = batch.counter.step(state, drawn, rows=keep)
     return running, nodes, rows, log_probs, state
 
 

@@ -307,7 +307,10 @@ class Trie:
         tokens = level.token[todo].to(self.batch.device)
         groups = torch.unique(chunk)
         counter = self.batch.counter
-        if len(groups) == 1 or self.concat is not None:
+        if len(groups) == 1:  # the usual case: every parent's state in one chunk
+            results = [(torch.arange(len(todo)), *counter.step(
+                parents.chunks[int(groups[0])], tokens, rows=index.to(self.batch.device)))]
+        elif self.concat is not None:
             picked = [counter.select(parents.chunks[g], index[chunk == g].to(self.batch.device))
                       for g in groups.tolist()]
             order = torch.cat([(chunk == g).nonzero().flatten() for g in groups.tolist()])
@@ -438,6 +441,7 @@ class Trie:
             width = min(self.V, int(draws[branch].max()))
             top, top_token = _top_truncated_gumbel(logits, gumbel.to(logits.device),
                                                    self.batch.generator, width)
+            width = top.shape[1]
             flat = torch.cat([leaf_key, top.flatten().cpu()])
             group = torch.cat([leaf_branch, branch.repeat_interleave(width)])
             keep = _top_per_group(flat, group, draws)
@@ -445,8 +449,8 @@ class Trie:
             old, new = keep[keep < found], keep[keep >= found] - found
             leaf_depth, leaf, leaf_key, leaf_branch = (x[old] for x in (leaf_depth, leaf,
                                                                         leaf_key, leaf_branch))
-            parents, tokens = node[new // width], top_token.flatten().cpu()[new]
-            child = self.child_nodes(depth, parents, tokens)
+            symbol = new % width if top_token is None else top_token.flatten().cpu()[new]
+            child = self.child_nodes(depth, node[new // width], symbol)
             done = self.finished(depth + 1, child)
             keys = top.flatten().cpu()[new]
             leaf_depth = torch.cat([leaf_depth, torch.full((int(done.sum()),), depth + 1)])
@@ -469,16 +473,24 @@ class Trie:
 
 
 def _top_truncated_gumbel(logits: Tensor, bound: Tensor, generator: torch.Generator, k: int
-                          ) -> tuple[Tensor, Tensor]:
+                          ) -> tuple[Tensor, Tensor | None]:
     """The k largest Gumbel(logits) perturbations of each row, conditioned on the row's maximum
     being `bound`, and their symbols, in the numerically stable form of Kool et al. (2019,
     App. B); −inf stays −inf. The conditioning is increasing in each perturbed value, so it is
-    applied to the top k only: of V values, only the noise is drawn for all."""
+    applied to the top k only: of V values, only the noise is drawn for all. Where k is over
+    half the row, sorting would cost more than conditioning all V: then every value is
+    returned, in symbol order (symbols None)."""
     u = torch.rand(logits.shape, generator=generator, device=logits.device, dtype=torch.float64)
     g = logits - u.clamp_min_(1e-300).log_().neg_().log_()  # logits + Gumbel noise
-    g, token = g.topk(k, dim=-1)  # sorted: the row's maximum comes first
-    v = bound[:, None] - g + torch.log(-torch.expm1((g - g[:, :1]).clamp_max(0)))  # −inf at max
-    out = bound[:, None] - v.clamp_min(0) - torch.log1p(torch.exp(-v.abs()))
+    if 2 * k > g.shape[1]:
+        token, top = None, g.amax(-1, keepdim=True)
+    else:
+        g, token = g.topk(k, dim=-1)  # sorted: the row's maximum comes first
+        top = g[:, :1]
+    gap = torch.sub(g, top).clamp_max_(0).expm1_().neg_().log_()  # log(1 − e^(g − max))
+    v = torch.sub(bound[:, None], g).add_(gap)  # −inf at the max
+    softplus = v.abs().neg_().exp_().log1p_()
+    out = torch.sub(bound[:, None], v.clamp_min_(0)).sub_(softplus)
     return torch.where(torch.isneginf(g), -math.inf, out), token
 
 

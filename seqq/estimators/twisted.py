@@ -27,7 +27,6 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from functools import cached_property
 
 import numpy as np
 import torch
@@ -184,21 +183,18 @@ class Messages:
     """Backward messages β(n, c): the surrogate's probability of completing the query from
     lattice node n in surrogate state c (1 at free nodes), for the nodes of a batch's queries.
 
-    Kept as β = exp(log_scale[n])·beta[n, c] with max_c beta[n, ·] = 1, so long horizons do
-    not underflow and free nodes stay exactly 1, which SMC's and IS's weights rely on."""
+    Kept as log β = log_scale[n] + log_beta[n, c] with max_c log_beta[n, ·] = 0, so long
+    horizons do not underflow and free nodes stay exactly 1, which SMC's and IS's weights rely
+    on. The log is taken once per query and cached with the messages: a twist reads it for
+    every row and next symbol, and the table has a column per surrogate context."""
 
     lattice: Lattice
-    local: Tensor  # [lattice nodes] row of each node in `beta` (CPU; 0 for nodes not held)
+    local: Tensor  # [lattice nodes] row of each node in `log_beta` (CPU; 0 if not held)
     log_scale: Tensor  # [n] float64, on the model's device
-    beta: Tensor  # [n, C] float64, on the model's device
+    log_beta: Tensor  # [n, C] float64, on the model's device
     next_context: Tensor  # [C, V] long, on the model's device
     next_context_cpu: Tensor  # the same on the CPU, for the trie's bookkeeping
     context: Tensor  # [N] surrogate state after each branch's history
-
-    @cached_property
-    def log_beta(self) -> Tensor:
-        """log beta, taken once: a twist reads it for every row and next symbol."""
-        return self.beta.log()
 
     @classmethod
     def of(cls, batch: Batch, surrogate: ContextAutomaton) -> Messages:
@@ -222,7 +218,7 @@ class Messages:
                                                 next_context, lattice, computed, position)
             for q in missing.tolist():
                 rows = position[computed[lattice.query[computed] == q]].to(device)
-                blocks[q] = (log_scale[rows], beta[rows])
+                blocks[q] = (log_scale[rows], beta[rows].log())
                 MESSAGE_CACHE.put(surrogate, batch.queries[q], device, blocks[q])
         context = start_contexts(surrogate, batch.histories).to(device)
         none = (torch.zeros(0, dtype=torch.float64, device=device),

@@ -62,13 +62,17 @@ class CallCounter:
         self._charge(owners)
         return log_probs, OwnedState(state, owners)
 
-    def step(self, state: OwnedState, tokens: Tensor) -> tuple[Tensor, OwnedState]:
+    def step(self, state: OwnedState, tokens: Tensor, rows: Tensor | None = None
+             ) -> tuple[Tensor, OwnedState]:
         """p(· | prefix) of every row, stepped in row chunks sized for the device
-        (`seqq.models.batching`): one huge batch would run slower than chunks on a CPU."""
-        self._charge(state.owners)
-        log_probs, inner = step_in_chunks(self.model, state.inner, tokens)
+        (`seqq.models.batching`): one huge batch would run slower than chunks on a CPU. With
+        `rows`, row i continues row rows[i] of `state` (a `select` and a step in one, chunk by
+        chunk, never copying the whole selected state)."""
+        owners = state.owners if rows is None else state.owners[rows.cpu()]
+        self._charge(owners)
+        log_probs, inner = step_in_chunks(self.model, state.inner, tokens, rows)
         self._validate("step", log_probs, len(tokens))
-        return log_probs, OwnedState(inner, state.owners)
+        return log_probs, OwnedState(inner, owners)
 
     def select(self, state: OwnedState, index: Tensor) -> OwnedState:
         return OwnedState(self.model.select(state.inner, index), state.owners[index.cpu()])
