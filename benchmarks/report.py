@@ -14,6 +14,8 @@ from pathlib import Path
 
 import torch
 
+from seqq.models.host_memory import ENV, HUGE_PAGES_ENV
+
 
 @dataclass(frozen=True)
 class Section:
@@ -99,6 +101,10 @@ def header(command: str, device: torch.device, mode: str, clock: str = "wall") -
         f"({usable} usable), {platform.system()} {platform.release()}",
         f"- torch {torch.__version__}, {torch.get_num_threads()} threads, device {device}{gpu}",
         f"- load average at start (1/5/15 min): {load}",
+        f"- host memory: huge pages for big CPU tensors "
+        f"{'on' if os.environ.get(HUGE_PAGES_ENV) == '1' else 'off'} "
+        f"({HUGE_PAGES_ENV}={os.environ.get(HUGE_PAGES_ENV, 'unset')}), freed heap memory "
+        f"{'not ' if os.environ.get(ENV) == '0' else ''}kept (seqq/models/host_memory.py)",
         f"- clock: {CLOCK_NOTES[clock]}",
         "",
     ]

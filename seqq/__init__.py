@@ -6,10 +6,12 @@ from seqq.errors import BudgetError, ModelError, QueryError
 from seqq.estimators import Estimate
 from seqq.estimators.reuse import hitting_time_distribution
 from seqq.ground_truth import GroundTruth, ground_truth, ground_truth_many
-from seqq.models.host_memory import keep_freed_memory
+from seqq.models.host_memory import keep_freed_memory, request_huge_pages
 from seqq.queries.language import parse
 
-keep_freed_memory()  # big CPU tensors reuse freed heap memory (seqq/models/host_memory.py)
+# Before any tensor exists (importing seqq makes none): see seqq/models/host_memory.py.
+request_huge_pages()  # big CPU tensors on 2 MiB pages
+keep_freed_memory()  # freed heap memory kept for reuse
 
 __all__ = [
     "BudgetError",

@@ -8,6 +8,7 @@ levels is kept, because the hybrid samples from it after pruning (App. D).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -123,22 +124,31 @@ def _expand(batch: Batch, level: Level, depth: int, rule: Rule) -> Level:
     domain = batch.domain(level.lattice_node[open_nodes])
     log_probs = level.log_probs  # its rows are the open nodes, in order (see `row`)
     masked, log_mass = restrict(log_probs, domain)
-    if rule.by_q:  # joint log q of every child: the kept ones' log q is read off it
-        parent_log_q = level.log_q[open_nodes].to(batch.device)
-        scores = conditional(masked, log_mass).add_(parent_log_q[:, None])
+    parent_log = (level.log_q if rule.by_q else level.log_p)[open_nodes].to(batch.device)
+
+    def joint(values: Tensor, rows: Tensor | None) -> Tensor:
+        """Joint log q (or log p) of children with masked log-probs `values` [r, k] of the
+        open nodes `rows` (all, in order, when None): float64, increasing in each value."""
+        mass, parent = (log_mass, parent_log) if rows is None else (log_mass[rows],
+                                                                     parent_log[rows])
+        step = conditional(values, mass) if rule.by_q else values.to(torch.float64, copy=True)
+        return step.add_(parent[:, None])
+
+    if isinstance(rule, TailSplit):  # its variance split needs every candidate's score
+        scores = joint(masked, None)
+        local, token = best_candidates(scores, branch, depth, rule, batch.lengths,
+                                       _branch_totals(scores, domain, branch))
     else:
-        parent_log_p = level.log_p[open_nodes].to(batch.device)
-        scores = masked.to(torch.float64, copy=True).add_(parent_log_p[:, None])
-    totals = _branch_totals(scores, domain, branch) if isinstance(rule, TailSplit) else None
-    local, token = best_candidates(scores, branch, depth, rule, batch.lengths, totals)
+        local, token = best_candidates(masked, branch, depth, rule, batch.lengths, joint=joint)
     parent = open_nodes[local]
     child_branch = level.branch[parent]
     dev_local, dev_token = local.to(batch.device), token.to(batch.device)
+    kept = joint(masked[dev_local, dev_token, None], dev_local)[:, 0].cpu()
     if rule.by_q:
-        log_q = scores[dev_local, dev_token].cpu()
+        log_q = kept
         log_p = level.log_p[parent] + log_probs[dev_local, dev_token].double().cpu()
     else:
-        log_p = scores[dev_local, dev_token].cpu()
+        log_p = kept
         log_q = level.log_q[parent] + conditional(masked[dev_local, dev_token, None],
                                                   log_mass[dev_local])[:, 0].cpu()
     lattice_node = batch.lattice.advance(level.lattice_node[parent], token)
@@ -156,15 +166,22 @@ def _expand(batch: Batch, level: Level, depth: int, rule: Rule) -> Level:
 
 
 def best_candidates(scores: Tensor, branch: Tensor, depth: int, rule: Rule, lengths: Tensor,
-                    totals: tuple | None = None) -> tuple[Tensor, Tensor]:
+                    totals: tuple | None = None,
+                    joint: Callable[[Tensor, Tensor | None], Tensor] | None = None
+                    ) -> tuple[Tensor, Tensor]:
     """(node, symbol) of the candidates `rule` keeps in every branch, grouped by branch.
-    `scores` [n, V] rank the children of n nodes; nodes are grouped by `branch` (CPU)."""
+    `scores` [n, V] rank the children of n nodes; nodes are grouped by `branch` (CPU). With
+    `joint(values, rows)` the ranking scores are `joint(scores, None)`, increasing in each
+    value of a row: each node's top k are then found on `scores` as given (e.g. float32
+    log-probs) and only they are mapped, so no float64 [n, V] table is built."""
     V = scores.shape[-1]
     k = min(rule.cap or V, V)
     if k < V:  # a branch's best are among its nodes' best: pre-select them
         top_scores, top_tokens = scores.topk(k, dim=-1)
     else:  # every symbol may be kept: a per-node sort would cost more than it saves
         top_scores, top_tokens = scores, None
+    if joint is not None:
+        top_scores = joint(top_scores, None)
     local, token = [], []
     for rows in _chunks(branch, k):
         on_device = rows.to(top_scores.device)

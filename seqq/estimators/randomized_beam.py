@@ -149,7 +149,13 @@ def _next_beam(batch: Batch, depth: int, branch: Tensor, log_w: Tensor, log_prob
     the tail sample, both chosen by ŵ·ψ with ψ = exp(`guide`) (1 without a twist). A branch
     with no more candidates than top + sampled keeps them all."""
     N, device = len(top), log_probs.device
-    scores = log_w.to(device)[:, None] + masked  # float64, as log_w is
+    node_log_w = log_w.to(device)
+
+    def joint(values: Tensor, rows: Tensor | None) -> Tensor:
+        """log ŵ of children with masked log-probs `values` of the nodes `rows` (all when
+        None): float64, as log_w is."""
+        return (node_log_w if rows is None else node_log_w[rows])[:, None] + values
+
     steered = log_probs if guide is None else log_probs + guide
     candidates = torch.zeros(N, dtype=torch.long).index_add_(
         0, branch, torch.isfinite(masked).sum(-1).cpu())
@@ -159,9 +165,13 @@ def _next_beam(batch: Batch, depth: int, branch: Tensor, log_w: Tensor, log_prob
     node = torch.zeros(0, dtype=torch.long)
     token = torch.zeros(0, dtype=torch.long)
     if int(head_width.max()) > 0:
-        node, token = best_candidates(scores if guide is None else scores + guide, branch,
-                                      depth, TopB(head_width, by_q=False), batch.lengths)
-    head_log_w = scores[node.to(device), token.to(device)].cpu()
+        rule = TopB(head_width, by_q=False)
+        node, token = (best_candidates(masked, branch, depth, rule, batch.lengths, joint=joint)
+                       if guide is None else
+                       best_candidates(joint(masked, None) + guide, branch, depth, rule,
+                                       batch.lengths))
+    dev_node = node.to(device)
+    head_log_w = joint(masked[dev_node, token.to(device), None], dev_node)[:, 0].cpu()
     if int(draws[branch].max()) == 0:
         return node, token, head_log_w
     tail_domain = domain.clone()

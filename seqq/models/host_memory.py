@@ -1,16 +1,21 @@
-"""Keep freed host memory for reuse, so big CPU tensors are not page-faulted in again every step.
+"""Keep big CPU tensors from being page-faulted in again at every step.
 
-PyTorch's CPU allocator has no cache: every tensor is a fresh `malloc`. glibc serves each
-allocation above its mmap threshold (at most 32 MiB by default) with a new `mmap` and unmaps it
-on free, so every step of a large-vocabulary model (a [rows × 50k] float32 row block is 40 MiB
-at 200 rows) faults its pages in again, and heap memory above 128 KiB is handed back to the OS
-as soon as it is free. Measured on SmolLM2 (V = 49 152, 2-core VM): a copy of [200 × V]
-float32 ran at 1.0 G elements/s by default and 3.8 G elements/s with the settings below, and one
-query's importance sampling went from 350 000 page faults to none
-(docs/decisions.md §23). Raising both thresholds to `THRESHOLD_BYTES` keeps such blocks on the
-heap and reuses them; larger allocations are still mapped and returned.
+PyTorch's CPU allocator has no cache: every tensor is a fresh `posix_memalign`, freed on
+release. A [rows × V] temporary of a large-vocabulary model is tens of MB, so unless freed
+memory is reused, each step faults its pages in again, 4 KiB at a time (expensive in a VM).
+Two settings, applied once when seqq is imported (`SEQQ_KEEP_FREED_MEMORY=0` turns both off):
 
-Applied once when seqq is imported, on glibc only; `SEQQ_KEEP_FREED_MEMORY=0` turns it off.
+1. **glibc's mmap and trim thresholds** raised to `THRESHOLD_BYTES`, so blocks below that stay
+   on the heap when freed instead of being unmapped (glibc maps anything over at most 32 MiB
+   by default). Measured on SmolLM2 (V = 49 152, 2-core VM): a copy of [200 × V] float32 ran at
+   1.0 G elements/s by default and 3.8 G elements/s with it (docs/decisions.md §23).
+2. **2 MiB huge pages for tensors of ≥ 2 MiB** (PyTorch's `THP_MEM_ALLOC_ENABLE`). glibc 2.36
+   (Debian 12) seldom reuses a freed block for a new 64-byte-aligned one of the same size
+   (glibc bug 14581, fixed in 2.38), so the heap kept serving fresh pages: beam search over
+   4 queries of a GPT-2 with V = 50 257 took 350 000 page faults per estimate, and none with
+   huge pages, running 1.5× as fast (docs/decisions.md §25). PyTorch reads the variable at its
+   first CPU allocation, so this takes effect only where seqq is imported before any tensor is
+   made (the CLI and benchmarks do so), or where the variable is set in the environment.
 """
 
 from __future__ import annotations
@@ -19,10 +24,13 @@ import ctypes
 import ctypes.util
 import os
 import platform
+from pathlib import Path
 
 THRESHOLD_BYTES = 1 << 30  # blocks below 1 GiB stay on the heap; up to 1 GiB of freed heap kept
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt parameters (glibc's malloc.h)
 ENV = "SEQQ_KEEP_FREED_MEMORY"
+HUGE_PAGES_ENV = "THP_MEM_ALLOC_ENABLE"  # PyTorch's switch (c10/core/impl/alloc_cpu.cpp)
+THP_SETTING = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 
 
 def keep_freed_memory(threshold: int = THRESHOLD_BYTES) -> bool:
@@ -32,3 +40,19 @@ def keep_freed_memory(threshold: int = THRESHOLD_BYTES) -> bool:
     libc = ctypes.CDLL(ctypes.util.find_library("c"))
     return bool(libc.mallopt(M_MMAP_THRESHOLD, threshold)
                 and libc.mallopt(M_TRIM_THRESHOLD, threshold))
+
+
+def request_huge_pages() -> None:
+    """Ask PyTorch for huge pages under big CPU tensors, unless switched off or the kernel has
+    transparent huge pages disabled; an explicit `THP_MEM_ALLOC_ENABLE` is left as it is.
+    Call before the process's first tensor."""
+    if os.environ.get(ENV, "1") == "0" or not _kernel_offers_huge_pages():
+        return
+    os.environ.setdefault(HUGE_PAGES_ENV, "1")
+
+
+def _kernel_offers_huge_pages() -> bool:
+    try:
+        return "[never]" not in THP_SETTING.read_text()
+    except OSError:  # not Linux, or a kernel without transparent huge pages
+        return False
