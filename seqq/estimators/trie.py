@@ -32,7 +32,7 @@ from torch import Tensor
 from seqq.estimators.allowance import NO_CUT, Charge
 from seqq.estimators.batch import Batch
 from seqq.estimators.categorical import Categorical, logsumexp_
-from seqq.estimators.rollout import conditional, restrict
+from seqq.estimators.rollout import conditional
 from seqq.models.counting import OwnedState
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ class Level:
     log_m: Tensor  # [n] float64 log of the unsampled q-mass below the node
     row: Tensor  # [n] row of an expanded node, -1 otherwise
     log_probs: Tensor  # [r, V] model output per expanded node (model's device)
-    log_mass: Tensor  # [r] log p(V_k | node) per expanded node: computed once, read by children
+    log_mass: Tensor  # [r] log normaliser of each expanded node's proposal (`_masses`)
     context: Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))  # [n]
     chunk: Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))  # [r]
     index: Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))  # [r]
@@ -135,11 +135,11 @@ class Trie:
         # the restricted proposals of the rows expanded last: (depth, nodes, q(· | node));
         # a walk draws from the nodes it has just expanded without rebuilding their proposals
         self._fresh: tuple[int, Tensor, Categorical] | None = None
-        roots.log_mass = self._masses(0, torch.arange(N), roots.log_probs)
-        self.concat = getattr(batch.counter.model, "concat", None)
         # the twist of the last distinct nodes asked for: (depth, sorted nodes, log ψ [n, V]);
         # a walk step asks for its nodes' twist, then for its new children's parents (a subset)
         self._last_guide: tuple[int, Tensor, Tensor] | None = None
+        roots.log_mass = self._masses(0, torch.arange(N), roots.log_probs)
+        self.concat = getattr(batch.counter.model, "concat", None)
 
     @classmethod
     def from_beam(cls, batch: Batch, beam_levels: list, messages: Messages | None = None
@@ -157,26 +157,28 @@ class Trie:
                 branch=b.branch, lattice_node=b.lattice_node, parent=b.parent, token=b.token,
                 log_p=b.log_p, log_q=b.log_q, log_w=b.log_p - b.log_q, log_m=b.log_q.clone(),
                 row=b.row.clone(), log_probs=log_probs,
-                log_mass=trie._masses(len(trie.levels), expanded, log_probs, b.lattice_node),
+                log_mass=torch.zeros(len(expanded), dtype=torch.float64),  # set below
                 context=torch.zeros(len(b.branch), dtype=torch.long),
                 chunk=torch.zeros(len(expanded), dtype=torch.long),
                 index=torch.arange(len(expanded)),
                 chunks=[b.state] if b.state is not None else []))
         if messages is not None:
             trie.levels[0].context = messages.context.cpu()
-            for depth in range(1, len(trie.levels)):
+        for depth, level in enumerate(trie.levels):  # a level's twist needs its parents' masses
+            if depth and messages is not None:
                 trie._twist_level(depth)
+            level.log_mass = trie._masses(depth, (level.row >= 0).nonzero().flatten(),
+                                          level.log_probs)
         return trie
 
     def _twist_level(self, depth: int) -> None:
         """Surrogate states, log q̃ and log w of a level built without the twist."""
         level, parent = self.levels[depth], self.levels[depth - 1]
         p, t = level.parent, level.token
-        _, cond, step = self.conditionals(depth - 1, p)
-        rows, dev_t = torch.arange(len(p), device=cond.device), t.to(cond.device)
+        _, log_q, log_w = self._child_steps(depth - 1, p, t)
         level.context = self.messages.next_context_cpu[parent.context[p], t]
-        level.log_q = parent.log_q[p] + cond[rows, dev_t].cpu()
-        level.log_w = parent.log_w[p] + step[rows, dev_t].cpu()
+        level.log_q = parent.log_q[p] + log_q
+        level.log_w = parent.log_w[p] + log_w
         level.log_m = level.log_q.clone()
 
     # --- structure ------------------------------------------------------------------------
@@ -189,30 +191,28 @@ class Trie:
         """Which nodes end a path: nothing after them is restricted (their lattice node is free)."""
         return self.batch.lattice.free[self.levels[depth].lattice_node[nodes]]
 
-    def _masses(self, depth: int, nodes: Tensor, log_probs: Tensor,
-                lattice_node: Tensor | None = None) -> Tensor:
-        """log p(V_k | prefix) of newly expanded nodes (their `log_probs` rows); their
-        proposal is kept in `_fresh` for the walk that expanded them. `lattice_node` defaults
-        to the level's."""
-        if lattice_node is None:
-            lattice_node = self.levels[depth].lattice_node
-        proposal = Categorical.from_logits(log_probs, self.batch.domain(lattice_node[nodes]))
+    def _masses(self, depth: int, nodes: Tensor, log_probs: Tensor) -> Tensor:
+        """The log normaliser of the proposal at newly expanded nodes (their `log_probs`
+        rows): log p(V_k | prefix), or under a twist log Σ_v p(v | prefix)·1[allowed]·ψ(v).
+        Their proposal is kept in `_fresh` for the walk that expanded them."""
+        guide = self._guide(depth, nodes)
+        proposal = Categorical.from_logits(log_probs if guide is None else log_probs + guide,
+                                           self.batch.domain(self.levels[depth].lattice_node[nodes]))
         self._fresh = (depth, nodes, proposal)
         return proposal.log_total()
 
     def _proposal(self, depth: int, nodes: Tensor) -> tuple[Categorical, Tensor | None]:
         """q(· | node) of distinct expanded nodes, and for each node its row in it (None: row
         i is node i): the one `_masses` built if it holds them all, else built here."""
-        guide = self._guide(depth, nodes)
         fresh = self._fresh
-        if guide is None and fresh is not None and fresh[0] == depth and len(fresh[1]):
+        if fresh is not None and fresh[0] == depth and len(fresh[1]):
             _, known, proposal = fresh
             position = torch.full((int(max(known.max(), nodes.max())) + 1,), -1)
             position[known] = torch.arange(len(known))
             rows = position[nodes]
             if bool((rows >= 0).all()):
                 return proposal, rows.to(proposal.weights.device)
-        level = self.levels[depth]
+        level, guide = self.levels[depth], self._guide(depth, nodes)
         log_probs = level.log_probs.index_select(0, level.row[nodes].to(self.batch.device))
         return Categorical.from_logits(log_probs if guide is None else log_probs + guide,
                                        self.batch.domain(level.lattice_node[nodes])), None
@@ -226,13 +226,12 @@ class Trie:
         log_probs = level.log_probs.index_select(0, rows)
         domain = self.batch.domain(level.lattice_node[nodes])
         masked = torch.where(domain, log_probs, -torch.inf)
-        guide = self._guide(depth, nodes)
+        log_mass, guide = level.log_mass[rows], self._guide(depth, nodes)
         if guide is None:
-            log_mass = level.log_mass[rows]
             step = log_mass.double()[:, None].expand_as(masked)
             return masked, conditional(masked, log_mass), step
-        steered, log_z = restrict(log_probs + guide, domain)
-        return masked, conditional(steered, log_z), log_z.double()[:, None] - guide
+        steered = torch.where(domain, log_probs + guide, -torch.inf)
+        return masked, conditional(steered, log_mass), log_mass.double()[:, None] - guide
 
     def _guide(self, depth: int, nodes: Tensor) -> Tensor | None:
         """log ψ [n, V] of the twist at the nodes (None without messages)."""
@@ -260,31 +259,39 @@ class Trie:
         if len(new):
             p, t = unique[new] // self.V, unique[new] % self.V
             parent = self.levels[depth]
-            if self.messages is None:  # the parent's cached mass: scalar gathers, no [n, V]
-                rows, dev_t = parent.row[p].to(self.batch.device), t.to(self.batch.device)
-                allowed = self.batch.lattice.on(dev_t.device).allowed[
-                    parent.lattice_node[p].to(dev_t.device), dev_t]
-                picked = torch.where(allowed, parent.log_probs[rows, dev_t], -torch.inf)
-                log_mass = parent.log_mass[rows]
-                log_p = parent.log_p[p] + picked.double().cpu()
-                log_q = parent.log_q[p] + conditional(picked[:, None], log_mass)[:, 0].cpu()
-                log_w = parent.log_w[p] + log_mass.double().cpu()
-                context = parent.context[p]
-            else:  # each distinct parent's twisted conditionals once
-                parents, at = torch.unique(p, return_inverse=True)
-                masked, cond, step = self.conditionals(depth, parents)
-                dev_rows, dev_t = at.to(masked.device), t.to(masked.device)
-                log_p = parent.log_p[p] + masked[dev_rows, dev_t].double().cpu()
-                log_q = parent.log_q[p] + cond[dev_rows, dev_t].cpu()
-                log_w = parent.log_w[p] + step[dev_rows, dev_t].cpu()
-                context = self.messages.next_context_cpu[parent.context[p], t]
+            step_p, step_q, step_w = self._child_steps(depth, p, t)
+            log_q = parent.log_q[p] + step_q
+            context = (parent.context[p] if self.messages is None
+                       else self.messages.next_context_cpu[parent.context[p], t])
             found[new] = child.size + torch.arange(len(new))
             child.index_keys(unique[new], found[new])
             child.append(branch=parent.branch[p],
                          lattice_node=self.batch.lattice.advance(parent.lattice_node[p], t),
-                         parent=p, token=t, log_p=log_p, log_q=log_q, log_w=log_w, log_m=log_q,
+                         parent=p, token=t, log_p=parent.log_p[p] + step_p, log_q=log_q,
+                         log_w=parent.log_w[p] + step_w, log_m=log_q,
                          row=torch.full((len(new),), -1), context=context)
         return found[inverse]
+
+    def _child_steps(self, depth: int, parents: Tensor, tokens: Tensor
+                     ) -> tuple[Tensor, Tensor, Tensor]:
+        """What the children (parent, token) of expanded nodes add to log p, log q and
+        log w (CPU, float64), from scalar gathers: log p(v | parent) masked to the allowed,
+        log q(v | parent) = log p + log ψ − the parent's cached log normaliser, and
+        log w = that normaliser − log ψ (log ψ = 0 without a twist). No [n, V] pass but the
+        twist's, which the walk has usually just computed for these parents."""
+        level, device = self.levels[depth], self.batch.device
+        rows, dev_t = level.row[parents].to(device), tokens.to(device)
+        allowed = self.batch.lattice.on(device).allowed[level.lattice_node[parents].to(device),
+                                                        dev_t]
+        picked = torch.where(allowed, level.log_probs[rows, dev_t], -torch.inf)
+        log_mass = level.log_mass[rows]
+        if self.messages is None:
+            log_q = conditional(picked[:, None], log_mass)[:, 0]
+            return picked.double().cpu(), log_q.cpu(), log_mass.double().cpu()
+        distinct, at = torch.unique(parents, return_inverse=True)
+        twist = self._guide(depth, distinct)[at.to(device), dev_t]
+        log_q = conditional((picked + twist)[:, None], log_mass)[:, 0]
+        return picked.double().cpu(), log_q.cpu(), (log_mass.double() - twist).cpu()
 
     def _lookup(self, level: Level, keys: Tensor) -> Tensor:
         if level.size == 0:
