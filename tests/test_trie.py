@@ -9,6 +9,7 @@ from oracles import random_markov
 
 from seqq import queries as Q
 from seqq.estimators.batch import prepare
+from seqq.estimators.row_blocks import RowBlocks
 from seqq.estimators.trie import Trie
 
 PAD = 3
@@ -162,6 +163,25 @@ def test_levels_grown_by_many_small_walks_stay_consistent():
             assert torch.equal(keys[level.order], level.keys)
         open_nodes = (level.row >= 0).nonzero().flatten()
         allowed = batch.domain(level.lattice_node[open_nodes])
-        log_probs = level.log_probs[level.row[open_nodes]].double()
+        log_probs = level.log_probs.index_select(level.row[open_nodes]).double()
         expected = torch.logsumexp(torch.where(allowed, log_probs, -torch.inf), -1)
         torch.testing.assert_close(level.log_mass[level.row[open_nodes]], expected)
+
+
+def test_row_blocks_read_like_the_joined_matrix():
+    """Rows kept as blocks (of mixed dtypes, one empty) read exactly as the concatenated
+    matrix would, in any row order and with repeats."""
+    generator = torch.Generator().manual_seed(0)
+    parts = [torch.randn(n, 5, generator=generator) for n in (3, 0, 1, 4)]
+    parts[2] = parts[2].double()
+    blocks = RowBlocks(parts[0])
+    for part in parts[1:]:
+        blocks.append(part)
+    joined = torch.cat(parts)
+    rows = torch.tensor([7, 0, 3, 3, 5, 2, 7])
+    columns = torch.tensor([0, 4, 1, 2, 3, 0, 4])
+    assert len(blocks) == len(joined) == 8
+    assert torch.equal(blocks.index_select(rows), joined[rows])
+    assert torch.equal(blocks.pick(rows, columns), joined[rows, columns])
+    assert torch.equal(blocks.whole(), joined)
+    assert blocks.index_select(torch.zeros(0, dtype=torch.long)).shape == (0, 5)

@@ -33,6 +33,7 @@ from seqq.estimators.allowance import NO_CUT, Charge
 from seqq.estimators.batch import Batch
 from seqq.estimators.categorical import Categorical, logsumexp_
 from seqq.estimators.rollout import conditional
+from seqq.estimators.row_blocks import RowBlocks
 from seqq.models.counting import OwnedState
 
 if TYPE_CHECKING:
@@ -59,7 +60,7 @@ class Level:
     log_w: Tensor  # [n] float64 log p − log q of the prefix (Σ_j log p(V_j | x_<j) untwisted)
     log_m: Tensor  # [n] float64 log of the unsampled q-mass below the node
     row: Tensor  # [n] row of an expanded node, -1 otherwise
-    log_probs: Tensor  # [r, V] model output per expanded node (model's device)
+    log_probs: RowBlocks  # [r, V] model output per expanded node (model's device)
     log_mass: Tensor  # [r] log normaliser of each expanded node's proposal (`_masses`)
     context: Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))  # [n]
     chunk: Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))  # [r]
@@ -74,9 +75,13 @@ class Level:
         return len(self.branch)
 
     def append(self, **fields: Tensor) -> None:
-        """Add entries at the end of the named fields (all node fields, or all row fields)."""
+        """Add entries at the end of the named fields (all node fields, or all row fields).
+        `log_probs` gain a block (`RowBlocks`: model outputs are never copied)."""
         for name, new in fields.items():
             used = getattr(self, name)
+            if isinstance(used, RowBlocks):
+                used.append(new)
+                continue
             n, end = len(used), len(used) + len(new)
             buffer = self.buffers.get(name, used)
             if buffer.data_ptr() != used.data_ptr():  # the field was replaced: start afresh
@@ -107,7 +112,7 @@ class Level:
 def _empty_level(V: int, device: torch.device) -> Level:
     long, f64 = torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.float64)
     return Level(long, long, long, long, f64, f64, f64, f64, long,
-                 torch.zeros(0, V, device=device),
+                 RowBlocks(torch.zeros(0, V, device=device)),
                  torch.zeros(0, dtype=torch.float64, device=device))
 
 
@@ -125,7 +130,7 @@ class Trie:
             branch=torch.arange(N), lattice_node=batch.branch_root.clone(),
             parent=torch.full((N,), -1), token=torch.full((N,), -1),
             log_p=zero, log_q=zero.clone(), log_w=zero.clone(), log_m=zero.clone(),
-            row=torch.arange(N), log_probs=batch.root_log_probs[tasks],
+            row=torch.arange(N), log_probs=RowBlocks(batch.root_log_probs[tasks]),
             log_mass=torch.zeros(0, dtype=torch.float64),
             chunk=torch.zeros(N, dtype=torch.long), index=torch.arange(N),
             chunks=[batch.counter.select(batch.root_state, tasks)],
@@ -138,7 +143,7 @@ class Trie:
         # the twist of the last distinct nodes asked for: (depth, sorted nodes, log ψ [n, V]);
         # a walk step asks for its nodes' twist, then for its new children's parents (a subset)
         self._last_guide: tuple[int, Tensor, Tensor] | None = None
-        roots.log_mass = self._masses(0, torch.arange(N), roots.log_probs)
+        roots.log_mass = self._masses(0, torch.arange(N), roots.log_probs.whole())
         self.concat = getattr(batch.counter.model, "concat", None)
 
     @classmethod
@@ -156,7 +161,7 @@ class Trie:
             trie.levels.append(Level(
                 branch=b.branch, lattice_node=b.lattice_node, parent=b.parent, token=b.token,
                 log_p=b.log_p, log_q=b.log_q, log_w=b.log_p - b.log_q, log_m=b.log_q.clone(),
-                row=b.row.clone(), log_probs=log_probs,
+                row=b.row.clone(), log_probs=RowBlocks(log_probs),
                 log_mass=torch.zeros(len(expanded), dtype=torch.float64),  # set below
                 context=torch.zeros(len(b.branch), dtype=torch.long),
                 chunk=torch.zeros(len(expanded), dtype=torch.long),
@@ -168,7 +173,7 @@ class Trie:
             if depth and messages is not None:
                 trie._twist_level(depth)
             level.log_mass = trie._masses(depth, (level.row >= 0).nonzero().flatten(),
-                                          level.log_probs)
+                                          level.log_probs.whole())
         return trie
 
     def _twist_level(self, depth: int) -> None:
@@ -213,7 +218,7 @@ class Trie:
             if bool((rows >= 0).all()):
                 return proposal, rows.to(proposal.weights.device)
         level, guide = self.levels[depth], self._guide(depth, nodes)
-        log_probs = level.log_probs.index_select(0, level.row[nodes].to(self.batch.device))
+        log_probs = level.log_probs.index_select(level.row[nodes])
         return Categorical.from_logits(log_probs if guide is None else log_probs + guide,
                                        self.batch.domain(level.lattice_node[nodes])), None
 
@@ -222,8 +227,8 @@ class Trie:
         proposal, and log p(v | node) − log q(v | node), the weight a child adds (the same for
         every v, log p(V_{d+1} | node), unless the proposal is twisted)."""
         level = self.levels[depth]
+        log_probs = level.log_probs.index_select(level.row[nodes])
         rows = level.row[nodes].to(self.batch.device)
-        log_probs = level.log_probs.index_select(0, rows)
         domain = self.batch.domain(level.lattice_node[nodes])
         masked = torch.where(domain, log_probs, -torch.inf)
         log_mass, guide = level.log_mass[rows], self._guide(depth, nodes)
@@ -280,11 +285,11 @@ class Trie:
         log w = that normaliser − log ψ (log ψ = 0 without a twist). No [n, V] pass but the
         twist's, which the walk has usually just computed for these parents."""
         level, device = self.levels[depth], self.batch.device
-        rows, dev_t = level.row[parents].to(device), tokens.to(device)
+        rows, dev_t = level.row[parents], tokens.to(device)
         allowed = self.batch.lattice.on(device).allowed[level.lattice_node[parents].to(device),
                                                         dev_t]
-        picked = torch.where(allowed, level.log_probs[rows, dev_t], -torch.inf)
-        log_mass = level.log_mass[rows]
+        picked = torch.where(allowed, level.log_probs.pick(rows, dev_t), -torch.inf)
+        log_mass = level.log_mass[rows.to(device)]
         if self.messages is None:
             log_q = conditional(picked[:, None], log_mass)[:, 0]
             return picked.double().cpu(), log_q.cpu(), log_mass.double().cpu()
