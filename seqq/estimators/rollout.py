@@ -108,11 +108,14 @@ def rollout(
         domain = batch.domain(nodes)
         proposal = Categorical.from_logits(log_probs, None if policy == "model" else domain)
         log_mass = proposal.log_total()
-        if policy == "uniform":
-            children = lattice.child_table(nodes.to(device))  # built on the device
-            below = torch.where(domain, log_counts[children.clamp_min(0)], -torch.inf)
-            proposal = Categorical.from_logits(below)
-        drawn = proposal.sample(batch.generator)
+        if policy == "uniform":  # depends on the lattice node only: one row per distinct node
+            distinct, at = torch.unique(nodes, return_inverse=True)
+            children = lattice.child_table(distinct.to(device))  # built on the device
+            below = torch.where(batch.domain(distinct), log_counts[children.clamp_min(0)],
+                                -torch.inf)
+            drawn = Categorical.from_logits(below).sample(batch.generator, at.to(device))
+        else:
+            drawn = proposal.sample(batch.generator)
         picked = log_probs.gather(1, drawn[:, None])[:, 0].double()
         step_weight = log_mass.double()  # log p(x)/q(x) of this step
         log_p[rows] += picked
