@@ -110,12 +110,13 @@ def _walk(batch: Batch, row_branch: Tensor, siblings: Tensor, column: Tensor,
     while len(running):
         open_ = (nodes >= 0) & ~free[nodes.clamp_min(0)]
         r, j = open_.nonzero(as_tuple=True)
-        masked = torch.where(batch.domain(nodes[r, j]), log_probs[r.to(device)], -torch.inf)
-        log_ratio[rows[r.to(device)], j.to(device)] -= torch.logsumexp(masked, -1).double()
         here = torch.arange(len(running))
         own_open = open_[here, own[running]].to(device)
         domain = batch.domain(nodes[here, own[running]].clamp_min(0)) | ~own_open[:, None]
-        drawn = Categorical.from_logits(log_probs, domain).sample(batch.generator)
+        proposal = Categorical.from_logits(log_probs, domain)
+        drawn = proposal.sample(batch.generator)
+        log_ratio[rows[r.to(device)], j.to(device)] -= _part_masses(batch, proposal, log_probs,
+                                                                    nodes, r, j, own[running])
         log_p[rows] += log_probs.gather(1, drawn[:, None])[:, 0].double()
         drawn_cpu = drawn.cpu()
         nodes[r, j] = lattice.advance(nodes[r, j], drawn_cpu[r])
@@ -127,6 +128,22 @@ def _walk(batch: Batch, row_branch: Tensor, siblings: Tensor, column: Tensor,
         running, nodes, rows, log_probs, state = step_unfinished(batch, done, running, nodes,
                                                                  rows, drawn, state)
     return _weigh(log_p.cpu(), log_ratio.cpu(), inside, own, weight)
+
+
+def _part_masses(batch: Batch, proposal: Categorical, log_probs: Tensor, nodes: Tensor,
+                 r: Tensor, j: Tensor, own: Tensor) -> Tensor:
+    """log p(V_j | prefix) of each open (row r, part j): the row's own part's is the normaliser
+    of the proposal it draws from; only the other parts take a pass over the vocabulary."""
+    device = log_probs.device
+    is_own = j == own[r]
+    log_mass = torch.empty(len(r), dtype=torch.float64, device=device)
+    log_mass[is_own.to(device)] = proposal.log_total()[r[is_own].to(device)]
+    if not bool(is_own.all()):
+        rest, part = r[~is_own], j[~is_own]
+        masked = torch.where(batch.domain(nodes[rest, part]), log_probs[rest.to(device)],
+                             -torch.inf)
+        log_mass[(~is_own).to(device)] = torch.logsumexp(masked, -1).double()
+    return log_mass
 
 
 def _weigh(log_p: Tensor, log_ratio: Tensor, inside: Tensor, own: Tensor, weight: Weight
