@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from seqq.estimators.categorical import Categorical
+from seqq.estimators.rollout import sparse_log_mass
 
 
 def _rows(n: int = 7, V: int = 37, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -145,3 +146,16 @@ def test_no_rows_and_a_short_last_block() -> None:
     logits[0, 9] = 0.0  # the only mass sits in the short last block (columns 8, 9)
     drawn = Categorical.from_logits(logits, width=4).sample(torch.Generator(), torch.zeros(50).long())
     assert (drawn == 9).all()
+
+
+@pytest.mark.parametrize("share", [0.0005, 0.5])  # gathered, and past SPARSE_SHARE reduced densely
+def test_sparse_log_mass_equals_the_masked_logsumexp(share):
+    generator = torch.Generator().manual_seed(2)
+    log_probs = torch.log_softmax(torch.randn(6, 3000, generator=generator), -1)
+    mask = torch.rand(6, 3000, generator=generator) < share
+    mask[0] = False  # a row with nothing in the mask has mass −inf
+    mask[1, 7] = True
+    expected = torch.logsumexp(torch.where(mask, log_probs.double(), -math.inf), -1)
+    got = sparse_log_mass(log_probs, mask)
+    assert got.dtype == torch.float64 and got[0] == -math.inf
+    torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-6)

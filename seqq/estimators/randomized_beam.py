@@ -33,7 +33,7 @@ from seqq.estimators.categorical import Categorical
 from seqq.estimators.estimate import Estimate
 from seqq.estimators.frontier import extend
 from seqq.estimators.resample import resample_groups
-from seqq.estimators.rollout import restrict
+from seqq.estimators.rollout import restrict, sparse_log_mass
 from seqq.estimators.search import widths_for_budget
 from seqq.estimators.summary import BranchResult, group_logsumexp, to_estimates
 from seqq.estimators.twisted import Messages, check_surrogate, task_groups
@@ -119,7 +119,7 @@ def _search(batch: Batch, top: Tensor, sampled: Tensor, messages: Messages | Non
     while len(branch):
         node_log_probs = log_probs[prefix.to(device)]
         ends = lattice.ending(node).to(device)
-        log_end = restrict(node_log_probs, ends)[1].double().cpu()
+        log_end = sparse_log_mass(node_log_probs, ends)
         log_value = torch.logaddexp(log_value, group_logsumexp(log_w + log_end, branch, N))
         guide = None if twist is None else twist.log_values(node)
         domain = batch.domain(node) & ~ends

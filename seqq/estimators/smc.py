@@ -34,7 +34,7 @@ from seqq.estimators.categorical import Categorical
 from seqq.estimators.estimate import Estimate
 from seqq.estimators.frontier import extend
 from seqq.estimators.resample import resample_groups
-from seqq.estimators.rollout import restrict
+from seqq.estimators.rollout import sparse_log_mass
 from seqq.estimators.search import widths_for_budget
 from seqq.estimators.summary import BranchResult, group_logsumexp, to_estimates
 from seqq.estimators.twisted import MESSAGE_ELEMENTS, Messages, SurrogateTwist, check_surrogate, message_cells
@@ -138,7 +138,7 @@ def _run(batch: Batch, particles: Tensor, ess_threshold: float,
         ends = lattice.ending(node).to(device)
         guide = None if twist is None else twist.log_values(node)
         steered = row_log_probs if guide is None else row_log_probs + guide
-        log_end = restrict(row_log_probs, ends)[1].double().cpu()  # ψ = 1 on ending symbols
+        log_end = sparse_log_mass(row_log_probs, ends)  # ψ = 1 on ending symbols
         extension = Categorical.from_logits(steered, batch.domain(node) & ~ends)
         log_cont = extension.log_total()
         source = torch.arange(len(branch), device=device)  # each row's row of `extension`
