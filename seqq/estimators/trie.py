@@ -227,8 +227,9 @@ class Trie:
         proposal, and log p(v | node) − log q(v | node), the weight a child adds (the same for
         every v, log p(V_{d+1} | node), unless the proposal is twisted)."""
         level = self.levels[depth]
-        log_probs = level.log_probs.index_select(level.row[nodes])
-        rows = level.row[nodes].to(self.batch.device)
+        rows = level.row[nodes]
+        log_probs = level.log_probs.index_select(rows)
+        rows = rows.to(self.batch.device)
         domain = self.batch.domain(level.lattice_node[nodes])
         masked = torch.where(domain, log_probs, -torch.inf)
         log_mass, guide = level.log_mass[rows], self._guide(depth, nodes)

@@ -28,6 +28,7 @@ from seqq.estimators.montecarlo import ROW_ELEMENTS, draw_in_rounds
 from seqq.estimators.rollout import (
     Paths,
     charge_steps,
+    restrict,
     step_unfinished,
 )
 from seqq.estimators.summary import BranchResult, segment_mean, to_estimates
@@ -140,9 +141,8 @@ def _part_masses(batch: Batch, proposal: Categorical, log_probs: Tensor, nodes: 
     log_mass[is_own.to(device)] = proposal.log_total()[r[is_own].to(device)]
     if not bool(is_own.all()):
         rest, part = r[~is_own], j[~is_own]
-        masked = torch.where(batch.domain(nodes[rest, part]), log_probs[rest.to(device)],
-                             -torch.inf)
-        log_mass[(~is_own).to(device)] = torch.logsumexp(masked, -1).double()
+        log_mass[(~is_own).to(device)] = restrict(log_probs[rest.to(device)],
+                                                  batch.domain(nodes[rest, part]))[1].double()
     return log_mass
 
 
