@@ -41,6 +41,12 @@ if TYPE_CHECKING:
 
 Policy = Literal["proposal", "residual"]
 
+CELL_BITS = 24  # random bits drawn for every symbol's Gumbel uniform (one float32 uniform); the
+# rest of a float64 uniform's bits are drawn only for the symbols that could reach the top k
+STEEP = 2.0**-10  # uniforms this close to 0 or 1 sit where the noise −log(−log u) is steep
+LOW_EDGE = -1.93  # > −log(−log STEEP) ≈ −1.936: more noise than a cell below STEEP can give
+MARGIN = 1e-3  # > a cell's noise width between the steep ends (6.2e-5) plus float32 rounding
+
 
 @dataclass
 class Level:
@@ -490,21 +496,55 @@ def _top_truncated_gumbel(logits: Tensor, bound: Tensor, generator: torch.Genera
     """The k largest Gumbel(logits) perturbations of each row, conditioned on the row's maximum
     being `bound`, and their symbols, in the numerically stable form of Kool et al. (2019,
     App. B); −inf stays −inf. The conditioning is increasing in each perturbed value, so it is
-    applied to the top k only: of V values, only the noise is drawn for all. Where k is over
-    half the row, sorting would cost more than conditioning all V: then every value is
-    returned, in symbol order (symbols None)."""
-    u = torch.rand(logits.shape, generator=generator, device=logits.device, dtype=torch.float64)
-    g = logits - u.clamp_min_(1e-300).log_().neg_().log_()  # logits + Gumbel noise
-    if 2 * k > g.shape[1]:
+    applied to the top k only. Where k is over half the row, sorting would cost more than
+    conditioning all V: then every value is returned, in symbol order (symbols None)."""
+    if 2 * k > logits.shape[1]:
+        u = torch.rand(logits.shape, generator=generator, device=logits.device,
+                       dtype=torch.float64)
+        g = logits - u.clamp_min_(1e-300).log_().neg_().log_()  # logits + Gumbel noise
         token, top = None, g.amax(-1, keepdim=True)
     else:
-        g, token = g.topk(k, dim=-1)  # sorted: the row's maximum comes first
+        g, token = _top_perturbed(logits, generator, k)
         top = g[:, :1]
     gap = torch.sub(g, top).clamp_max_(0).expm1_().neg_().log_()  # log(1 − e^(g − max))
     v = torch.sub(bound[:, None], g).add_(gap)  # −inf at the max
     softplus = v.abs().neg_().exp_().log1p_()
     out = torch.sub(bound[:, None], v.clamp_min_(0)).sub_(softplus)
     return torch.where(torch.isneginf(g), -math.inf, out), token
+
+
+def _top_perturbed(logits: Tensor, generator: torch.Generator, k: int) -> tuple[Tensor, Tensor]:
+    """The k largest logits + Gumbel noise of each row (float64, decreasing) and their symbols,
+    distributed exactly as with a float64 uniform per symbol.
+
+    A symbol's uniform is drawn in two parts: its first 24 bits (a float32 uniform: the cell of
+    width 2⁻²⁴ it falls in) for every symbol, the remaining bits only for the candidates, the
+    symbols whose cell could still put them among the top k. Away from 0 and 1 a cell pins the
+    noise to within 1e-4, so the candidates are the symbols within a margin of the k-th largest
+    cell-bound key, plus the ~1/1000 whose cell lies near 1 (unbounded noise): a few more than
+    k per row. Over GPT-2's vocabulary the float32 draws and log-logs take about two thirds of
+    the time of float64 ones (docs/decisions.md §27)."""
+    cell = torch.rand(logits.shape, generator=generator, device=logits.device)
+    coarse = logits.float()
+    low = coarse - cell.log().neg_().log_()  # ≤ the key: the noise grows with u
+    kth = low.topk(k, dim=-1).values[:, -1:].clamp_max_(torch.finfo(torch.float32).max)
+    threshold = kth - MARGIN * (1 + kth.abs())
+    high = low.sub_(coarse).clamp_min_(LOW_EDGE).add_(coarse)  # ≥ key − MARGIN
+    candidate = (high >= threshold) | (cell >= 1 - STEEP)
+    row, symbol = candidate.nonzero(as_tuple=True)
+    rest = torch.rand(len(row), generator=generator, device=logits.device, dtype=torch.float64)
+    first = cell[row, symbol].double().mul_(2.0**CELL_BITS).floor_().clamp_max_(2.0**CELL_BITS - 1)
+    u = first.add_(rest).mul_(2.0**-CELL_BITS).clamp_min_(1e-300)
+    key = logits[row, symbol].double() - u.log_().neg_().log_()
+    count = torch.bincount(row, minlength=len(logits))
+    at = torch.arange(len(row), device=row.device) - (torch.cumsum(count, 0) - count)[row]
+    width = max(k, int(count.max()) if len(row) else 0)
+    keys = torch.full((len(logits), width), -math.inf, dtype=torch.float64, device=logits.device)
+    keys[row, at] = key
+    symbols = torch.zeros((len(logits), width), dtype=torch.long, device=logits.device)
+    symbols[row, at] = symbol
+    top, position = keys.topk(k, dim=-1)
+    return top, symbols.gather(1, position)
 
 
 def _top_per_group(values: Tensor, group: Tensor, count: Tensor) -> Tensor:
