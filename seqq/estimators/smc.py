@@ -37,7 +37,14 @@ from seqq.estimators.resample import resample_groups
 from seqq.estimators.rollout import sparse_log_mass
 from seqq.estimators.search import widths_for_budget
 from seqq.estimators.summary import BranchResult, group_logsumexp, to_estimates
-from seqq.estimators.twisted import MESSAGE_ELEMENTS, Messages, SurrogateTwist, check_surrogate, message_cells
+from seqq.estimators.twisted import (
+    MESSAGE_ELEMENTS,
+    Messages,
+    SurrogateTwist,
+    check_surrogate,
+    message_cells,
+    twist_rows,
+)
 from seqq.models.automaton import ContextAutomaton
 
 DEFAULT_PARTICLES = 1000
@@ -191,7 +198,7 @@ def _keep(guide: Tensor | None, twist: SurrogateTwist | None, rows: Tensor
     """The twist values and rows of the particle rows kept (`rows` on the CPU)."""
     if twist is None:
         return None, None
-    return guide[rows.to(guide.device)], twist.select(rows)
+    return twist_rows(guide, rows.to(guide.device)), twist.select(rows)
 
 
 def _affordable(batch: Batch, reach: Tensor, budget: tuple[Tensor, int], depth: int,

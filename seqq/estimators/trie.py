@@ -34,6 +34,7 @@ from seqq.estimators.batch import Batch
 from seqq.estimators.categorical import Categorical, logsumexp_
 from seqq.estimators.rollout import conditional
 from seqq.estimators.row_blocks import RowBlocks
+from seqq.estimators.twisted import twist_rows
 from seqq.models.counting import OwnedState
 
 if TYPE_CHECKING:
@@ -228,23 +229,6 @@ class Trie:
         return Categorical.from_logits(log_probs if guide is None else log_probs + guide,
                                        self.batch.domain(level.lattice_node[nodes])), None
 
-    def conditionals(self, depth: int, nodes: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """For expanded nodes, [n, V] each: masked log p(v | node), log q(v | node) of the
-        proposal, and log p(v | node) − log q(v | node), the weight a child adds (the same for
-        every v, log p(V_{d+1} | node), unless the proposal is twisted)."""
-        level = self.levels[depth]
-        rows = level.row[nodes]
-        log_probs = level.log_probs.index_select(rows)
-        rows = rows.to(self.batch.device)
-        domain = self.batch.domain(level.lattice_node[nodes])
-        masked = torch.where(domain, log_probs, -torch.inf)
-        log_mass, guide = level.log_mass[rows], self._guide(depth, nodes)
-        if guide is None:
-            step = log_mass.double()[:, None].expand_as(masked)
-            return masked, conditional(masked, log_mass), step
-        steered = torch.where(domain, log_probs + guide, -torch.inf)
-        return masked, conditional(steered, log_mass), log_mass.double()[:, None] - guide
-
     def _guide(self, depth: int, nodes: Tensor) -> Tensor | None:
         """log ψ [n, V] of the twist at the nodes (None without messages)."""
         if self.messages is None:
@@ -253,7 +237,7 @@ class Trie:
             _, known, guide = self._last_guide
             at = torch.searchsorted(known, nodes).clamp_max(len(known) - 1)
             if len(known) and bool((known[at] == nodes).all()):
-                return guide[at.to(guide.device)]
+                return twist_rows(guide, at.to(guide.device))
         level = self.levels[depth]
         guide = self.messages.log_values(level.lattice_node[nodes],
                                          level.context[nodes].to(self.batch.device))
@@ -351,17 +335,30 @@ class Trie:
 
     # --- residual masses --------------------------------------------------------------------
     def residual_logits(self, depth: int, nodes: Tensor) -> Tensor:
-        """[n, V] log unsampled mass of every child of the (expanded, distinct) nodes."""
-        _, cond, _ = self.conditionals(depth, nodes)
-        logits = cond.add_(self.levels[depth].log_q[nodes].to(cond.device)[:, None])
+        """[n, V] float64 log unsampled mass of every child of the (expanded, distinct) nodes:
+        a created child's own residual mass, else log q(node) + log q(v | node), built by one
+        promoting pass over the model's rows and one masking pass."""
+        level = self.levels[depth]
+        rows = level.row[nodes]
+        log_probs = level.log_probs.index_select(rows)
+        device = log_probs.device
+        log_mass = level.log_mass[rows.to(device)]
+        offset = level.log_q[nodes].to(device) - torch.where(
+            torch.isneginf(log_mass), 0.0, log_mass).double()  # log q(node) − log Z(node)
+        logits = log_probs + offset[:, None]
+        guide = self._guide(depth, nodes)
+        if guide is not None:
+            logits.add_(guide)
+        logits.masked_fill_(self.batch.domain(level.lattice_node[nodes]).logical_not_(),
+                            -math.inf)
         if len(self.levels) > depth + 1:
             child = self.levels[depth + 1]
-            position = torch.full((self.levels[depth].size,), -1)
+            position = torch.full((level.size,), -1)
             position[nodes] = torch.arange(len(nodes))
             c = (position[child.parent] >= 0).nonzero().flatten()
             if len(c):
-                rows = position[child.parent[c]].to(cond.device)
-                logits[rows, child.token[c].to(cond.device)] = child.log_m[c].to(cond.device)
+                at = position[child.parent[c]].to(device)
+                logits[at, child.token[c].to(device)] = child.log_m[c].to(device)
         return logits
 
     def remove(self, depth_nodes: list[tuple[int, Tensor]]) -> None:

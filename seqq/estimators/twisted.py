@@ -159,6 +159,14 @@ def task_groups(batch: Batch, surrogate: ContextAutomaton) -> list[Tensor]:
     return list(torch.arange(batch.num_tasks).split(sizes.tolist()))
 
 
+def twist_rows(values: Tensor, rows: Tensor) -> Tensor:
+    """Rows of a twist table from `Messages.log_values`, an expanded one (one value per row)
+    kept expanded rather than copied out to [n, V]."""
+    if values.shape[1] > 1 and values.stride(1) == 0:
+        return values[rows, :1].expand(-1, values.shape[1])
+    return values[rows]
+
+
 @dataclass(frozen=True)
 class SurrogateTwist:
     """The twist of some rows (SMC particles, beam nodes): each row's surrogate state. With a
@@ -234,11 +242,17 @@ class Messages:
         """[R, V] log ψ of every next symbol for rows at lattice `nodes` (CPU) in surrogate
         states `context` (device): log β(child(n, x), next(c, x)). Symbols that are not
         allowed get 0 (the domain masks them); the rest are floored at LOG_FLOOR below the
-        row's largest, so a surrogate that rules a path out cannot hide it from the proposal."""
+        row's largest, so a surrogate that rules a path out cannot hide it from the proposal.
+        Where each row's twist is one value (an i.i.d. surrogate, the only one that fits
+        GPT-2's vocabulary, on a chain of lattice nodes) that value comes back expanded over
+        the row, without [R, V] work; not-allowed symbols then carry it too."""
         device = context.device
         successor = self.lattice.successor[nodes]
         if bool((successor >= 0).all()):  # every allowed symbol leads to one child: no [n, V]
             rows = self.local[successor].to(device)[:, None]
+            if self.log_beta.shape[1] == 1:  # one surrogate state: one twist value per row
+                flat = self.log_scale[rows] + self.log_beta[rows, 0]
+                return flat.expand(-1, self.next_context.shape[1])
         else:
             rows = self.local[self.lattice.child_table(nodes).clamp_min(0)].to(device)
         values = self.log_scale[rows] + self.log_beta[rows, self.next_context[context]]
