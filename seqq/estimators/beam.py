@@ -15,6 +15,7 @@ import torch
 from torch import Tensor
 
 from seqq.estimators.batch import Batch
+from seqq.estimators.categorical import row_counts
 from seqq.estimators.rollout import conditional, restrict
 from seqq.estimators.summary import group_logsumexp
 from seqq.models.protocol import State
@@ -51,7 +52,7 @@ class TopB:
 
     def counts(self, scores: Tensor, branch: Tensor, depth: int, lengths: Tensor,
                totals: tuple | None) -> Tensor:
-        return torch.minimum(self.width[branch].to(scores.device), torch.isfinite(scores).sum(-1))
+        return torch.minimum(self.width[branch].to(scores.device), row_counts(torch.isfinite(scores)))
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ class Coverage:
                totals: tuple | None) -> Tensor:
         target = self.alpha ** ((depth + 1) / lengths.to(scores.device).double())
         short = torch.cumsum(scores.exp(), -1) < target[:, None]  # still below the target
-        return torch.minimum(short.sum(-1) + 1, torch.isfinite(scores).sum(-1))
+        return torch.minimum(row_counts(short) + 1, row_counts(torch.isfinite(scores)))
 
 
 @dataclass(frozen=True)
@@ -255,7 +256,7 @@ def _branch_totals(scores: Tensor, domain: Tensor, branch: Tensor
         0, branch, node_max, reduce="amax")
     shift = torch.where(torch.isfinite(shift), shift, 0.0)
     w = torch.exp(scores - shift[branch].to(scores.device)[:, None])
-    count = torch.zeros(N, dtype=torch.long).index_add_(0, branch, domain.sum(-1).cpu())
+    count = torch.zeros(N, dtype=torch.long).index_add_(0, branch, row_counts(domain).cpu())
     s1 = torch.zeros(N, dtype=torch.float64).index_add_(0, branch, w.sum(-1).cpu())
     s2 = torch.zeros(N, dtype=torch.float64).index_add_(0, branch, (w**2).sum(-1).cpu())
     return count, s1, s2, shift

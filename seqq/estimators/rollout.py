@@ -56,10 +56,18 @@ def sparse_log_mass(log_probs: Tensor, mask: Tensor) -> Tensor:
     the bool mask, 5× less than masking and reducing [n, V] floats over GPT-2's vocabulary
     (docs/decisions.md §26). A mask over more than 1/SPARSE_SHARE of the entries is reduced
     densely."""
-    if int(mask.sum()) * SPARSE_SHARE > mask.numel():
+    if int(torch.count_nonzero(mask)) * SPARSE_SHARE > mask.numel():
         return restrict(log_probs, mask)[1].double().cpu()
     rows, symbols = mask.nonzero(as_tuple=True)
     return group_logsumexp(log_probs[rows, symbols].double().cpu(), rows.cpu(), len(mask))
+
+
+def gather_rows(values: Tensor, rows: Tensor) -> Tensor:
+    """values[rows] for CPU `rows`, or `values` itself where rows are 0..n−1 in order: a
+    frontier whose rows each extend their own prefix (the usual case) skips an [n, V] copy."""
+    if len(rows) == len(values) and bool((rows == torch.arange(len(rows))).all()):
+        return values
+    return values[rows.to(values.device)]
 
 
 def conditional(masked: Tensor, log_mass: Tensor) -> Tensor:

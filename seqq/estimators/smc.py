@@ -34,7 +34,7 @@ from seqq.estimators.categorical import Categorical
 from seqq.estimators.estimate import Estimate
 from seqq.estimators.frontier import extend
 from seqq.estimators.resample import resample_groups
-from seqq.estimators.rollout import sparse_log_mass
+from seqq.estimators.rollout import gather_rows, sparse_log_mass
 from seqq.estimators.search import widths_for_budget
 from seqq.estimators.summary import BranchResult, group_logsumexp, to_estimates
 from seqq.estimators.twisted import (
@@ -141,7 +141,7 @@ def _run(batch: Batch, particles: Tensor, ess_threshold: float,
     log_probs, state = batch.root_log_probs, batch.root_state
     depth = 0
     while len(branch):
-        row_log_probs = log_probs[prefix.to(device)]
+        row_log_probs = gather_rows(log_probs, prefix)
         ends = lattice.ending(node).to(device)
         guide = None if twist is None else twist.log_values(node)
         steered = row_log_probs if guide is None else row_log_probs + guide
