@@ -108,6 +108,30 @@ def test_wor_draws_follow_the_sequential_law():
     assert (q[:, 0] != q[:, 1]).any() and not (leaves.view(R, 2)[:, 0] == leaves.view(R, 2)[:, 1]).any()
 
 
+def test_residual_walks_follow_q_without_the_removed_traces():
+    """After removing two traces, i.i.d. residual walks (touched nodes from their residual,
+    untouched ones from their proposal) hit each other trace with its share of the rest of q
+    (χ² over the 12 traces left) and never a removed one."""
+    trie = fig2_trie()
+    traces = [[0, b, PAD, PAD] for b in (0, 1)]
+    traces += [[1, m, b, PAD] for m in (0, 1) for b in (0, 1)]
+    traces += [[2, m1, m2, b] for m1 in (0, 1) for m2 in (0, 1) for b in (0, 1)]
+    leaves = torch.tensor([path_node(trie, t) for t in traces])
+    removed = torch.tensor([1, 3])  # [0, 1, PAD, PAD] and [1, 0, 1, PAD]: q = 0.45 and 0.27
+    trie.remove([(4, leaves[removed])])
+    rows = 20_000
+    depth, leaf = trie.walk(torch.zeros(rows, dtype=torch.long), policy="residual")
+    assert bool((depth == 4).all())
+    counts = (leaf[:, None] == leaves[None]).sum(0).double()
+    assert counts.sum() == rows and counts[removed].sum() == 0
+    left = torch.ones(len(traces), dtype=torch.bool)
+    left[removed] = False
+    q = trie.levels[4].log_q[leaves].exp()
+    expected = q[left] / q[left].sum() * rows
+    statistic = float(((counts[left] - expected) ** 2 / expected).sum())
+    assert statistic < 35.0  # χ² with 11 degrees of freedom: P(> 35) ≈ 2.5e-4
+
+
 def test_wor_draws_never_repeat_across_rounds_and_exhaust_q():
     model = random_markov(4, 1, seed=2)
     trie = Trie(prepare(model, [[0]], [Q.hitting_time(1, 3)], seed=0))  # 3·3 = 9 paths

@@ -150,6 +150,9 @@ class Trie:
         # the twist of the last distinct nodes asked for: (depth, sorted nodes, log ψ [n, V]);
         # a walk step asks for its nodes' twist, then for its new children's parents (a subset)
         self._last_guide: tuple[int, Tensor, Tensor] | None = None
+        # per depth, the sorted nodes with a removed leaf below them (or removed themselves):
+        # every other node's residual q(· | node, not removed) is its proposal q(· | node)
+        self.removed_below: dict[int, Tensor] = {}
         roots.log_mass = self._masses(0, torch.arange(N), roots.log_probs.whole())
         self.concat = getattr(batch.counter.model, "concat", None)
 
@@ -376,6 +379,9 @@ class Trie:
             logits = self.residual_logits(depth - 1, parents)
             self.levels[depth - 1].log_m[parents] = logsumexp_(logits).cpu()
             touched[depth - 1] = torch.cat([touched.get(depth - 1, parents[:0]), parents])
+        for depth, nodes in touched.items():
+            known = self.removed_below.get(depth, nodes[:0])
+            self.removed_below[depth] = torch.unique(torch.cat([known, nodes]))
 
     def root_residual(self) -> Tensor:
         """log of the unsampled q-mass per branch (0 before anything is removed)."""
@@ -400,15 +406,10 @@ class Trie:
             if depth:
                 self.expand(depth, node)
             nodes, inverse = torch.unique(node, return_inverse=True)
-            at = inverse.to(self.batch.device)
             if policy == "proposal":  # each distinct node's proposal once, drawn by its rows
-                choice, rows_of_nodes = self._proposal(depth, nodes)
-                if rows_of_nodes is not None:
-                    at = rows_of_nodes[at]
+                alive, drawn = self._draw(*self._proposal(depth, nodes), inverse)
             else:
-                choice = Categorical.from_logits(self.residual_logits(depth, nodes))
-            alive = torch.isfinite(choice.log_total())[at].cpu()
-            drawn = choice.sample(self.batch.generator, at).cpu()
+                alive, drawn = self._draw_residual(depth, nodes, inverse)
             rows, node, drawn = rows[alive], node[alive], drawn[alive]
             child = self.child_nodes(depth, node, drawn)
             done = self.finished(depth + 1, child)
@@ -416,6 +417,37 @@ class Trie:
             rows, node = rows[~done], child[~done]
             depth += 1
         return leaf_depth, leaf
+
+    def _draw(self, choice: Categorical, rows_of_nodes: Tensor | None, inverse: Tensor
+              ) -> tuple[Tensor, Tensor]:
+        """(alive, symbol) of walking rows, each drawn from its node's row of `choice`:
+        node `inverse[i]`, at row `rows_of_nodes[node]` of `choice` (None: row = node)."""
+        at = inverse.to(self.batch.device)
+        if rows_of_nodes is not None:
+            at = rows_of_nodes[at]
+        alive = torch.isfinite(choice.log_total())[at].cpu()
+        return alive, choice.sample(self.batch.generator, at).cpu()
+
+    def _draw_residual(self, depth: int, nodes: Tensor, inverse: Tensor
+                       ) -> tuple[Tensor, Tensor]:
+        """`_draw` from the residual q(· | node, not removed). A node with nothing removed
+        below it draws from its proposal, which its expansion has usually just built, rather
+        than from float64 residual logits rebuilt over the vocabulary."""
+        removed = self.removed_below.get(depth, nodes[:0])
+        touched = torch.isin(nodes, removed)
+        alive = torch.empty(len(inverse), dtype=torch.bool)
+        drawn = torch.empty(len(inverse), dtype=torch.long)
+        for group, residual in ((touched, True), (~touched, False)):
+            ids = group.nonzero().flatten()
+            if not len(ids):
+                continue
+            rows = group[inverse].nonzero().flatten()
+            local = torch.full((len(nodes),), -1)
+            local[ids] = torch.arange(len(ids))
+            choice = ((Categorical.from_logits(self.residual_logits(depth, nodes[ids])), None)
+                      if residual else self._proposal(depth, nodes[ids]))
+            alive[rows], drawn[rows] = self._draw(*choice, local[inverse[rows]])
+        return alive, drawn
 
     def _pay(self, depth: int, rows: Tensor, node: Tensor, charge: Charge
              ) -> tuple[Tensor, Tensor]:
