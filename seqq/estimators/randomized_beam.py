@@ -127,11 +127,12 @@ def _search(batch: Batch, top: Tensor, sampled: Tensor, messages: Messages | Non
         open_rows = torch.isfinite(log_mass).cpu().nonzero().flatten()
         if not len(open_rows):
             break
+        open_log_probs = gather_rows(node_log_probs, open_rows)
+        open_masked, open_domain = gather_rows(masked, open_rows), gather_rows(domain, open_rows)
+        open_guide = None if guide is None else twist_rows(guide, open_rows.to(device))
         picked, token, log_w = _next_beam(batch, depth, branch[open_rows], log_w[open_rows],
-                                          *(gather_rows(x, open_rows) for x in (
-                                              node_log_probs, masked, domain)), top, sampled,
-                                          None if guide is None else twist_rows(
-                                              guide, open_rows.to(device)))
+                                          open_log_probs, open_masked, open_domain, top,
+                                          sampled, open_guide)
         parent = open_rows[picked]
         twist = None if twist is None else twist.select(parent).advance(token)
         branch = branch[parent]
