@@ -551,8 +551,8 @@ def _top_perturbed(logits: Tensor, generator: torch.Generator, k: int) -> tuple[
     symbols whose cell could still put them among the top k. Away from 0 and 1 a cell pins the
     noise to within 1e-4, so the candidates are the symbols within a margin of the k-th largest
     cell-bound key, plus the ~1/1000 whose cell lies near 1 (unbounded noise): a few more than
-    k per row. Over GPT-2's vocabulary float32 draws take two thirds of the time of float64
-    ones, and their log-logs a fraction (docs/decisions.md §27)."""
+    k per row. Over GPT-2's vocabulary float32 draws take half the time of float64 ones, and
+    their log-logs a third (docs/decisions.md §27)."""
     cell = torch.rand(logits.shape, generator=generator, device=logits.device)
     coarse = logits.float()
     low = coarse - cell.log().neg_().log_()  # ≤ the key: the noise grows with u
