@@ -126,9 +126,9 @@ def uniform(batch: Batch, budgets: Sequence[int] | None, samples: int | None = N
     """p̂ = |Q| · mean p(x), x ~ U(Q) (Eq. 7), with |Q| counted on the query's lattice up to
     the point where each path is decided; unbiased but may exceed 1."""
     row_branch, paths = streamed_draws(batch, budgets, samples, "uniform", "uniform")
-    log_size = batch.lattice.log_counts()[batch.branch_root]
-    N = len(batch.branch_task)
-    log_value, variance, count = segment_mean(paths.log_p + log_size[row_branch], row_branch, N)
+    # a uniform path's weight p(x)/q(x) is p(x)·|Q below its root|
+    log_value, variance, count = segment_mean(paths.log_weight, row_branch,
+                                              len(batch.branch_task))
     return to_estimates(batch, "uniform", BranchResult(log_value, variance, count.long(), None),
                         False)
 

@@ -127,21 +127,19 @@ def rollout(
     rows = running.to(device)
     log_counts = lattice.log_counts().to(device) if policy == "uniform" else None
     while len(running):
-        domain = batch.domain(nodes)
-        proposal = Categorical.from_logits(log_probs, None if policy == "model" else domain)
-        log_mass = proposal.log_total()
-        if policy == "uniform":  # depends on the lattice node only: one row per distinct node
-            distinct, at = torch.unique(nodes, return_inverse=True)
-            children = lattice.child_table(distinct.to(device))  # built on the device
-            below = torch.where(batch.domain(distinct), log_counts[children.clamp_min(0)],
-                                -torch.inf)
-            drawn = Categorical.from_logits(below).sample(batch.generator, at.to(device))
+        if policy == "uniform":
+            drawn, step_log_q = _uniform_draw(batch, nodes, log_counts)
+            picked = log_probs.gather(1, drawn[:, None])[:, 0].double()
+            step_weight = picked - step_log_q
         else:
+            proposal = Categorical.from_logits(
+                log_probs, None if policy == "model" else batch.domain(nodes))
             drawn = proposal.sample(batch.generator)
-        picked = log_probs.gather(1, drawn[:, None])[:, 0].double()
-        step_weight = log_mass.double()  # log p(x)/q(x) of this step
+            picked = log_probs.gather(1, drawn[:, None])[:, 0].double()
+            step_weight = proposal.log_total().double()  # log p(x)/q(x) of this step
+            step_log_q = torch.where(torch.isneginf(step_weight), 0.0, picked - step_weight)
         log_p[rows] += picked
-        log_q[rows] += torch.where(torch.isneginf(step_weight), 0.0, picked - step_weight)
+        log_q[rows] += step_log_q
         log_weight[rows] += step_weight
         nodes = lattice.advance(nodes, drawn.cpu())
         dead = nodes < 0
@@ -154,3 +152,17 @@ def rollout(
                                                                  rows, drawn, state)
     log_weight = torch.where(accepted.to(device), log_weight, -torch.inf)
     return Paths(log_p.cpu(), log_q.cpu(), log_weight.cpu(), accepted)
+
+
+def _uniform_draw(batch: Batch, nodes: Tensor, log_counts: Tensor) -> tuple[Tensor, Tensor]:
+    """One symbol per row, drawn with chance ∝ the decided completions below its child, and
+    the log of that chance. It depends on the lattice node only, so each distinct node's row
+    is built once, and nothing over the model's output is (the model's p only weights)."""
+    device = log_counts.device
+    distinct, at = torch.unique(nodes, return_inverse=True)
+    children = batch.lattice.child_table(distinct.to(device))  # built on the device
+    below = torch.where(batch.domain(distinct), log_counts[children.clamp_min(0)], -torch.inf)
+    choice = Categorical.from_logits(below)
+    at = at.to(device)
+    drawn = choice.sample(batch.generator, at)
+    return drawn, below[at, drawn] - choice.log_total()[at]
