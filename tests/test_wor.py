@@ -156,8 +156,8 @@ def _chi_square_p_value(counts: torch.Tensor, probs: torch.Tensor) -> float:
 
 
 def test_top_perturbed_draws_plackett_luce_orders_and_a_gumbel_maximum():
-    """The top-k of logits + Gumbel noise, drawn from 24 bits per symbol and refined only near
-    the top, has the law of float64 noise: ordered pairs follow Plackett–Luce
+    """The top-k of logits + Gumbel noise, drawn top-down through blocks of symbols, has the
+    law of independent noise on every symbol: ordered pairs follow Plackett–Luce
     p(i) p(j) / (1 − p(i)), and the largest key is Gumbel(logsumexp(logits))."""
     from seqq.estimators.trie import _top_perturbed
 
@@ -180,8 +180,8 @@ def test_top_perturbed_draws_plackett_luce_orders_and_a_gumbel_maximum():
 
 
 def test_top_perturbed_on_a_wide_row_matches_float64_noise():
-    """On a 3 000-symbol row with a near-flat bulk (where the refinement margin matters) the
-    k-th key has the same law as under float64 noise for every symbol (two-sample KS)."""
+    """On a 3 000-symbol row with a near-flat bulk and a shorter last block, the first and the
+    k-th key have the same law as under float64 noise for every symbol (two-sample KS)."""
     from seqq.estimators.trie import _top_perturbed
 
     generator = torch.Generator().manual_seed(0)
@@ -200,9 +200,22 @@ def test_top_perturbed_on_a_wide_row_matches_float64_noise():
         assert float((cdf_a - cdf_b).abs().max()) < 1.95 * math.sqrt(2 / rows)
 
 
+def test_top_perturbed_with_fewer_live_symbols_than_k():
+    """Three live symbols (one in the shorter last block) and k = 5: the three come first,
+    then −inf; empty blocks are never opened ahead of live ones."""
+    from seqq.estimators.trie import _top_perturbed
+
+    logits = torch.full((6, 67), -math.inf, dtype=torch.float64)
+    logits[:, [5, 40, 66]] = torch.tensor([0.3, -2.0, 1.0], dtype=torch.float64)
+    keys, token = _top_perturbed(logits, torch.Generator().manual_seed(2), 5)
+    assert bool(torch.isfinite(keys[:, :3]).all()) and bool(torch.isneginf(keys[:, 3:]).all())
+    assert all(sorted(row[:3]) == [5, 40, 66] for row in token.tolist())
+    assert bool((token < 67).all())
+
+
 @pytest.mark.parametrize("method", ["wor", "hindsight_gumbel"])
 def test_wor_estimators_are_unbiased_on_a_wide_vocabulary(method):
-    """40 symbols and 4 draws per query: each node's top 4 come from the refined noise."""
+    """40 symbols and 4 draws per query: each node's top 4 come from the block-wise noise."""
     model = random_markov(40, 1, seed=8)
     query = Q.hitting_time(3, 4)
     truth = seqq.exact(model, [0], query)
