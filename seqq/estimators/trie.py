@@ -43,7 +43,6 @@ if TYPE_CHECKING:
 Policy = Literal["proposal", "residual"]
 
 
-
 @dataclass
 class Level:
     """The nodes at one depth, for all branches. Node i has been expanded when row[i] ≥ 0:
