@@ -209,3 +209,26 @@ def test_row_blocks_read_like_the_joined_matrix():
     assert torch.equal(blocks.pick(rows, columns), joined[rows, columns])
     assert torch.equal(blocks.whole(), joined)
     assert blocks.index_select(torch.zeros(0, dtype=torch.long)).shape == (0, 5)
+
+
+def test_untouched_nodes_draw_their_top_children_from_their_proposals():
+    """Below half the vocabulary, a node with nothing removed below it takes its block masses
+    from its proposal's weights and builds only the opened blocks' logits. With the same
+    noise that gives the top k of its float64 residual row: the same symbols, the same keys
+    up to float32 rounding of the weights."""
+    from seqq.estimators.trie import _top_truncated_gumbel
+
+    model = random_markov(300, 1, seed=5)
+    trie = Trie(prepare(model, [[0], [7]], [Q.hitting_time(3, 4)] * 2, seed=0))
+    depth, k = 1, 10
+    nodes = trie.child_nodes(0, torch.tensor([0, 0, 1]), torch.tensor([4, 250, 9]))
+    trie.expand(depth, nodes)
+    bound = torch.tensor([-0.5, -2.0, -1.0], dtype=torch.float64)
+    trie.batch.generator.manual_seed(11)
+    top, token = trie._top_children(depth, nodes, bound, k)
+    logits = trie.residual_logits(depth, nodes)
+    expected, expected_token = _top_truncated_gumbel(logits, bound,
+                                                     torch.Generator().manual_seed(11), k)
+    assert torch.equal(token, expected_token)
+    torch.testing.assert_close(top, expected, rtol=0, atol=1e-5)
+    assert not bool(torch.isin(token, torch.tensor([3])).any())  # the hit ends, not allowed

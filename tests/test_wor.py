@@ -159,12 +159,13 @@ def test_top_perturbed_draws_plackett_luce_orders_and_a_gumbel_maximum():
     """The top-k of logits + Gumbel noise, drawn top-down through blocks of symbols, has the
     law of independent noise on every symbol: ordered pairs follow Plackett–Luce
     p(i) p(j) / (1 − p(i)), and the largest key is Gumbel(logsumexp(logits))."""
-    from seqq.estimators.trie import _top_perturbed
+    from seqq.estimators.trie import BlockLogits, _block_width, _top_perturbed
 
     logits = torch.tensor([[1.5, -math.inf, 0.2, -1.0, 0.7, -math.inf, -0.3, 0.0]],
                           dtype=torch.float64)
     rows = 60_000
-    keys, token = _top_perturbed(logits.expand(rows, -1), torch.Generator().manual_seed(3), 2)
+    keys, token = _top_perturbed(BlockLogits.of(logits.expand(rows, -1), _block_width(8, 2)),
+                                 torch.Generator().manual_seed(3), 2)
     p = torch.softmax(logits[0], -1)
     live = torch.isfinite(logits[0]).nonzero().flatten().tolist()
     pairs = [(i, j) for i in live for j in live if i != j]
@@ -182,14 +183,15 @@ def test_top_perturbed_draws_plackett_luce_orders_and_a_gumbel_maximum():
 def test_top_perturbed_on_a_wide_row_matches_float64_noise():
     """On a 3 000-symbol row with a near-flat bulk and a shorter last block, the first and the
     k-th key have the same law as under float64 noise for every symbol (two-sample KS)."""
-    from seqq.estimators.trie import _top_perturbed
+    from seqq.estimators.trie import BlockLogits, _block_width, _top_perturbed
 
     generator = torch.Generator().manual_seed(0)
     logits = 0.01 * torch.randn(1, 3000, generator=generator, dtype=torch.float64)
     logits[0, :5] += 3.0
     rows, k = 4_000, 5
     wide = logits.expand(rows, -1)
-    keys, _ = _top_perturbed(wide, torch.Generator().manual_seed(4), k)
+    keys, _ = _top_perturbed(BlockLogits.of(wide, _block_width(3000, k)),
+                             torch.Generator().manual_seed(4), k)
     u = torch.rand(wide.shape, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
     dense = (wide - torch.log(-torch.log(u))).topk(k, dim=-1).values
     for column in (0, k - 1):
@@ -203,11 +205,12 @@ def test_top_perturbed_on_a_wide_row_matches_float64_noise():
 def test_top_perturbed_with_fewer_live_symbols_than_k():
     """Three live symbols (one in the shorter last block) and k = 5: the three come first,
     then −inf; empty blocks are never opened ahead of live ones."""
-    from seqq.estimators.trie import _top_perturbed
+    from seqq.estimators.trie import BlockLogits, _block_width, _top_perturbed
 
     logits = torch.full((6, 67), -math.inf, dtype=torch.float64)
     logits[:, [5, 40, 66]] = torch.tensor([0.3, -2.0, 1.0], dtype=torch.float64)
-    keys, token = _top_perturbed(logits, torch.Generator().manual_seed(2), 5)
+    keys, token = _top_perturbed(BlockLogits.of(logits, _block_width(67, 5)),
+                                 torch.Generator().manual_seed(2), 5)
     assert bool(torch.isfinite(keys[:, :3]).all()) and bool(torch.isneginf(keys[:, 3:]).all())
     assert all(sorted(row[:3]) == [5, 40, 66] for row in token.tolist())
     assert bool((token < 67).all())

@@ -23,6 +23,7 @@ hindsight_gumbel) works unchanged on q̃, with weights p/q̃ exact whatever the 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -477,12 +478,10 @@ class Trie:
         while len(node):
             if depth:
                 self.expand(depth, node)
-            logits = self.residual_logits(depth, node)
             branch = self.levels[depth].branch[node]
             # a node adds at most `draws` of its branch to the top: only its own top ones compete
             width = min(self.V, int(draws[branch].max()))
-            top, top_token = _top_truncated_gumbel(logits, gumbel.to(logits.device),
-                                                   self.batch.generator, width)
+            top, top_token = self._top_children(depth, node, gumbel, width)
             width = top.shape[1]
             flat = torch.cat([leaf_key, top.flatten().cpu()])
             group = torch.cat([leaf_branch, branch.repeat_interleave(width)])
@@ -505,6 +504,69 @@ class Trie:
         order = order[torch.sort(leaf_branch[order], stable=True).indices]
         return leaf_depth[order], leaf[order], leaf_branch[order]
 
+    def _top_children(self, depth: int, nodes: Tensor, bound: Tensor, k: int
+                      ) -> tuple[Tensor, Tensor | None]:
+        """`_top_truncated_gumbel` over the residual children of distinct expanded nodes.
+        Below half the vocabulary (a language model's), a node with nothing removed below it
+        builds no float64 residual row: its residual is its proposal, whose weights give the
+        block masses, and only the opened blocks' logits are computed (`_proposal_blocks`)."""
+        generator = self.batch.generator
+        if 2 * k > self.V:
+            logits = self.residual_logits(depth, nodes)
+            return _top_truncated_gumbel(logits, bound.to(logits.device), generator, k)
+        touched = torch.isin(nodes, self.removed_below.get(depth, nodes[:0]))
+        device = self.batch.device
+        top = torch.empty(len(nodes), k, dtype=torch.float64, device=device)
+        token = torch.empty(len(nodes), k, dtype=torch.long, device=device)
+        width = _block_width(self.V, k)
+        for group, residual in ((touched, True), (~touched, False)):
+            ids = group.nonzero().flatten()
+            if not len(ids):
+                continue
+            blocks = (BlockLogits.of(self.residual_logits(depth, nodes[ids]), width) if residual
+                      else self._proposal_blocks(depth, nodes[ids], width))
+            g, symbols = _top_perturbed(blocks, generator, k)
+            at = ids.to(device)
+            top[at] = _condition_on_max(g, g[:, :1], bound[ids].to(device)[:, None])
+            token[at] = symbols
+        return top, token
+
+    def _proposal_blocks(self, depth: int, nodes: Tensor, width: int) -> BlockLogits:
+        """The residual logits log q(node) + log q(v | node) of expanded nodes with nothing
+        removed below them, seen in blocks. The block masses are sums of the proposal's
+        weights (float32, one pass, rounded like every proposal draw); the logits of the
+        opened blocks are built from the model's rows at those symbols only."""
+        proposal, rows = self._proposal(depth, nodes)
+        level = self.levels[depth]
+        weights = proposal.weights
+        n, V = weights.shape
+        full = V // width * width
+        sums = [weights[:, :full].view(n, full // width, width).sum(-1)]
+        if full < V:
+            sums.append(weights[:, full:].sum(-1, keepdim=True))
+        masses, total, log_total = (torch.cat(sums, 1), proposal.block_cdf[:, -1],
+                                    proposal.log_total())
+        if rows is not None:
+            masses, total, log_total = masses[rows], total[rows], log_total[rows]
+        device = masses.device
+        log_q = level.log_q[nodes].to(device)
+        log_share = masses.double().log_() - torch.where(total > 0, total.log(), 0.0)[:, None]
+        offset = log_q - torch.where(torch.isneginf(log_total), 0.0, log_total)
+        guide = self._guide(depth, nodes)
+        model_rows = level.row[nodes]
+        lattice_nodes = level.lattice_node[nodes].to(device)
+        allowed = self.batch.lattice.on(device).allowed
+
+        def logits_at(symbols: Tensor) -> Tensor:
+            picked = level.log_probs.pick(model_rows.repeat_interleave(symbols.shape[1]),
+                                          symbols.flatten()).view_as(symbols)
+            logits = picked + offset[:, None]
+            if guide is not None:
+                logits.add_(guide.gather(1, symbols))
+            return logits.masked_fill_(~allowed[lattice_nodes[:, None], symbols], -math.inf)
+
+        return BlockLogits(log_share + log_q[:, None], width, V, logits_at)
+
     def node_values(self, depths: Tensor, nodes: Tensor, name: str) -> Tensor:
         """A per-node field (log_p, log_q, log_w) for nodes given with their depths."""
         out = torch.zeros(len(nodes), dtype=torch.float64)
@@ -512,6 +574,29 @@ class Trie:
             at = depths == d
             out[at] = getattr(self.levels[d], name)[nodes[at]]
         return out
+
+
+@dataclass
+class BlockLogits:
+    """Rows of logits seen through blocks of `width` symbols: each block's logsumexp, and the
+    logits at given symbols on demand. A top-k draw opens only a few blocks, so a caller that
+    knows the block masses need not build whole rows (`Trie._proposal_blocks`)."""
+    log_mass: Tensor  # [n, B] float64 logsumexp of each block (−inf where it has no mass)
+    width: int
+    vocab_size: int
+    logits_at: Callable[[Tensor], Tensor]  # [n, c] symbols → a fresh [n, c] float64 tensor
+
+    @classmethod
+    def of(cls, logits: Tensor, width: int) -> BlockLogits:
+        """Blocks of a whole float64 [n, V] row (the last block may be shorter)."""
+        n, V = logits.shape
+        full = V // width * width
+        log_mass = [_logsumexp_blocks(logits[:, :full].view(n, full // width, width))]
+        if full < V:  # a shorter last block, padded with −inf
+            last = logits.new_full((n, 1, width), -math.inf)
+            last[:, 0, :V - full] = logits[:, full:]
+            log_mass.append(_logsumexp_blocks(last))
+        return cls(torch.cat(log_mass, 1), width, V, lambda symbols: logits.gather(1, symbols))
 
 
 def _top_truncated_gumbel(logits: Tensor, bound: Tensor, generator: torch.Generator, k: int
@@ -524,7 +609,8 @@ def _top_truncated_gumbel(logits: Tensor, bound: Tensor, generator: torch.Genera
     if 2 * k > logits.shape[1]:
         g, token = _perturb(logits, generator), None
     else:
-        g, token = _top_perturbed(logits, generator, k)
+        g, token = _top_perturbed(BlockLogits.of(logits, _block_width(logits.shape[1], k)),
+                                  generator, k)
     return _condition_on_max(g, g.amax(-1, keepdim=True), bound[:, None]), token
 
 
@@ -545,30 +631,23 @@ def _condition_on_max(g: Tensor, top: Tensor, bound: Tensor) -> Tensor:
     return torch.where(torch.isneginf(g), -math.inf, out)
 
 
-def _top_perturbed(logits: Tensor, generator: torch.Generator, k: int) -> tuple[Tensor, Tensor]:
+def _top_perturbed(blocks: BlockLogits, generator: torch.Generator, k: int
+                   ) -> tuple[Tensor, Tensor]:
     """The k largest logits + Gumbel noise of each row (float64, decreasing) and their symbols,
     distributed exactly as with independent noise on every symbol, but drawn top-down: a
     stochastic beam search (Kool et al. 2019) over a two-level tree of blocks and symbols.
 
-    The largest perturbed value of a block of W symbols is Gumbel(logsumexp of the block), so
-    one draw per block gives every block's maximum. A block whose maximum is not among the
-    row's k largest holds no value of the top k, so only the k best blocks are opened: their
-    symbols are perturbed and conditioned on the block's maximum. Over GPT-2's vocabulary with
-    k = 100 that is about a tenth as many draws as symbols; the cost left is one float64
-    logsumexp per block (docs/decisions.md §28)."""
-    n, V = logits.shape
-    W = _block_width(V, k)
-    full = V // W * W
-    block_logsumexp = [_logsumexp_blocks(logits[:, :full].view(n, full // W, W))]
-    if full < V:  # a shorter last block, padded with −inf
-        last = logits.new_full((n, 1, W), -math.inf)
-        last[:, 0, :V - full] = logits[:, full:]
-        block_logsumexp.append(_logsumexp_blocks(last))
-    block_max = _perturb(torch.cat(block_logsumexp, 1), generator)
-    top_blocks = min(k, block_max.shape[1])
+    The largest perturbed value of a block is Gumbel(logsumexp of the block), so one draw per
+    block gives every block's maximum. A block whose maximum is not among the row's k largest
+    holds no value of the top k, so only the k best blocks are opened: their symbols are
+    perturbed and conditioned on the block's maximum. Over GPT-2's vocabulary with k = 100
+    that is about a tenth as many draws as symbols (docs/decisions.md §28)."""
+    W, V = blocks.width, blocks.vocab_size
+    block_max = _perturb(blocks.log_mass, generator)
+    n, top_blocks = len(block_max), min(k, block_max.shape[1])
     block_key, block = block_max.topk(top_blocks, dim=-1)  # [n, b]
-    columns = (block[..., None] * W + torch.arange(W, device=logits.device)).flatten(1)
-    inner = logits.gather(1, columns.clamp_max(V - 1)).masked_fill_(columns >= V, -math.inf)
+    columns = (block[..., None] * W + torch.arange(W, device=block.device)).flatten(1)
+    inner = blocks.logits_at(columns.clamp_max(V - 1)).masked_fill_(columns >= V, -math.inf)
     inner = _perturb(inner.view(n, top_blocks, W), generator)
     inner = _condition_on_max(inner, inner.amax(-1, keepdim=True), block_key[..., None])
     top, position = inner.flatten(1).topk(k, dim=-1)
