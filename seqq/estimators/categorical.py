@@ -47,11 +47,7 @@ class Categorical:
             shift = _finite_or_zero(weights.amax(-1, keepdim=True))
             weights.sub_(shift)
         weights.exp_()
-        full = V // W * W
-        block_mass = weights[:, :full].view(n, full // W, W).sum(-1)
-        if full < V:
-            block_mass = torch.cat([block_mass, weights[:, full:].sum(-1, keepdim=True)], 1)
-        block_mass = block_mass.double()
+        block_mass = block_sums(weights, W).double()
         return cls(weights, block_mass, block_mass.cumsum(-1), shift[:, 0], W)
 
     @property
@@ -113,6 +109,17 @@ class Categorical:
         scaled = residual * torch.where(mass > 0, end / mass, 0.0)
         column = _search(inner, at, _below(scaled, end)).clamp_max(W - 1)
         return (block * W + column).clamp_max(V - 1)
+
+
+def block_sums(weights: Tensor, width: int) -> Tensor:
+    """[n, ⌈V/width⌉] sums of consecutive blocks of `width` entries of each row (the last block
+    may be shorter), in the weights' dtype: one vectorised pass."""
+    n, V = weights.shape
+    full = V // width * width
+    sums = weights[:, :full].view(n, full // width, width).sum(-1)
+    if full < V:
+        sums = torch.cat([sums, weights[:, full:].sum(-1, keepdim=True)], 1)
+    return sums
 
 
 def row_counts(mask: Tensor) -> Tensor:

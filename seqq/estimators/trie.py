@@ -32,7 +32,7 @@ from torch import Tensor
 
 from seqq.estimators.allowance import NO_CUT, Charge
 from seqq.estimators.batch import Batch
-from seqq.estimators.categorical import Categorical, logsumexp_
+from seqq.estimators.categorical import Categorical, block_sums, logsumexp_
 from seqq.estimators.rollout import conditional
 from seqq.estimators.row_blocks import RowBlocks
 from seqq.estimators.twisted import twist_rows
@@ -428,8 +428,7 @@ class Trie:
         """`_draw` from the residual q(· | node, not removed). A node with nothing removed
         below it draws from its proposal, which its expansion has usually just built, rather
         than from float64 residual logits rebuilt over the vocabulary."""
-        removed = self.removed_below.get(depth, nodes[:0])
-        touched = torch.isin(nodes, removed)
+        touched = self._touched(depth, nodes)
         alive = torch.empty(len(inverse), dtype=torch.bool)
         drawn = torch.empty(len(inverse), dtype=torch.long)
         for group, residual in ((touched, True), (~touched, False)):
@@ -510,26 +509,28 @@ class Trie:
         Below half the vocabulary (a language model's), a node with nothing removed below it
         builds no float64 residual row: its residual is its proposal, whose weights give the
         block masses, and only the opened blocks' logits are computed (`_proposal_blocks`)."""
-        generator = self.batch.generator
+        generator, device = self.batch.generator, self.batch.device
         if 2 * k > self.V:
-            logits = self.residual_logits(depth, nodes)
-            return _top_truncated_gumbel(logits, bound.to(logits.device), generator, k)
-        touched = torch.isin(nodes, self.removed_below.get(depth, nodes[:0]))
-        device = self.batch.device
+            return _top_truncated_gumbel(self.residual_logits(depth, nodes), bound.to(device),
+                                         generator, k)
+        touched = self._touched(depth, nodes)
         top = torch.empty(len(nodes), k, dtype=torch.float64, device=device)
         token = torch.empty(len(nodes), k, dtype=torch.long, device=device)
-        width = _block_width(self.V, k)
         for group, residual in ((touched, True), (~touched, False)):
             ids = group.nonzero().flatten()
             if not len(ids):
                 continue
-            blocks = (BlockLogits.of(self.residual_logits(depth, nodes[ids]), width) if residual
-                      else self._proposal_blocks(depth, nodes[ids], width))
-            g, symbols = _top_perturbed(blocks, generator, k)
-            at = ids.to(device)
-            top[at] = _condition_on_max(g, g[:, :1], bound[ids].to(device)[:, None])
-            token[at] = symbols
+            at, group_bound = ids.to(device), bound[ids].to(device)
+            top[at], token[at] = (
+                _top_truncated_gumbel(self.residual_logits(depth, nodes[ids]), group_bound,
+                                      generator, k) if residual else
+                _top_conditioned(self._proposal_blocks(depth, nodes[ids], _block_width(self.V, k)),
+                                 group_bound, generator, k))
         return top, token
+
+    def _touched(self, depth: int, nodes: Tensor) -> Tensor:
+        """Which nodes have a removed leaf below them (their residual is not their proposal)."""
+        return torch.isin(nodes, self.removed_below.get(depth, nodes[:0]))
 
     def _proposal_blocks(self, depth: int, nodes: Tensor, width: int) -> BlockLogits:
         """The residual logits log q(node) + log q(v | node) of expanded nodes with nothing
@@ -538,14 +539,8 @@ class Trie:
         opened blocks are built from the model's rows at those symbols only."""
         proposal, rows = self._proposal(depth, nodes)
         level = self.levels[depth]
-        weights = proposal.weights
-        n, V = weights.shape
-        full = V // width * width
-        sums = [weights[:, :full].view(n, full // width, width).sum(-1)]
-        if full < V:
-            sums.append(weights[:, full:].sum(-1, keepdim=True))
-        masses, total, log_total = (torch.cat(sums, 1), proposal.block_cdf[:, -1],
-                                    proposal.log_total())
+        masses, total, log_total = (block_sums(proposal.weights, width),
+                                    proposal.block_cdf[:, -1], proposal.log_total())
         if rows is not None:
             masses, total, log_total = masses[rows], total[rows], log_total[rows]
         device = masses.device
@@ -565,7 +560,7 @@ class Trie:
                 logits.add_(guide.gather(1, symbols))
             return logits.masked_fill_(~allowed[lattice_nodes[:, None], symbols], -math.inf)
 
-        return BlockLogits(log_share + log_q[:, None], width, V, logits_at)
+        return BlockLogits(log_share + log_q[:, None], width, self.V, logits_at)
 
     def node_values(self, depths: Tensor, nodes: Tensor, name: str) -> Tensor:
         """A per-node field (log_p, log_q, log_w) for nodes given with their depths."""
@@ -607,11 +602,18 @@ def _top_truncated_gumbel(logits: Tensor, bound: Tensor, generator: torch.Genera
     would cost more than conditioning all V: then every value is returned, in symbol order
     (symbols None)."""
     if 2 * k > logits.shape[1]:
-        g, token = _perturb(logits, generator), None
-    else:
-        g, token = _top_perturbed(BlockLogits.of(logits, _block_width(logits.shape[1], k)),
-                                  generator, k)
-    return _condition_on_max(g, g.amax(-1, keepdim=True), bound[:, None]), token
+        g = _perturb(logits, generator)
+        return _condition_on_max(g, g.amax(-1, keepdim=True), bound[:, None]), None
+    return _top_conditioned(BlockLogits.of(logits, _block_width(logits.shape[1], k)), bound,
+                            generator, k)
+
+
+def _top_conditioned(blocks: BlockLogits, bound: Tensor, generator: torch.Generator, k: int
+                     ) -> tuple[Tensor, Tensor]:
+    """The k largest perturbed values of each row of `blocks` and their symbols, conditioned
+    on the row's maximum being `bound`."""
+    g, token = _top_perturbed(blocks, generator, k)
+    return _condition_on_max(g, g[:, :1], bound[:, None]), token
 
 
 def _perturb(logits: Tensor, generator: torch.Generator) -> Tensor:
