@@ -11,15 +11,16 @@ import pytest
 import torch
 
 from seqq.estimators.categorical import Categorical
-from seqq.estimators.rollout import sparse_log_mass
+from seqq.estimators.rollout import restrict, sparse_log_mass
 
 
 def _rows(n: int = 7, V: int = 37, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """Logits with a masked-out stripe, a dead row, and a row of tiny probabilities (its mass
-    would underflow float32 without the shift)."""
+    """Logits with a masked-out stripe, a dead row, a row of tiny probabilities and one of
+    huge logits (their masses would underflow and overflow float32 without a shift)."""
     generator = torch.Generator().manual_seed(seed)
     logits = torch.randn(n, V, generator=generator) * 2
     logits[2] -= 200.0
+    logits[min(3, n - 1)] += 100.0
     domain = torch.rand(n, V, generator=generator) > 0.3
     domain[:, 5:9] = False
     domain[min(4, n - 1)] = False
@@ -159,3 +160,12 @@ def test_sparse_log_mass_equals_the_masked_logsumexp(share):
     got = sparse_log_mass(log_probs, mask)
     assert got.dtype == torch.float64 and got[0] == -math.inf
     torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-6)
+
+
+def test_restrict_masses_equal_the_masked_logsumexp_even_where_they_underflow() -> None:
+    logits, domain = _rows()
+    masked, log_mass = restrict(logits, domain)
+    assert torch.equal(masked, torch.where(domain, logits, -math.inf))
+    expected = torch.logsumexp(torch.where(domain, logits.double(), -math.inf), -1)
+    torch.testing.assert_close(log_mass.double(), expected, rtol=1e-6, atol=1e-6)
+    assert torch.isfinite(log_mass[[2, 3]]).all() and log_mass[4] == -math.inf

@@ -8,9 +8,10 @@ symbol on that block's own CDF, which is built only for the (row, block) pairs t
 in. This is still an exact inverse-CDF draw: the symbol a full cumsum would give, up to
 rounding. A vocabulary of at most `width` symbols is one block, a plain CDF per row.
 
-Masses are exp(logit − the row's largest logit), so a domain of tiny probability keeps its
-precision; a row with no mass at all has log_total −inf and draws an arbitrary symbol (callers
-drop such rows).
+Masses are exp(logit): a model's log-probabilities need no shift. A row whose mass would
+underflow or overflow float32 that way (a domain of tiny probability) takes exp(logit − its
+largest logit) instead, so it keeps its precision. A row with no mass at all has log_total
+−inf and draws an arbitrary symbol (callers drop such rows).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import torch
 from torch import Tensor
 
 BLOCK_WIDTH = 256
+UNSHIFTED_MASS = (2.0**-32, 2.0**64)  # row masses Σ exp(logit) that need no shift (see below)
 
 
 @dataclass
@@ -36,19 +38,25 @@ class Categorical:
     def from_logits(cls, logits: Tensor, domain: Tensor | None = None,
                     width: int = BLOCK_WIDTH) -> Categorical:
         """Rows ∝ exp(logits), restricted to `domain` ([n, V] bool) when given; `logits` is
-        left untouched. Four passes over [n, V]: mask (or shift), max, exp, block sums."""
+        left untouched. Log-probabilities need no shift (`unshifted_rows`), so most rows take
+        three passes over [n, V]: mask, exp, block sums. Rows whose mass would underflow or
+        overflow are redone with their largest logit subtracted."""
         n, V = logits.shape
         W = min(V, width)
-        if domain is None:
-            shift = _finite_or_zero(logits.amax(-1, keepdim=True))
-            weights = torch.sub(logits, shift)
-        else:
-            weights = torch.where(domain, logits, -math.inf)
-            shift = _finite_or_zero(weights.amax(-1, keepdim=True))
-            weights.sub_(shift)
-        weights.exp_()
+        weights = (logits.exp() if domain is None
+                   else torch.where(domain, logits, -math.inf).exp_())
         block_mass = block_sums(weights, W).double()
-        return cls(weights, block_mass, block_mass.cumsum(-1), shift[:, 0], W)
+        shift = logits.new_zeros(n)
+        redo = (~unshifted_rows(block_mass.sum(-1))).nonzero().flatten()
+        if len(redo):
+            masked = logits[redo] if domain is None else torch.where(domain[redo], logits[redo],
+                                                                     -math.inf)
+            top = _finite_or_zero(masked.amax(-1, keepdim=True))
+            redone = masked.sub_(top).exp_()
+            weights[redo] = redone
+            block_mass[redo] = block_sums(redone, W).double()
+            shift[redo] = top[:, 0]
+        return cls(weights, block_mass, block_mass.cumsum(-1), shift, W)
 
     @property
     def vocab_size(self) -> int:
@@ -120,6 +128,16 @@ def block_sums(weights: Tensor, width: int) -> Tensor:
     if full < V:
         sums = torch.cat([sums, weights[:, full:].sum(-1, keepdim=True)], 1)
     return sums
+
+
+def unshifted_rows(total: Tensor) -> Tensor:
+    """[n] bool: rows whose Σ exp(logit), summed in float32 without subtracting the row's
+    largest logit first, is as exact as with it. A model's log-probabilities (≤ 0, a domain
+    of mass ≥ 2⁻³²) are: the largest weight is then far above float32's underflow, and what
+    underflows is below 2⁻¹⁰⁰ of the row. Skipping the shift saves two passes over [n, V]
+    (max, subtract); rows outside the range, NaN or empty are redone with it."""
+    low, high = UNSHIFTED_MASS
+    return (total >= low) & (total <= high)
 
 
 def row_counts(mask: Tensor) -> Tensor:

@@ -17,7 +17,7 @@ from torch import Tensor
 
 from seqq.estimators.allowance import Charge
 from seqq.estimators.batch import Batch
-from seqq.estimators.categorical import Categorical
+from seqq.estimators.categorical import Categorical, unshifted_rows
 from seqq.estimators.summary import group_logsumexp
 from seqq.models.protocol import State
 
@@ -45,9 +45,16 @@ class Paths:
 
 
 def restrict(log_probs: Tensor, domain: Tensor) -> tuple[Tensor, Tensor]:
-    """Masked log-probs and log p(V_k | prefix) per row (−inf where the domain has no mass)."""
+    """Masked log-probs and log p(V_k | prefix) per row (−inf where the domain has no mass).
+    The mass is summed without a shift (`unshifted_rows`); rows where that is inexact are
+    reduced again with torch.logsumexp."""
     masked = torch.where(domain, log_probs, -torch.inf)
-    return masked, torch.logsumexp(masked, -1)
+    mass = masked.exp().sum(-1)
+    redo = (~unshifted_rows(mass)).nonzero().flatten()
+    log_mass = mass.log_()
+    if len(redo):
+        log_mass[redo] = torch.logsumexp(masked[redo], -1)
+    return masked, log_mass
 
 
 def sparse_log_mass(log_probs: Tensor, mask: Tensor) -> Tensor:
