@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from seqq.estimators.categorical import Categorical
+from seqq.estimators.categorical import Categorical, Excluded, fill_outside
 from seqq.estimators.rollout import restrict, sparse_log_mass
 
 
@@ -169,3 +169,28 @@ def test_restrict_masses_equal_the_masked_logsumexp_even_where_they_underflow() 
     expected = torch.logsumexp(torch.where(domain, logits.double(), -math.inf), -1)
     torch.testing.assert_close(log_mass.double(), expected, rtol=1e-6, atol=1e-6)
     assert torch.isfinite(log_mass[[2, 3]]).all() and log_mass[4] == -math.inf
+
+
+def _as_excluded(domain: torch.Tensor) -> Excluded:
+    """The mask's disallowed symbols, listed per row and padded with −1."""
+    lists = [(~row).nonzero().flatten().tolist() for row in domain]
+    width = max(map(len, lists))
+    return Excluded(torch.tensor([symbols + [-1] * (width - len(symbols)) for symbols in lists]))
+
+
+@pytest.mark.parametrize("width", [4, 256])
+def test_an_excluded_list_masks_like_the_mask(width: int) -> None:
+    """Rows masked by a list of excluded symbols (a scatter) draw from the same weights as
+    rows masked by the [n, V] mask, including the rows redone with a shift."""
+    logits, domain = _rows()
+    excluded = _as_excluded(domain)
+    by_mask = Categorical.from_logits(logits, domain, width=width)
+    by_list = Categorical.from_logits(logits, excluded, width=width)
+    assert torch.equal(by_list.weights, by_mask.weights)
+    assert torch.equal(by_list.shift, by_mask.shift)
+    torch.testing.assert_close(by_list.log_total(), by_mask.log_total(), rtol=0, atol=0)
+    filled = fill_outside(logits.clone(), excluded, -math.inf)
+    assert torch.equal(filled, fill_outside(logits.clone(), domain, -math.inf))
+    assert torch.equal(filled, torch.where(domain, logits, -math.inf))
+    nothing = Excluded(torch.zeros(len(logits), 0, dtype=torch.long))
+    assert torch.equal(fill_outside(logits.clone(), nothing, 0.0), logits)

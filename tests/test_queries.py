@@ -191,3 +191,22 @@ def test_ending_symbols_are_the_allowed_ones_with_a_free_child(query):
     expected = (children >= 0) & lattice.free[children.clamp_min(0)]
     assert torch.equal(lattice.ending(nodes), expected)
     assert expected.any()
+
+
+def test_excluded_symbols_list_exactly_what_a_node_disallows():
+    """`excluded` lists each node's disallowed symbols where all of the nodes disallow at most
+    V/EXCLUDED_SHARE, and declines (None) when one disallows more."""
+    from seqq.queries.lattice import EXCLUDED_SHARE
+
+    V = 2 * EXCLUDED_SHARE  # nodes may list up to 2 symbols
+    lattice = Q.a_before_b(0, 2, 3).lattice(V)  # open nodes disallow {2}; ...
+    nodes = (~lattice.free).nonzero().flatten()
+    listed = lattice.allowed[nodes].logical_not().sum(-1) <= 2
+    assert listed.any() and not listed.all()  # ... the last step allows only 0
+    some = nodes[listed]
+    excluded = lattice.excluded(some)
+    for node, symbols in zip(some.tolist(), excluded.tolist(), strict=True):
+        disallowed = (~lattice.allowed[node]).nonzero().flatten().tolist()
+        assert sorted(s for s in symbols if s >= 0) == disallowed
+    assert lattice.excluded(nodes) is None
+    assert lattice.excluded(some[:1]).shape[0] == 1

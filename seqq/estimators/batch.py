@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 
 from seqq.errors import QueryError
+from seqq.estimators.categorical import Domain, Excluded
 from seqq.models.counting import CallCounter, OwnedState
 from seqq.models.protocol import SequenceModel
 from seqq.queries import Query
@@ -48,9 +49,14 @@ class Batch:
     def vocab_size(self) -> int:
         return self.root_log_probs.shape[-1]
 
-    def domain(self, nodes: Tensor) -> Tensor:
-        """[n, V] bool on the device: the symbols allowed next at each lattice node."""
-        return self.lattice.on(self.device).allowed.index_select(0, nodes.to(self.device))
+    def domain(self, nodes: Tensor, sparse: bool = False) -> Domain:
+        """[n, V] bool on the device: the symbols allowed next at each lattice node. With
+        `sparse`, the few symbols each node disallows (`Excluded`) where the lattice lists
+        them, for callers that only mask rows with it (`fill_outside`, `Categorical`)."""
+        nodes = nodes.to(self.device)
+        if sparse and (excluded := self.lattice.excluded(nodes)) is not None:
+            return Excluded(excluded)
+        return self.lattice.on(self.device).allowed.index_select(0, nodes)
 
     def task_calls(self) -> Tensor:
         """Model calls charged so far to each task of this batch (a `subset` keeps charging

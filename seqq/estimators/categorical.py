@@ -26,6 +26,31 @@ BLOCK_WIDTH = 256
 UNSHIFTED_MASS = (2.0**-32, 2.0**64)  # row masses Σ exp(logit) that need no shift (see below)
 
 
+@dataclass(frozen=True)
+class Excluded:
+    """A domain that allows all but a few symbols of each row: those symbols, [n, E] long,
+    padded with −1 (`Lattice.excluded`). Masking [n, V] rows with it is one scatter of n·E
+    entries, not a pass over an [n, V] mask."""
+
+    symbols: Tensor
+
+    def __getitem__(self, rows: Tensor) -> Excluded:
+        return Excluded(self.symbols[rows])
+
+
+Domain = Tensor | Excluded  # the allowed symbols of n rows: an [n, V] bool mask, or `Excluded`
+
+
+def fill_outside(values: Tensor, domain: Domain, fill: float) -> Tensor:
+    """`values` [n, V] with `fill` at every symbol outside the rows' domains, in place."""
+    if not isinstance(domain, Excluded):
+        return values.masked_fill_(~domain, fill)
+    if domain.symbols.shape[1]:
+        row, slot = (domain.symbols >= 0).nonzero(as_tuple=True)
+        values.index_put_((row, domain.symbols[row, slot]), values.new_tensor(fill))
+    return values
+
+
 @dataclass
 class Categorical:
     weights: Tensor  # [n, V] exp(logit − shift), zero off the domain
@@ -35,22 +60,27 @@ class Categorical:
     width: int
 
     @classmethod
-    def from_logits(cls, logits: Tensor, domain: Tensor | None = None,
+    def from_logits(cls, logits: Tensor, domain: Domain | None = None,
                     width: int = BLOCK_WIDTH) -> Categorical:
-        """Rows ∝ exp(logits), restricted to `domain` ([n, V] bool) when given; `logits` is
-        left untouched. Log-probabilities need no shift (`unshifted_rows`), so most rows take
-        three passes over [n, V]: mask, exp, block sums. Rows whose mass would underflow or
-        overflow are redone with their largest logit subtracted."""
+        """Rows ∝ exp(logits), restricted to `domain` when given; `logits` is left untouched.
+        Log-probabilities need no shift (`unshifted_rows`), so most rows take three passes
+        over [n, V] (mask, exp, block sums), or two with an `Excluded` domain. Rows whose
+        mass would underflow or overflow are redone with their largest logit subtracted."""
         n, V = logits.shape
         W = min(V, width)
-        weights = (logits.exp() if domain is None
-                   else torch.where(domain, logits, -math.inf).exp_())
+        if domain is None or isinstance(domain, Excluded):
+            weights = logits.exp()
+            if domain is not None:
+                fill_outside(weights, domain, 0.0)
+        else:
+            weights = torch.where(domain, logits, -math.inf).exp_()
         block_mass = block_sums(weights, W).double()
         shift = logits.new_zeros(n)
         redo = (~unshifted_rows(block_mass.sum(-1))).nonzero().flatten()
         if len(redo):
-            masked = logits[redo] if domain is None else torch.where(domain[redo], logits[redo],
-                                                                     -math.inf)
+            masked = logits[redo]
+            if domain is not None:
+                fill_outside(masked, domain[redo], -math.inf)
             top = _finite_or_zero(masked.amax(-1, keepdim=True))
             redone = masked.sub_(top).exp_()
             weights[redo] = redone

@@ -140,7 +140,7 @@ def rollout(
             step_weight = picked - step_log_q
         else:
             proposal = Categorical.from_logits(
-                log_probs, None if policy == "model" else batch.domain(nodes))
+                log_probs, None if policy == "model" else batch.domain(nodes, sparse=True))
             drawn = proposal.sample(batch.generator)
             picked = log_probs.gather(1, drawn[:, None])[:, 0].double()
             step_weight = proposal.log_total().double()  # log p(x)/q(x) of this step

@@ -32,7 +32,7 @@ from torch import Tensor
 
 from seqq.estimators.allowance import NO_CUT, Charge
 from seqq.estimators.batch import Batch
-from seqq.estimators.categorical import Categorical, block_sums, logsumexp_
+from seqq.estimators.categorical import Categorical, block_sums, fill_outside, logsumexp_
 from seqq.estimators.rollout import conditional
 from seqq.estimators.row_blocks import RowBlocks
 from seqq.estimators.twisted import twist_rows
@@ -206,8 +206,9 @@ class Trie:
         rows): log p(V_k | prefix), or under a twist log Σ_v p(v | prefix)·1[allowed]·ψ(v).
         Their proposal is kept in `_fresh` for the walk that expanded them."""
         guide = self._guide(depth, nodes)
-        proposal = Categorical.from_logits(log_probs if guide is None else log_probs + guide,
-                                           self.batch.domain(self.levels[depth].lattice_node[nodes]))
+        proposal = Categorical.from_logits(
+            log_probs if guide is None else log_probs + guide,
+            self.batch.domain(self.levels[depth].lattice_node[nodes], sparse=True))
         self._fresh = (depth, nodes, proposal)
         return proposal.log_total()
 
@@ -225,7 +226,8 @@ class Trie:
         level, guide = self.levels[depth], self._guide(depth, nodes)
         log_probs = level.log_probs.index_select(level.row[nodes])
         return Categorical.from_logits(log_probs if guide is None else log_probs + guide,
-                                       self.batch.domain(level.lattice_node[nodes])), None
+                                       self.batch.domain(level.lattice_node[nodes], sparse=True)
+                                       ), None
 
     def _guide(self, depth: int, nodes: Tensor) -> Tensor | None:
         """log ψ [n, V] of the twist at the nodes (None without messages)."""
@@ -347,8 +349,8 @@ class Trie:
         guide = self._guide(depth, nodes)
         if guide is not None:
             logits.add_(guide)
-        logits.masked_fill_(self.batch.domain(level.lattice_node[nodes]).logical_not_(),
-                            -math.inf)
+        fill_outside(logits, self.batch.domain(level.lattice_node[nodes], sparse=True),
+                     -math.inf)
         if len(self.levels) > depth + 1:
             child = self.levels[depth + 1]
             position = torch.full((level.size,), -1)

@@ -24,6 +24,9 @@ from torch import Tensor
 
 from seqq.queries.automaton import Automaton
 
+EXCLUDED_SHARE = 256  # nodes disallowing at most V/256 symbols also list them (`excluded`)
+UNLISTED = -2  # `_excluded_lists`' mark of a node whose disallowed symbols are not listed
+
 
 @dataclass
 class Lattice:
@@ -38,6 +41,8 @@ class Lattice:
     roots: Tensor  # [T] long: each query's start node, −1 if the query holds no path
     copies: dict[torch.device, Lattice] = field(  # `on(device)`'s cache, one copy per device
         default_factory=dict, init=False, repr=False, compare=False)
+    excluded_table: Tensor | None = field(  # `excluded`'s lists, built on first use
+        default=None, init=False, repr=False, compare=False)
 
     @property
     def vocab_size(self) -> int:
@@ -56,6 +61,19 @@ class Lattice:
             row = tables.branching[nodes]
             out = torch.where(row >= 0, tables.children[row.clamp_min(0), symbols], out)
         return torch.where(tables.allowed[nodes, symbols], out, -1)
+
+    def excluded(self, nodes: Tensor) -> Tensor | None:
+        """[n, E] long: the symbols each node disallows, padded with −1, on the nodes' device;
+        None if some node disallows more than 1/EXCLUDED_SHARE of the vocabulary. A walk over
+        a large vocabulary then masks its [n, V] rows with one scatter instead of a pass over
+        an [n, V] mask (`seqq.estimators.categorical.Excluded`)."""
+        tables = self.on(nodes.device)
+        if tables.excluded_table is None:
+            tables.excluded_table = _excluded_lists(tables.allowed)
+        listed = tables.excluded_table[nodes]
+        if bool((listed[:, -1] == UNLISTED).any()):
+            return None
+        return listed[:, :-1]
 
     def child_table(self, nodes: Tensor) -> Tensor:
         """[n, V] long: the child of every symbol at each node (−1 where not allowed), on the
@@ -146,6 +164,21 @@ class Lattice:
                 counts[node] = sum(n * counts[k] for k, n in
                                    zip(kids.tolist(), times.tolist(), strict=True) if k >= 0)
         return counts[root]
+
+
+def _excluded_lists(allowed: Tensor) -> Tensor:
+    """[N, E + 1] long: each node's disallowed symbols, padded with −1 and then a last column
+    of −1; UNLISTED in that column marks a node that disallows more than V / EXCLUDED_SHARE."""
+    N, V = allowed.shape
+    count = V - allowed.sum(-1, dtype=torch.int32).long()
+    listed = (count <= V // EXCLUDED_SHARE).nonzero().flatten()
+    width = int(count[listed].max()) if len(listed) else 0
+    table = torch.full((N, width + 1), -1, dtype=torch.long, device=allowed.device)
+    table[count > V // EXCLUDED_SHARE, -1] = UNLISTED
+    node, symbol = (~allowed[listed]).nonzero(as_tuple=True)
+    start = torch.cumsum(count[listed], 0) - count[listed]
+    table[listed[node], torch.arange(len(node), device=allowed.device) - start[node]] = symbol
+    return table
 
 
 def unroll(automaton: Automaton, horizon: int, vocab_size: int) -> Lattice:
