@@ -232,3 +232,36 @@ def test_untouched_nodes_draw_their_top_children_from_their_proposals():
     assert torch.equal(token, expected_token)
     torch.testing.assert_close(top, expected, rtol=0, atol=1e-5)
     assert not bool(torch.isin(token, torch.tensor([3])).any())  # the hit ends, not allowed
+
+
+def test_residual_masses_are_the_sums_of_the_residual_rows():
+    """`remove` sums each parent's residual without building its float64 row: it must equal
+    log Σ exp of `residual_logits` at every expanded node, over a vocabulary large enough for
+    the excluded-symbol domain, at a root whose domain holds almost no mass (redone from the
+    row), and at nodes all of whose allowed children have been removed (mass exactly 0)."""
+    from seqq.estimators.categorical import logsumexp_
+    from seqq.models import MarkovModel
+
+    V = 600
+    model = MarkovModel(torch.rand(V, V, generator=torch.Generator().manual_seed(0)) + 0.01, 1)
+    model.log_table[7] = -800.0  # after symbol 7, the query's excluded symbol 2 takes all but
+    model.log_table[7, 2] = 0.0  # e^-800 (float64 exp underflows the other symbols to 0)
+    batch = prepare(model, [[0], [7]], [Q.hitting_time(2, 3)] * 2, seed=0)
+    trie = Trie(batch)
+    for _ in range(3):
+        depths, leaves, _ = trie.sample_without_replacement(torch.tensor([50, 50]))
+        trie.remove([(int(d), leaves[depths == d]) for d in torch.unique(depths)])
+    checked = 0
+    for depth, level in enumerate(trie.levels[:-1]):
+        nodes = (level.row >= 0).nonzero().flatten()
+        if not len(nodes):
+            continue
+        expected = logsumexp_(trie.residual_logits(depth, nodes)).cpu()
+        got = trie._residual_masses(depth, nodes)
+        assert torch.equal(torch.isneginf(got), torch.isneginf(expected))
+        finite = torch.isfinite(expected)
+        torch.testing.assert_close(got[finite], expected[finite], rtol=1e-12, atol=0)
+        checked += len(nodes)
+    assert checked > 100
+    # the last step allows only symbol 2: a depth-2 node's one leaf removed leaves it empty
+    assert (trie.levels[2].log_m[trie.levels[2].row >= 0] == -math.inf).all()

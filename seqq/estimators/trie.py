@@ -32,9 +32,17 @@ from torch import Tensor
 
 from seqq.estimators.allowance import NO_CUT, Charge
 from seqq.estimators.batch import Batch
-from seqq.estimators.categorical import Categorical, block_sums, fill_outside, logsumexp_
+from seqq.estimators.categorical import (
+    Categorical,
+    Domain,
+    block_sums,
+    fill_outside,
+    logsumexp_,
+    unshifted_rows,
+)
 from seqq.estimators.rollout import conditional
 from seqq.estimators.row_blocks import RowBlocks
+from seqq.estimators.summary import group_logsumexp
 from seqq.estimators.twisted import twist_rows
 from seqq.models.counting import OwnedState
 
@@ -338,6 +346,39 @@ class Trie:
         """[n, V] float64 log unsampled mass of every child of the (expanded, distinct) nodes:
         a created child's own residual mass, else log q(node) + log q(v | node), built by one
         promoting pass over the model's rows and one masking pass."""
+        below = self._below(depth, nodes)
+        logits = below.log_probs + below.offset[:, None]
+        if below.guide is not None:
+            logits.add_(below.guide)
+        fill_outside(logits, below.domain, -math.inf)
+        at, token, log_m = below.created
+        logits[at.to(logits.device), token.to(logits.device)] = log_m.to(logits.device)
+        return logits
+
+    def _residual_masses(self, depth: int, nodes: Tensor) -> Tensor:
+        """[n] CPU: log Σ exp of the nodes' `residual_logits` rows, without building them. The
+        uncreated children's mass is exp(offset)·Σ exp(log p (+ log ψ)) over them, summed in
+        float64 with no shift (a model's log-probabilities need none; nodes whose proposal
+        normaliser Z is outside `unshifted_rows`' range, or whose sum overflows, are redone
+        from `residual_logits`), and the created children's residuals are added to it: sums
+        only, so an exhausted node's mass is exactly 0."""
+        below = self._below(depth, nodes)
+        weights = below.log_probs.double()
+        if below.guide is not None:
+            weights.add_(below.guide)
+        fill_outside(weights.exp_(), below.domain, 0.0)
+        at, token, log_m = below.created
+        weights[at.to(weights.device), token.to(weights.device)] = 0.0
+        total = weights.sum(-1)
+        redo = (~unshifted_rows(below.log_mass.double().exp()) | ~torch.isfinite(total))
+        redo = redo.cpu().nonzero().flatten()
+        uncreated = (total.log_() + below.offset).cpu()
+        masses = torch.logaddexp(uncreated, group_logsumexp(log_m, at, len(nodes)))
+        if len(redo):
+            masses[redo] = logsumexp_(self.residual_logits(depth, nodes[redo])).cpu()
+        return masses
+
+    def _below(self, depth: int, nodes: Tensor) -> _Below:
         level = self.levels[depth]
         rows = level.row[nodes]
         log_probs = level.log_probs.index_select(rows)
@@ -345,21 +386,15 @@ class Trie:
         log_mass = level.log_mass[rows.to(device)]
         offset = level.log_q[nodes].to(device) - torch.where(
             torch.isneginf(log_mass), 0.0, log_mass).double()  # log q(node) − log Z(node)
-        logits = log_probs + offset[:, None]
-        guide = self._guide(depth, nodes)
-        if guide is not None:
-            logits.add_(guide)
-        fill_outside(logits, self.batch.domain(level.lattice_node[nodes], sparse=True),
-                     -math.inf)
+        created = (nodes[:0], nodes[:0], torch.zeros(0, dtype=torch.float64))
         if len(self.levels) > depth + 1:
             child = self.levels[depth + 1]
             position = torch.full((level.size,), -1)
             position[nodes] = torch.arange(len(nodes))
             c = (position[child.parent] >= 0).nonzero().flatten()
-            if len(c):
-                at = position[child.parent[c]].to(device)
-                logits[at, child.token[c].to(device)] = child.log_m[c].to(device)
-        return logits
+            created = (position[child.parent[c]], child.token[c], child.log_m[c])
+        return _Below(log_probs, log_mass, offset, self._guide(depth, nodes),
+                      self.batch.domain(level.lattice_node[nodes], sparse=True), created)
 
     def remove(self, depth_nodes: list[tuple[int, Tensor]]) -> None:
         """Take leaves out of the residual (set their mass to zero) and recompute their
@@ -373,8 +408,7 @@ class Trie:
             if depth not in touched:
                 continue
             parents = torch.unique(self.levels[depth].parent[touched[depth]])
-            logits = self.residual_logits(depth - 1, parents)
-            self.levels[depth - 1].log_m[parents] = logsumexp_(logits).cpu()
+            self.levels[depth - 1].log_m[parents] = self._residual_masses(depth - 1, parents)
             touched[depth - 1] = torch.cat([touched.get(depth - 1, parents[:0]), parents])
         for depth, nodes in touched.items():
             known = self.removed_below.get(depth, nodes[:0])
@@ -571,6 +605,18 @@ class Trie:
             at = depths == d
             out[at] = getattr(self.levels[d], name)[nodes[at]]
         return out
+
+
+@dataclass
+class _Below:
+    """What the residual masses below expanded nodes are made of (`Trie._below`)."""
+
+    log_probs: Tensor  # [n, V] the model's rows at the nodes
+    log_mass: Tensor  # [n] log Z(node): the proposal's normaliser, log Σ p(v)·ψ(v) over the domain
+    offset: Tensor  # [n] float64 log q(node) − log Z(node)
+    guide: Tensor | None  # [n, V] log ψ of a twist
+    domain: Domain  # the symbols allowed at each node
+    created: tuple[Tensor, Tensor, Tensor]  # children in the trie: (node row, symbol, log_m)
 
 
 @dataclass
