@@ -211,18 +211,27 @@ def test_row_blocks_read_like_the_joined_matrix():
     assert blocks.index_select(torch.zeros(0, dtype=torch.long)).shape == (0, 5)
 
 
-def test_untouched_nodes_draw_their_top_children_from_their_proposals():
-    """Below half the vocabulary, a node with nothing removed below it takes its block masses
-    from its proposal's weights and builds only the opened blocks' logits. With the same
-    noise that gives the top k of its float64 residual row: the same symbols, the same keys
-    up to float32 rounding of the weights."""
+@pytest.mark.parametrize("removed", [False, True], ids=["untouched", "touched"])
+def test_top_children_from_float32_weights_match_the_float64_residual_rows(removed):
+    """Below half the vocabulary, a node takes its block masses from its residual's float32
+    weights (its proposal's, with each changed child's set to its residual) and builds only
+    the opened blocks' logits. With the same noise that gives the top k of its float64
+    residual row: the same symbols, the same keys up to float32 rounding of the weights;
+    and a removed leaf is never among them."""
     from seqq.estimators.trie import _top_truncated_gumbel
 
     model = random_markov(300, 1, seed=5)
     trie = Trie(prepare(model, [[0], [7]], [Q.hitting_time(3, 4)] * 2, seed=0))
-    depth, k = 1, 10
+    depth, k = 1, 60  # 60 of 150 blocks of 2 symbols are opened
     nodes = trie.child_nodes(0, torch.tensor([0, 0, 1]), torch.tensor([4, 250, 9]))
     trie.expand(depth, nodes)
+    if removed:  # the 3 likeliest children of each node; of the first, one subtree only
+        best = trie.residual_logits(depth, nodes).topk(3, -1).indices
+        children = trie.child_nodes(depth, nodes.repeat_interleave(3), best.flatten())
+        trie.expand(depth + 1, children[:1])
+        grandchild = trie.child_nodes(depth + 1, children[:1], torch.tensor([5]))
+        trie.remove([(depth + 1, children[1:]), (depth + 2, grandchild)])
+        assert len(trie._changed_children(depth, nodes)[0]) == 9
     bound = torch.tensor([-0.5, -2.0, -1.0], dtype=torch.float64)
     trie.batch.generator.manual_seed(11)
     top, token = trie._top_children(depth, nodes, bound, k)
@@ -232,6 +241,8 @@ def test_untouched_nodes_draw_their_top_children_from_their_proposals():
     assert torch.equal(token, expected_token)
     torch.testing.assert_close(top, expected, rtol=0, atol=1e-5)
     assert not bool(torch.isin(token, torch.tensor([3])).any())  # the hit ends, not allowed
+    if removed:
+        assert not (token[:, None, :] == best[:, 1:, None]).any()  # removed: never drawn
 
 
 def test_residual_masses_are_the_sums_of_the_residual_rows():
@@ -265,3 +276,46 @@ def test_residual_masses_are_the_sums_of_the_residual_rows():
     assert checked > 100
     # the last step allows only symbol 2: a depth-2 node's one leaf removed leaves it empty
     assert (trie.levels[2].log_m[trie.levels[2].row >= 0] == -math.inf).all()
+
+
+class _Float32:
+    """A model wrapped to return float32 log-probabilities, as neural models do."""
+
+    def __init__(self, model):
+        self.model, self.vocab_size = model, model.vocab_size
+
+    def initial_state(self, histories):
+        log_probs, state = self.model.initial_state(histories)
+        return log_probs.float(), state
+
+    def step(self, state, tokens):
+        log_probs, state = self.model.step(state, tokens)
+        return log_probs.float(), state
+
+    def select(self, state, index):
+        return self.model.select(state, index)
+
+
+def test_residuals_below_float32_are_drawn_from_float64_rows():
+    """After removing a node's dominant child, its other children hold e^-120 of its mass:
+    their float32 weights underflow, so its draws and top children come from the float64
+    residual row, never from the removed child and never empty."""
+    from seqq.models import MarkovModel
+
+    V = 300
+    markov = MarkovModel(torch.ones(V, V), 1)
+    markov.log_table[7] = -120.0
+    markov.log_table[7, 9] = 0.0
+    trie = Trie(prepare(_Float32(markov), [[7]], [Q.hitting_time(3, 3)], seed=0))
+    root = torch.tensor([0])
+    child = trie.child_nodes(0, root, torch.tensor([9]))
+    trie.remove([(1, child)])
+    assert trie._residual(0, root) is None and math.isfinite(trie.root_residual()[0])
+    keys, token = trie._top_children(0, root, torch.zeros(1, dtype=torch.float64), 10)
+    assert torch.isfinite(keys).all() and not (token == 9).any()
+    depths, leaves = trie.walk(torch.zeros(200, dtype=torch.long), policy="residual")
+    assert (leaves >= 0).all() and (depths == 3).all()
+    node = leaves
+    for depth in (3, 2):
+        node = trie.levels[depth].parent[node]
+    assert not (trie.levels[1].token[node] == 9).any()

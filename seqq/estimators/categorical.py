@@ -88,6 +88,14 @@ class Categorical:
             shift[redo] = top[:, 0]
         return cls(weights, block_mass, block_mass.cumsum(-1), shift, W)
 
+    @classmethod
+    def from_weights(cls, weights: Tensor, shift: Tensor, width: int = BLOCK_WIDTH
+                     ) -> Categorical:
+        """Rows ∝ `weights` ([n, V], ≥ 0), which stand for exp(logit − shift)."""
+        block_mass = block_sums(weights, min(weights.shape[1], width)).double()
+        return cls(weights, block_mass, block_mass.cumsum(-1), shift,
+                   min(weights.shape[1], width))
+
     @property
     def vocab_size(self) -> int:
         return self.weights.shape[1]

@@ -50,6 +50,8 @@ if TYPE_CHECKING:
     from seqq.estimators.twisted import Messages
 
 Policy = Literal["proposal", "residual"]
+RESIDUAL_FLOOR = 2.0**-100  # float32 residual weights summing below this are redone in float64
+# (a denormal's absolute error of 2⁻¹⁵⁰, over 50 000 symbols, is then under 1e-10 of the row)
 
 
 @dataclass
@@ -344,14 +346,14 @@ class Trie:
     # --- residual masses --------------------------------------------------------------------
     def residual_logits(self, depth: int, nodes: Tensor) -> Tensor:
         """[n, V] float64 log unsampled mass of every child of the (expanded, distinct) nodes:
-        a created child's own residual mass, else log q(node) + log q(v | node), built by one
+        a changed child's own residual mass, else log q(node) + log q(v | node), built by one
         promoting pass over the model's rows and one masking pass."""
         below = self._below(depth, nodes)
         logits = below.log_probs + below.offset[:, None]
         if below.guide is not None:
             logits.add_(below.guide)
         fill_outside(logits, below.domain, -math.inf)
-        at, token, log_m = below.created
+        at, token, log_m = below.changed
         logits[at.to(logits.device), token.to(logits.device)] = log_m.to(logits.device)
         return logits
 
@@ -360,14 +362,14 @@ class Trie:
         uncreated children's mass is exp(offset)·Σ exp(log p (+ log ψ)) over them, summed in
         float64 with no shift (a model's log-probabilities need none; nodes whose proposal
         normaliser Z is outside `unshifted_rows`' range, or whose sum overflows, are redone
-        from `residual_logits`), and the created children's residuals are added to it: sums
+        from `residual_logits`), and the changed children's residuals are added to it: sums
         only, so an exhausted node's mass is exactly 0."""
         below = self._below(depth, nodes)
         weights = below.log_probs.double()
         if below.guide is not None:
             weights.add_(below.guide)
         fill_outside(weights.exp_(), below.domain, 0.0)
-        at, token, log_m = below.created
+        at, token, log_m = below.changed
         weights[at.to(weights.device), token.to(weights.device)] = 0.0
         total = weights.sum(-1)
         redo = (~unshifted_rows(below.log_mass.double().exp()) | ~torch.isfinite(total))
@@ -386,15 +388,23 @@ class Trie:
         log_mass = level.log_mass[rows.to(device)]
         offset = level.log_q[nodes].to(device) - torch.where(
             torch.isneginf(log_mass), 0.0, log_mass).double()  # log q(node) − log Z(node)
-        created = (nodes[:0], nodes[:0], torch.zeros(0, dtype=torch.float64))
-        if len(self.levels) > depth + 1:
-            child = self.levels[depth + 1]
-            position = torch.full((level.size,), -1)
-            position[nodes] = torch.arange(len(nodes))
-            c = (position[child.parent] >= 0).nonzero().flatten()
-            created = (position[child.parent[c]], child.token[c], child.log_m[c])
         return _Below(log_probs, log_mass, offset, self._guide(depth, nodes),
-                      self.batch.domain(level.lattice_node[nodes], sparse=True), created)
+                      self.batch.domain(level.lattice_node[nodes], sparse=True),
+                      self._changed_children(depth, nodes))
+
+    def _changed_children(self, depth: int, nodes: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """The children of distinct nodes whose residual is no longer their q-mass (a leaf
+        removed at or below them), as (index into `nodes`, symbol, log residual) on the CPU.
+        Every other child's residual is log q(node) + log q(v | node)."""
+        changed = self.removed_below.get(depth + 1, nodes[:0])
+        child = self.levels[depth + 1] if len(changed) else None
+        if child is None:
+            return nodes[:0], nodes[:0], torch.zeros(0, dtype=torch.float64)
+        position = torch.full((self.levels[depth].size,), -1)
+        position[nodes] = torch.arange(len(nodes))
+        at = position[child.parent[changed]]
+        changed = changed[at >= 0]
+        return at[at >= 0], child.token[changed], child.log_m[changed]
 
     def remove(self, depth_nodes: list[tuple[int, Tensor]]) -> None:
         """Take leaves out of the residual (set their mass to zero) and recompute their
@@ -404,15 +414,16 @@ class Trie:
             if len(nodes):
                 self.levels[depth].log_m[nodes] = -math.inf
                 touched[depth] = torch.cat([touched.get(depth, nodes[:0]), nodes])
-        for depth in range(max(touched, default=0), 0, -1):
+        for depth in range(max(touched, default=0), -1, -1):
             if depth not in touched:
                 continue
-            parents = torch.unique(self.levels[depth].parent[touched[depth]])
-            self.levels[depth - 1].log_m[parents] = self._residual_masses(depth - 1, parents)
-            touched[depth - 1] = torch.cat([touched.get(depth - 1, parents[:0]), parents])
-        for depth, nodes in touched.items():
-            known = self.removed_below.get(depth, nodes[:0])
-            self.removed_below[depth] = torch.unique(torch.cat([known, nodes]))
+            known = self.removed_below.get(depth, touched[depth][:0])
+            self.removed_below[depth] = torch.unique(torch.cat([known, touched[depth]]))
+            if depth:  # the parents' masses read their children's from `removed_below`
+                parents = torch.unique(self.levels[depth].parent[touched[depth]])
+                self.levels[depth - 1].log_m[parents] = self._residual_masses(depth - 1,
+                                                                              parents)
+                touched[depth - 1] = torch.cat([touched.get(depth - 1, parents[:0]), parents])
 
     def root_residual(self) -> Tensor:
         """log of the unsampled q-mass per branch (0 before anything is removed)."""
@@ -461,23 +472,11 @@ class Trie:
 
     def _draw_residual(self, depth: int, nodes: Tensor, inverse: Tensor
                        ) -> tuple[Tensor, Tensor]:
-        """`_draw` from the residual q(· | node, not removed). A node with nothing removed
-        below it draws from its proposal, which its expansion has usually just built, rather
-        than from float64 residual logits rebuilt over the vocabulary."""
-        touched = self._touched(depth, nodes)
-        alive = torch.empty(len(inverse), dtype=torch.bool)
-        drawn = torch.empty(len(inverse), dtype=torch.long)
-        for group, residual in ((touched, True), (~touched, False)):
-            ids = group.nonzero().flatten()
-            if not len(ids):
-                continue
-            rows = group[inverse].nonzero().flatten()
-            local = torch.full((len(nodes),), -1)
-            local[ids] = torch.arange(len(ids))
-            choice = ((Categorical.from_logits(self.residual_logits(depth, nodes[ids])), None)
-                      if residual else self._proposal(depth, nodes[ids]))
-            alive[rows], drawn[rows] = self._draw(*choice, local[inverse[rows]])
-        return alive, drawn
+        """`_draw` from the residual q(· | node, not removed) (`_residual`)."""
+        residual = self._residual(depth, nodes)
+        if residual is None:
+            residual = Categorical.from_logits(self.residual_logits(depth, nodes)), None
+        return self._draw(*residual, inverse)
 
     def _pay(self, depth: int, rows: Tensor, node: Tensor, charge: Charge
              ) -> tuple[Tensor, Tensor]:
@@ -542,43 +541,62 @@ class Trie:
     def _top_children(self, depth: int, nodes: Tensor, bound: Tensor, k: int
                       ) -> tuple[Tensor, Tensor | None]:
         """`_top_truncated_gumbel` over the residual children of distinct expanded nodes.
-        Below half the vocabulary (a language model's), a node with nothing removed below it
-        builds no float64 residual row: its residual is its proposal, whose weights give the
-        block masses, and only the opened blocks' logits are computed (`_proposal_blocks`)."""
+        Below half the vocabulary (a language model's) no float64 residual row is built: the
+        residual's float32 weights (`_residual`) give the block masses, and only the opened
+        blocks' logits are computed (`_residual_blocks`)."""
         generator, device = self.batch.generator, self.batch.device
-        if 2 * k > self.V:
+        blocks = None if 2 * k > self.V else self._residual_blocks(depth, nodes,
+                                                                     _block_width(self.V, k))
+        if blocks is None:
             return _top_truncated_gumbel(self.residual_logits(depth, nodes), bound.to(device),
                                          generator, k)
-        touched = self._touched(depth, nodes)
-        top = torch.empty(len(nodes), k, dtype=torch.float64, device=device)
-        token = torch.empty(len(nodes), k, dtype=torch.long, device=device)
-        for group, residual in ((touched, True), (~touched, False)):
-            ids = group.nonzero().flatten()
-            if not len(ids):
-                continue
-            at, group_bound = ids.to(device), bound[ids].to(device)
-            top[at], token[at] = (
-                _top_truncated_gumbel(self.residual_logits(depth, nodes[ids]), group_bound,
-                                      generator, k) if residual else
-                _top_conditioned(self._proposal_blocks(depth, nodes[ids], _block_width(self.V, k)),
-                                 group_bound, generator, k))
-        return top, token
+        return _top_conditioned(blocks, bound.to(device), generator, k)
 
-    def _touched(self, depth: int, nodes: Tensor) -> Tensor:
-        """Which nodes have a removed leaf below them (their residual is not their proposal)."""
-        return torch.isin(nodes, self.removed_below.get(depth, nodes[:0]))
+    def _residual(self, depth: int, nodes: Tensor,
+                  proposal: tuple[Categorical, Tensor | None] | None = None
+                  ) -> tuple[Categorical, Tensor | None] | None:
+        """q(· | node, not removed) of distinct expanded nodes, as `_proposal` gives q(· | node):
+        the proposal's float32 weights with each changed child's weight set to its residual
+        (rounded like every proposal draw). A node with nothing removed below it draws from
+        its proposal itself, which its expansion has usually just built. None if some node's
+        residual weights underflow float32 (below RESIDUAL_FLOOR while its residual is not
+        0): such nodes need the float64 `residual_logits`. `proposal`: the nodes' `_proposal`,
+        when the caller has it."""
+        proposal, rows = proposal or self._proposal(depth, nodes)
+        at, token, log_m = self._changed_children(depth, nodes)
+        if not len(at):
+            return proposal, rows
+        weights = proposal.weights.clone() if rows is None else proposal.weights[rows]
+        shift = proposal.shift if rows is None else proposal.shift[rows]
+        log_total = proposal.log_total() if rows is None else proposal.log_total()[rows]
+        device = weights.device
+        log_q = self.levels[depth].log_q[nodes].to(device)
+        scale = log_q - log_total + shift.double()  # log of (residual mass / weight)
+        dev_at = at.to(device)
+        weights[dev_at, token.to(device)] = (log_m.to(device) - scale[dev_at]).exp().to(
+            weights.dtype)
+        residual = Categorical.from_weights(weights, shift, proposal.width)
+        alive = torch.isfinite(self.levels[depth].log_m[nodes]).to(device)
+        if bool((alive & (residual.block_cdf[:, -1] < RESIDUAL_FLOOR)).any()):
+            return None
+        return residual, None
 
-    def _proposal_blocks(self, depth: int, nodes: Tensor, width: int) -> BlockLogits:
-        """The residual logits log q(node) + log q(v | node) of expanded nodes with nothing
-        removed below them, seen in blocks. The block masses are sums of the proposal's
-        weights (float32, one pass, rounded like every proposal draw); the logits of the
-        opened blocks are built from the model's rows at those symbols only."""
+    def _residual_blocks(self, depth: int, nodes: Tensor, width: int) -> BlockLogits | None:
+        """The residual logits of distinct expanded nodes (`residual_logits`), seen in blocks
+        of `width` symbols: block masses from the residual's float32 weights (one pass); the
+        opened blocks' logits from the model's rows at those symbols only, each changed child
+        its own residual. None where `_residual` is."""
         proposal, rows = self._proposal(depth, nodes)
+        residual = self._residual(depth, nodes, (proposal, rows))
+        if residual is None:
+            return None
         level = self.levels[depth]
-        masses, total, log_total = (block_sums(proposal.weights, width),
-                                    proposal.block_cdf[:, -1], proposal.log_total())
+        masses = block_sums(residual[0].weights, width)
+        total, log_total = proposal.block_cdf[:, -1], proposal.log_total()
+        if residual[1] is not None:
+            masses = masses[residual[1]]
         if rows is not None:
-            masses, total, log_total = masses[rows], total[rows], log_total[rows]
+            total, log_total = total[rows], log_total[rows]
         device = masses.device
         log_q = level.log_q[nodes].to(device)
         log_share = masses.double().log_() - torch.where(total > 0, total.log(), 0.0)[:, None]
@@ -587,6 +605,9 @@ class Trie:
         model_rows = level.row[nodes]
         lattice_nodes = level.lattice_node[nodes].to(device)
         allowed = self.batch.lattice.on(device).allowed
+        at, token, log_m = self._changed_children(depth, nodes)
+        changed_key, order = torch.sort(at * self.V + token)
+        changed_key, changed_log_m = changed_key.to(device), log_m[order].to(device)
 
         def logits_at(symbols: Tensor) -> Tensor:
             picked = level.log_probs.pick(model_rows.repeat_interleave(symbols.shape[1]),
@@ -594,7 +615,12 @@ class Trie:
             logits = picked + offset[:, None]
             if guide is not None:
                 logits.add_(guide.gather(1, symbols))
-            return logits.masked_fill_(~allowed[lattice_nodes[:, None], symbols], -math.inf)
+            logits.masked_fill_(~allowed[lattice_nodes[:, None], symbols], -math.inf)
+            if len(changed_key):
+                key = torch.arange(len(symbols), device=device)[:, None] * self.V + symbols
+                found = torch.searchsorted(changed_key, key).clamp_max_(len(changed_key) - 1)
+                logits = torch.where(changed_key[found] == key, changed_log_m[found], logits)
+            return logits
 
         return BlockLogits(log_share + log_q[:, None], width, self.V, logits_at)
 
@@ -616,14 +642,14 @@ class _Below:
     offset: Tensor  # [n] float64 log q(node) − log Z(node)
     guide: Tensor | None  # [n, V] log ψ of a twist
     domain: Domain  # the symbols allowed at each node
-    created: tuple[Tensor, Tensor, Tensor]  # children in the trie: (node row, symbol, log_m)
+    changed: tuple[Tensor, Tensor, Tensor]  # `Trie._changed_children`
 
 
 @dataclass
 class BlockLogits:
     """Rows of logits seen through blocks of `width` symbols: each block's logsumexp, and the
     logits at given symbols on demand. A top-k draw opens only a few blocks, so a caller that
-    knows the block masses need not build whole rows (`Trie._proposal_blocks`)."""
+    knows the block masses need not build whole rows (`Trie._residual_blocks`)."""
     log_mass: Tensor  # [n, B] float64 logsumexp of each block (−inf where it has no mass)
     width: int
     vocab_size: int
