@@ -184,13 +184,16 @@ def test_lattice_copies_on_a_device_are_made_once_and_walk_alike():
                                    Q.hitting_time(1, 3) | Q.count(0, 2, 4)],
                          ids=["chain", "count", "before", "union"])
 def test_ending_symbols_are_the_allowed_ones_with_a_free_child(query):
-    """`ending` skips the [n, V] child table on chain nodes; it must agree with it everywhere."""
+    """`ending` skips the [n, V] child table on chain nodes, and `deciding` the [n, V] mask; both
+    must agree with the child table everywhere."""
     lattice = query.lattice(4)
     nodes = torch.arange(lattice.num_nodes)
     children = lattice.child_table(nodes)
     expected = (children >= 0) & lattice.free[children.clamp_min(0)]
     assert torch.equal(lattice.ending(nodes), expected)
     assert expected.any()
+    assert torch.equal(lattice.deciding(nodes), expected.any(-1))  # nodes with an ending symbol
+    assert not lattice.deciding(nodes).all()
 
 
 def test_excluded_symbols_list_exactly_what_a_node_disallows():

@@ -33,7 +33,7 @@ from seqq.estimators.categorical import Categorical, row_counts
 from seqq.estimators.estimate import Estimate
 from seqq.estimators.frontier import extend
 from seqq.estimators.resample import resample_groups
-from seqq.estimators.rollout import gather_rows, restrict, sparse_log_mass
+from seqq.estimators.rollout import gather_rows, restrict, split_ending
 from seqq.estimators.search import widths_for_budget
 from seqq.estimators.summary import BranchResult, group_logsumexp, to_estimates
 from seqq.estimators.twisted import Messages, check_surrogate, task_groups, twist_rows
@@ -118,11 +118,9 @@ def _search(batch: Batch, top: Tensor, sampled: Tensor, messages: Messages | Non
     depth = 0
     while len(branch):
         node_log_probs = gather_rows(log_probs, prefix)
-        ends = lattice.ending(node).to(device)
-        log_end = sparse_log_mass(node_log_probs, ends)
+        log_end, domain = split_ending(batch, node, node_log_probs)
         log_value = torch.logaddexp(log_value, group_logsumexp(log_w + log_end, branch, N))
         guide = None if twist is None else twist.log_values(node)
-        domain = batch.domain(node) & ~ends
         masked, log_mass = restrict(node_log_probs, domain)
         open_rows = torch.isfinite(log_mass).cpu().nonzero().flatten()
         if not len(open_rows):

@@ -17,7 +17,7 @@ from torch import Tensor
 
 from seqq.estimators.allowance import Charge
 from seqq.estimators.batch import Batch
-from seqq.estimators.categorical import Categorical, unshifted_rows
+from seqq.estimators.categorical import Categorical, Domain, unshifted_rows
 from seqq.estimators.summary import group_logsumexp
 from seqq.models.protocol import State
 
@@ -67,6 +67,19 @@ def sparse_log_mass(log_probs: Tensor, mask: Tensor) -> Tensor:
         return restrict(log_probs, mask)[1].double().cpu()
     rows, symbols = mask.nonzero(as_tuple=True)
     return group_logsumexp(log_probs[rows, symbols].double().cpu(), rows.cpu(), len(mask))
+
+
+def split_ending(batch: Batch, nodes: Tensor, log_probs: Tensor, sparse: bool = False
+                 ) -> tuple[Tensor, Domain]:
+    """At lattice `nodes` (CPU) with rows `log_probs`: log p(the next symbol decides the query)
+    per row (CPU float64, −inf where none does) and the domain of the allowed symbols that
+    leave it undecided (`Batch.domain`, sparse if asked). Where no node decides anything, no
+    [n, V] mask of ending symbols is built."""
+    if not bool(batch.lattice.deciding(nodes).any()):
+        return (torch.full((len(nodes),), -torch.inf, dtype=torch.float64),
+                batch.domain(nodes, sparse))
+    ends = batch.lattice.ending(nodes).to(log_probs.device)
+    return sparse_log_mass(log_probs, ends), batch.domain(nodes) & ~ends
 
 
 def gather_rows(values: Tensor, rows: Tensor) -> Tensor:

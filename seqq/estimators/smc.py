@@ -34,7 +34,7 @@ from seqq.estimators.categorical import Categorical
 from seqq.estimators.estimate import Estimate
 from seqq.estimators.frontier import extend
 from seqq.estimators.resample import resample_groups
-from seqq.estimators.rollout import gather_rows, sparse_log_mass
+from seqq.estimators.rollout import gather_rows, split_ending
 from seqq.estimators.search import widths_for_budget
 from seqq.estimators.summary import BranchResult, group_logsumexp, to_estimates
 from seqq.estimators.twisted import (
@@ -142,11 +142,10 @@ def _run(batch: Batch, particles: Tensor, ess_threshold: float,
     depth = 0
     while len(branch):
         row_log_probs = gather_rows(log_probs, prefix)
-        ends = lattice.ending(node).to(device)
-        guide = None if twist is None else twist.log_values(node)
+        log_end, continuing = split_ending(batch, node, row_log_probs, sparse=True)  # ψ = 1 on
+        guide = None if twist is None else twist.log_values(node)  # the ending symbols
         steered = row_log_probs if guide is None else row_log_probs + guide
-        log_end = sparse_log_mass(row_log_probs, ends)  # ψ = 1 on ending symbols
-        extension = Categorical.from_logits(steered, batch.domain(node) & ~ends)
+        extension = Categorical.from_logits(steered, continuing)
         log_cont = extension.log_total()
         source = torch.arange(len(branch), device=device)  # each row's row of `extension`
         log_w = log_w - log_twist

@@ -397,9 +397,9 @@ class Trie:
         removed at or below them), as (index into `nodes`, symbol, log residual) on the CPU.
         Every other child's residual is log q(node) + log q(v | node)."""
         changed = self.removed_below.get(depth + 1, nodes[:0])
-        child = self.levels[depth + 1] if len(changed) else None
-        if child is None:
+        if not len(changed):
             return nodes[:0], nodes[:0], torch.zeros(0, dtype=torch.float64)
+        child = self.levels[depth + 1]
         position = torch.full((self.levels[depth].size,), -1)
         position[nodes] = torch.arange(len(nodes))
         at = position[child.parent[changed]]

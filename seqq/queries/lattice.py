@@ -43,6 +43,8 @@ class Lattice:
         default_factory=dict, init=False, repr=False, compare=False)
     excluded_table: Tensor | None = field(  # `excluded`'s lists, built on first use
         default=None, init=False, repr=False, compare=False)
+    deciding_table: Tensor | None = field(  # `deciding` per node, built on first use
+        default=None, init=False, repr=False, compare=False)
 
     @property
     def vocab_size(self) -> int:
@@ -61,6 +63,20 @@ class Lattice:
             row = tables.branching[nodes]
             out = torch.where(row >= 0, tables.children[row.clamp_min(0), symbols], out)
         return torch.where(tables.allowed[nodes, symbols], out, -1)
+
+    def deciding(self, nodes: Tensor) -> Tensor:
+        """[n] bool on the nodes' device: some allowed symbol decides the query (its child is
+        free), so `ending` has a symbol at the node. Most nodes of a walk decide nothing (a
+        hitting time decides only at its last step), and need no [n, V] `ending` mask."""
+        tables = self.on(nodes.device)
+        if tables.deciding_table is None:
+            successor = tables.successor
+            table = (successor >= 0) & tables.free[successor.clamp_min(0)] & tables.allowed.any(-1)
+            split = (tables.branching >= 0).nonzero().flatten()
+            kids = tables.children[tables.branching[split]]
+            table[split] = ((kids >= 0) & tables.free[kids.clamp_min(0)]).any(-1)
+            tables.deciding_table = table
+        return tables.deciding_table[nodes]
 
     def excluded(self, nodes: Tensor) -> Tensor | None:
         """[n, E] long: the symbols each node disallows, padded with −1, on the nodes' device;
