@@ -142,8 +142,9 @@ def _run(batch: Batch, particles: Tensor, ess_threshold: float,
     depth = 0
     while len(branch):
         row_log_probs = gather_rows(log_probs, prefix)
-        log_end, continuing = split_ending(batch, node, row_log_probs, sparse=True)  # ψ = 1 on
-        guide = None if twist is None else twist.log_values(node)  # the ending symbols
+        # ψ = 1 on the ending symbols: their mass is added untwisted
+        log_end, continuing = split_ending(batch, node, row_log_probs, sparse=True)
+        guide = None if twist is None else twist.log_values(node)
         steered = row_log_probs if guide is None else row_log_probs + guide
         extension = Categorical.from_logits(steered, continuing)
         log_cont = extension.log_total()
