@@ -92,9 +92,9 @@ class Categorical:
     def from_weights(cls, weights: Tensor, shift: Tensor, width: int = BLOCK_WIDTH
                      ) -> Categorical:
         """Rows ∝ `weights` ([n, V], ≥ 0), which stand for exp(logit − shift)."""
-        block_mass = block_sums(weights, min(weights.shape[1], width)).double()
-        return cls(weights, block_mass, block_mass.cumsum(-1), shift,
-                   min(weights.shape[1], width))
+        W = min(weights.shape[1], width)
+        block_mass = block_sums(weights, W).double()
+        return cls(weights, block_mass, block_mass.cumsum(-1), shift, W)
 
     @property
     def vocab_size(self) -> int:

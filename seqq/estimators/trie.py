@@ -553,17 +553,18 @@ class Trie:
         return _top_conditioned(blocks, bound.to(device), generator, k)
 
     def _residual(self, depth: int, nodes: Tensor,
-                  proposal: tuple[Categorical, Tensor | None] | None = None
+                  proposal: tuple[Categorical, Tensor | None] | None = None,
+                  changed: tuple[Tensor, Tensor, Tensor] | None = None
                   ) -> tuple[Categorical, Tensor | None] | None:
         """q(· | node, not removed) of distinct expanded nodes, as `_proposal` gives q(· | node):
         the proposal's float32 weights with each changed child's weight set to its residual
         (rounded like every proposal draw). A node with nothing removed below it draws from
         its proposal itself, which its expansion has usually just built. None if some node's
         residual weights underflow float32 (below RESIDUAL_FLOOR while its residual is not
-        0): such nodes need the float64 `residual_logits`. `proposal`: the nodes' `_proposal`,
-        when the caller has it."""
+        0): such nodes need the float64 `residual_logits`. `proposal` and `changed`: the
+        nodes' `_proposal` and `_changed_children`, when the caller has them."""
         proposal, rows = proposal or self._proposal(depth, nodes)
-        at, token, log_m = self._changed_children(depth, nodes)
+        at, token, log_m = changed or self._changed_children(depth, nodes)
         if not len(at):
             return proposal, rows
         weights = proposal.weights.clone() if rows is None else proposal.weights[rows]
@@ -587,7 +588,8 @@ class Trie:
         opened blocks' logits from the model's rows at those symbols only, each changed child
         its own residual. None where `_residual` is."""
         proposal, rows = self._proposal(depth, nodes)
-        residual = self._residual(depth, nodes, (proposal, rows))
+        at, token, log_m = changed = self._changed_children(depth, nodes)
+        residual = self._residual(depth, nodes, (proposal, rows), changed)
         if residual is None:
             return None
         level = self.levels[depth]
@@ -605,7 +607,6 @@ class Trie:
         model_rows = level.row[nodes]
         lattice_nodes = level.lattice_node[nodes].to(device)
         allowed = self.batch.lattice.on(device).allowed
-        at, token, log_m = self._changed_children(depth, nodes)
         changed_key, order = torch.sort(at * self.V + token)
         changed_key, changed_log_m = changed_key.to(device), log_m[order].to(device)
 
