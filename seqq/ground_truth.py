@@ -20,7 +20,7 @@ import torch
 from tqdm.auto import tqdm
 
 from seqq.estimators.batch import Batch, prepare, subset, tree_calls
-from seqq.estimators.draws import draw_paths
+from seqq.estimators.draws import Draws, draw_paths
 from seqq.estimators.exact import exact
 from seqq.estimators.summary import group_logsumexp
 from seqq.estimators.trie import Trie
@@ -29,6 +29,8 @@ from seqq.models.protocol import SequenceModel
 from seqq.queries import Query
 
 Method = Literal["dp", "enumeration", "wor", "importance"]
+DRAW_AHEAD = 0.5  # a round of the absolute rule draws ahead by up to this share of the samples
+# so far: ≤ 1/3 of a task's samples wasted past its stop, and ~7 rounds from 10k to 100k
 TRIE_CALLS = 2**21  # worst-case calls of the WOR surrogate's tasks sharing one trie (about 4.5 GB
 # of states for an LSTM-128; each group's trie is freed before the next)
 
@@ -154,54 +156,125 @@ def _surrogate(batch: Batch, tasks: torch.Tensor, results: list, rule: str, delt
                              s_step, s_high, bar)
 
 
+def _checkpoints(s_low: int, s_step: int, s_high: int) -> list[int]:
+    """The sample counts at which the paper's rule is checked: S_low, then every S_step more,
+    up to the first count ≥ S_high."""
+    counts = [s_low]
+    while counts[-1] < s_high:
+        counts.append(counts[-1] + s_step)
+    return counts
+
+
+def _round_end(checks: list[int], first: int, drawn: int) -> int:
+    """Index of the last checkpoint a round starting at `drawn` samples (the next checkpoint
+    being `checks[first]`) draws up to: at least the next, else as far as `DRAW_AHEAD`·drawn
+    more samples reach."""
+    last = first
+    while last + 1 < len(checks) and checks[last + 1] - drawn <= DRAW_AHEAD * drawn:
+        last += 1
+    return last
+
+
 def _adaptive_importance(sub: Batch, tasks: torch.Tensor, results: list, rule: str,
                          delta: float, rel_tol: float, s_low: int, s_step: int, s_high: int,
                          bar) -> None:
-    """`_surrogate` for the tasks of `sub` (results[tasks[t]] for its task t)."""
+    """`_surrogate` for the tasks of `sub` (results[tasks[t]] for its task t).
+
+    The rule is checked at the paper's checkpoints (`_checkpoints`), on the first n samples
+    of each task, exactly as if they were drawn S_step at a time; but a round draws up to
+    several checkpoints at once (`_round_end`), and a task stopping at one of them drops the
+    samples after it. Samples are i.i.d., so where each task stops, and its estimate there,
+    are distributed as under one-step rounds, while the model sees a few large batches
+    instead of up to 90 small ones. The dropped samples' calls are spent and counted."""
     trie = Trie(sub)
     N, T = len(sub.branch_task), sub.num_tasks
-    log_s1 = torch.full((N,), -math.inf, dtype=torch.float64)
-    log_s2, neg_log_q = log_s1.clone(), torch.zeros(N, dtype=torch.float64)
-    drawn = torch.zeros(T, dtype=torch.long)
-    active = torch.arange(T)
+    sums = _SampleSums.empty(N)
+    checks = _checkpoints(s_low, s_step, s_high)
+    active, first, drawn = torch.arange(T), 0, 0
     while len(active):
-        S = s_low if drawn[active[0]] == 0 else s_step
-        per_task = torch.zeros(T, dtype=torch.long).index_fill_(0, active, S)
-        draws = draw_paths(trie, per_task[sub.branch_task], "proposal")
-        owner = draws.row_branch
-        log_s1 = torch.logaddexp(log_s1, group_logsumexp(draws.log_w, owner, N))
-        log_s2 = torch.logaddexp(log_s2, group_logsumexp(2 * draws.log_w, owner, N))
-        neg_log_q.index_add_(0, owner, -draws.log_q)
-        drawn[active] += S
-        value, log_value, rel, per_sample_var = _task_statistics(sub, log_s1, log_s2, drawn)
-        done = (per_sample_var < delta) if rule == "absolute" else (rel < rel_tol)
-        finished = active[(done | (drawn >= s_high))[active]]
-        log_n = drawn.double().clamp_min(1).log()[sub.branch_task]
-        share = torch.exp(log_s1 - log_n - log_value[sub.branch_task]).nan_to_num(0.0)
-        entropy = torch.zeros(T, dtype=torch.float64).index_add_(
-            0, sub.branch_task, share * neg_log_q) / drawn.clamp_min(1)
-        calls = sub.task_calls()
-        for t in finished.tolist():
-            results[int(tasks[t])] = GroundTruth(
-                value[t].item(), log_value[t].item(), "surrogate", int(drawn[t]),
-                rel[t].item() if value[t] > 0 else 0.0, int(calls[t]), entropy[t].item(),
-                "importance")
-        bar.update(len(finished))
-        active = active[~torch.isin(active, finished)]
+        last = _round_end(checks, first, drawn)
+        branches = torch.isin(sub.branch_task, active).nonzero().flatten()
+        per_branch = torch.zeros(N, dtype=torch.long).index_fill_(0, branches,
+                                                                  checks[last] - drawn)
+        running = sums.running(branches, draw_paths(trie, per_branch, "proposal"))
+        for check in range(first, last + 1):
+            n = checks[check]
+            at = running.at(n - drawn)
+            value, log_value, rel, per_sample_var = _task_statistics(sub, at.log_s1, at.log_s2,
+                                                                     n)
+            done = (per_sample_var < delta) if rule == "absolute" else (rel < rel_tol)
+            finished = active[(done | (n >= s_high))[active]]
+            log_share = at.log_s1 - math.log(n) - log_value[sub.branch_task]
+            entropy = torch.zeros(T, dtype=torch.float64).index_add_(
+                0, sub.branch_task, torch.exp(log_share).nan_to_num(0.0) * at.neg_log_q) / n
+            calls = sub.task_calls()
+            for t in finished.tolist():
+                results[int(tasks[t])] = GroundTruth(
+                    value[t].item(), log_value[t].item(), "surrogate", n,
+                    rel[t].item() if value[t] > 0 else 0.0, int(calls[t]), entropy[t].item(),
+                    "importance")
+            bar.update(len(finished))
+            active = active[~torch.isin(active, finished)]
+        sums, first, drawn = running.at(checks[last] - drawn), last + 1, checks[last]
+
+
+@dataclass(frozen=True)
+class _SampleSums:
+    """Per branch, over the samples so far: log Σw, log Σw² and Σ −log q."""
+
+    log_s1: torch.Tensor
+    log_s2: torch.Tensor
+    neg_log_q: torch.Tensor
+
+    @classmethod
+    def empty(cls, branches: int) -> _SampleSums:
+        none = torch.full((branches,), -math.inf, dtype=torch.float64)
+        return cls(none, none.clone(), torch.zeros(branches, dtype=torch.float64))
+
+    def running(self, branches: torch.Tensor, draws: Draws) -> _RunningSums:
+        """These sums extended by a round's draws, an equal number for each of `branches`
+        (sorted), in draw order."""
+        shape = (len(branches), -1)
+        log_w = draws.log_w.view(shape)
+        return _RunningSums(self, branches, torch.logcumsumexp(log_w, 1),
+                            torch.logcumsumexp(2 * log_w, 1),
+                            torch.cumsum(-draws.log_q.view(shape), 1))
+
+
+@dataclass(frozen=True)
+class _RunningSums:
+    """`_SampleSums` after each of a round's draws (column j: after j + 1 draws per branch)."""
+
+    before: _SampleSums
+    branches: torch.Tensor
+    log_s1: torch.Tensor
+    log_s2: torch.Tensor
+    neg_log_q: torch.Tensor
+
+    def at(self, count: int) -> _SampleSums:
+        """The sums after the round's first `count` draws of each branch."""
+        b, j = self.branches, count - 1
+        log_s1, log_s2 = self.before.log_s1.clone(), self.before.log_s2.clone()
+        neg_log_q = self.before.neg_log_q.clone()
+        log_s1[b] = torch.logaddexp(log_s1[b], self.log_s1[:, j])
+        log_s2[b] = torch.logaddexp(log_s2[b], self.log_s2[:, j])
+        neg_log_q[b] += self.neg_log_q[:, j]
+        return _SampleSums(log_s1, log_s2, neg_log_q)
 
 
 def _task_statistics(batch: Batch, log_s1: torch.Tensor, log_s2: torch.Tensor,
-                     drawn: torch.Tensor) -> tuple[torch.Tensor, ...]:
+                     drawn: int) -> tuple[torch.Tensor, ...]:
     """Per task: p̂, log p̂, relative standard error, and per-sample weight variance (Eq. 66),
-    from per-branch running sums Σw and Σw² kept in log space (products' samples independent)."""
+    from per-branch running sums Σw and Σw² kept in log space (products' samples independent),
+    after `drawn` samples of every branch."""
     T, task = batch.num_tasks, batch.branch_task
-    n = drawn.double().clamp_min(1)
-    log_mean = log_s1 - n.log()[task]  # per branch
+    log_n = math.log(drawn)
+    log_mean = log_s1 - log_n  # per branch
     log_value = group_logsumexp(log_mean, task, T)
     shift = torch.where(torch.isfinite(log_value), log_value, 0.0)
     scaled_mean = torch.exp(log_mean - shift[task])
-    scaled_var = (torch.exp(log_s2 - n.log()[task] - 2 * shift[task]) - scaled_mean**2).clamp_min(0)
+    scaled_var = (torch.exp(log_s2 - log_n - 2 * shift[task]) - scaled_mean**2).clamp_min(0)
     var = torch.zeros(T, dtype=torch.float64).index_add_(0, task, scaled_var)  # relative to p̂²
-    rel = torch.where(torch.isfinite(log_value), (var / n).sqrt(), torch.inf)
+    rel = torch.where(torch.isfinite(log_value), (var / drawn).sqrt(), torch.inf)
     return log_value.exp(), log_value, rel, var * torch.exp(2 * shift)
 

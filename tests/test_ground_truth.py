@@ -4,6 +4,7 @@ else a surrogate (WOR sum-and-sample under the relative rule, adaptive IS under 
 import importlib
 
 import pytest
+import torch
 from oracles import random_markov, tiny_lstm
 
 import seqq
@@ -106,3 +107,37 @@ def test_the_wor_surrogate_runs_in_groups_that_bound_its_trie(monkeypatch):
     for gt, history, query in zip(gts, [[0], [1], [2]], queries, strict=True):
         truth = seqq.exact(markov, history, query)
         assert gt.method == "wor" and abs(gt.value - truth) <= 4 * gt.rel_stderr * gt.value
+
+
+def test_the_absolute_rule_stops_where_one_step_rounds_would(monkeypatch):
+    """Rounds draw several checkpoints ahead; each query must still stop at the first
+    checkpoint (S_low, then every S_step) where Eq. 66's per-sample variance of *its first n
+    samples* is below δ, and report the mean of exactly those n. Replayed from the recorded
+    draws, with stops inside rounds (samples after them dropped) among the cases."""
+    ground_truth_module = importlib.import_module("seqq.ground_truth")
+    rounds = []
+    draw_paths = ground_truth_module.draw_paths
+    monkeypatch.setattr(ground_truth_module, "draw_paths",
+                        lambda *a: rounds.append(draw_paths(*a)) or rounds[-1])
+    s_low, s_step, s_high, delta = 200, 100, 5000, 5e-3
+    histories = [[h] for h in range(10)]
+    gts = seqq.ground_truth_many(opaque(random_markov(10, 1, seed=4)), histories,
+                                 Q.hitting_time(2, 5), seed=0, exact_max_calls=10,
+                                 rule="absolute", delta=delta, s_low=s_low, s_step=s_step,
+                                 s_high=s_high, progress=False)
+    checkpoints = list(range(s_low, s_high + 1, s_step))
+    assert 1 < len(rounds) < len(checkpoints) / 4
+    round_ends = set()
+    for task, gt in enumerate(gts):  # hitting-time queries: one branch per task
+        mine = [r.log_w[r.row_branch == task] for r in rounds]
+        ends = torch.tensor([len(m) for m in mine]).cumsum(0)
+        round_ends |= set(ends.tolist())
+        w = torch.cat(mine).exp()
+        for n in checkpoints:
+            mean = w[:n].mean().item()
+            per_sample_var = (w[:n] ** 2).mean().item() - mean**2
+            if per_sample_var < delta or n == s_high:
+                break
+        assert gt.samples == n and gt.value == pytest.approx(mean, rel=1e-9)
+    stops = {gt.samples for gt in gts}
+    assert stops - round_ends and s_low in stops and s_high in stops
