@@ -172,7 +172,8 @@ def test_lattice_copies_on_a_device_are_made_once_and_walk_alike():
                       Q.hitting_time(0, 2).lattice(4)])
     assert lattice.on("cpu") is lattice  # already there: no copy
     copy = lattice.on("meta")
-    assert copy is lattice.on("meta")
+    assert copy is lattice.on("meta") is lattice.on(torch.device("meta"))  # asked either way
+    assert lattice.on(torch.device("cpu")) is lattice
     assert {t.device.type for t in copy.tables()} == {"meta"}
     nodes = torch.tensor([int(r) for r in lattice.roots])
     assert lattice.advance(nodes.to("meta"), torch.tensor([3, 1])).device.type == "meta"

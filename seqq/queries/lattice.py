@@ -39,7 +39,7 @@ class Lattice:
     horizon: Tensor  # [N] long: the horizon K of the node's query
     query: Tensor  # [N] long: which query of a batch the node belongs to
     roots: Tensor  # [T] long: each query's start node, −1 if the query holds no path
-    copies: dict[torch.device, Lattice] = field(  # `on(device)`'s cache, one copy per device
+    copies: dict[torch.device | str, Lattice] = field(  # `on(device)`'s cache, by device asked
         default_factory=dict, init=False, repr=False, compare=False)
     excluded_table: Tensor | None = field(  # `excluded`'s lists, built on first use
         default=None, init=False, repr=False, compare=False)
@@ -119,12 +119,15 @@ class Lattice:
     def on(self, device: torch.device | str) -> Lattice:
         """This lattice with every table on `device`: copied once per device and kept, so
         walks on a GPU index it there without moving tables every step."""
-        device = torch.empty(0, device=device).device  # "cuda" → "cuda:0", as tensors say
-        if all(t.device == device for t in self.tables()):
-            return self
-        if device not in self.copies:
-            self.copies[device] = Lattice(*(t.to(device) for t in self.tables()))
-        return self.copies[device]
+        found = self.copies.get(device)  # every step asks: a dict lookup, no scan of tables
+        if found is None:
+            resolved = torch.empty(0, device=device).device  # "cuda" → "cuda:0", as tensors say
+            found = self.copies.get(resolved)
+            if found is None:
+                found = (self if all(t.device == resolved for t in self.tables())
+                         else Lattice(*(t.to(resolved) for t in self.tables())))
+            self.copies[device] = self.copies[resolved] = found
+        return found
 
     def tables(self) -> list[Tensor]:
         return [getattr(self, f.name) for f in fields(self) if f.init]
