@@ -194,3 +194,5 @@ def test_an_excluded_list_masks_like_the_mask(width: int) -> None:
     assert torch.equal(filled, torch.where(domain, logits, -math.inf))
     nothing = Excluded(torch.zeros(len(logits), 0, dtype=torch.long))
     assert torch.equal(fill_outside(logits.clone(), nothing, 0.0), logits)
+    (listed, listed_mass), (masked, mass) = restrict(logits, excluded), restrict(logits, domain)
+    assert torch.equal(listed, masked) and torch.equal(listed_mass, mass)  # beam's rows

@@ -122,7 +122,8 @@ def beam_search(batch: Batch, rule: Rule) -> list[Level]:
 def _expand(batch: Batch, level: Level, depth: int, rule: Rule) -> Level:
     open_nodes = (~level.final).nonzero().flatten()
     branch = level.branch[open_nodes]
-    domain = batch.domain(level.lattice_node[open_nodes])
+    tail_split = isinstance(rule, TailSplit)  # its variance split counts each node's domain
+    domain = batch.domain(level.lattice_node[open_nodes], sparse=not tail_split)
     log_probs = level.log_probs  # its rows are the open nodes, in order (see `row`)
     masked, log_mass = restrict(log_probs, domain)
     parent_log = (level.log_q if rule.by_q else level.log_p)[open_nodes].to(batch.device)
@@ -135,7 +136,7 @@ def _expand(batch: Batch, level: Level, depth: int, rule: Rule) -> Level:
         step = conditional(values, mass) if rule.by_q else values.to(torch.float64, copy=True)
         return step.add_(parent[:, None])
 
-    if isinstance(rule, TailSplit):  # its variance split needs every candidate's score
+    if tail_split:  # its variance split needs every candidate's score
         scores = joint(masked, None)
         local, token = best_candidates(scores, branch, depth, rule, batch.lengths,
                                        _branch_totals(scores, domain, branch))

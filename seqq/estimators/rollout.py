@@ -17,7 +17,13 @@ from torch import Tensor
 
 from seqq.estimators.allowance import Charge
 from seqq.estimators.batch import Batch
-from seqq.estimators.categorical import Categorical, Domain, unshifted_rows
+from seqq.estimators.categorical import (
+    Categorical,
+    Domain,
+    Excluded,
+    fill_outside,
+    unshifted_rows,
+)
 from seqq.estimators.summary import group_logsumexp
 from seqq.models.protocol import State
 
@@ -44,11 +50,15 @@ class Paths:
         return cls(*(torch.cat([getattr(p, f.name) for p in parts]) for f in fields(cls)))
 
 
-def restrict(log_probs: Tensor, domain: Tensor) -> tuple[Tensor, Tensor]:
+def restrict(log_probs: Tensor, domain: Domain) -> tuple[Tensor, Tensor]:
     """Masked log-probs and log p(V_k | prefix) per row (−inf where the domain has no mass).
     The mass is summed without a shift (`unshifted_rows`); rows where that is inexact are
-    reduced again with torch.logsumexp."""
-    masked = torch.where(domain, log_probs, -torch.inf)
+    reduced again with torch.logsumexp. An `Excluded` domain masks a copy with one scatter,
+    instead of a pass that reads an [n, V] mask beside the rows."""
+    if isinstance(domain, Excluded):
+        masked = fill_outside(log_probs.clone(), domain, -torch.inf)
+    else:
+        masked = torch.where(domain, log_probs, -torch.inf)
     mass = masked.exp().sum(-1)
     redo = (~unshifted_rows(mass)).nonzero().flatten()
     log_mass = mass.log_()
