@@ -91,7 +91,7 @@ def ground_truth_many(
     if len(hard) and rule == "relative":
         _wor_surrogate(batch, hard, results, rel_tol, s_high, bar)
     elif len(hard):
-        _surrogate(batch, hard, results, rule, delta, rel_tol, s_low, s_step, s_high, bar)
+        _surrogate(batch, hard, results, delta, s_low, s_step, s_high, bar)
     bar.close()
     return results  # type: ignore[return-value]
 
@@ -145,15 +145,15 @@ def _record_wor(batch: Batch, tasks: torch.Tensor, estimates: list, before: torc
                                  int(batch.counter.calls[t] - before[t] + 1), est.entropy, "wor")
 
 
-def _surrogate(batch: Batch, tasks: torch.Tensor, results: list, rule: str, delta: float,
-               rel_tol: float, s_low: int, s_step: int, s_high: int, bar) -> None:
+def _surrogate(batch: Batch, tasks: torch.Tensor, results: list, delta: float, s_low: int,
+               s_step: int, s_high: int, bar) -> None:
     """Adaptive IS from the restricted proposal, drawn through a prefix trie per group of
     tasks (worst-case calls at most `TRIE_CALLS` per group), so a prefix shared by several
     samples costs one call; the samples and the stopping rule are the paper's."""
     max_calls = s_high * (int(batch.lengths.max()) - 1) + 1
     for group in tasks.split(max(1, TRIE_CALLS // max_calls)):
-        _adaptive_importance(subset(batch, group), group, results, rule, delta, rel_tol, s_low,
-                             s_step, s_high, bar)
+        _adaptive_importance(subset(batch, group), group, results, delta, s_low, s_step,
+                             s_high, bar)
 
 
 def _checkpoints(s_low: int, s_step: int, s_high: int) -> list[int]:
@@ -175,9 +175,8 @@ def _round_end(checks: list[int], first: int, drawn: int) -> int:
     return last
 
 
-def _adaptive_importance(sub: Batch, tasks: torch.Tensor, results: list, rule: str,
-                         delta: float, rel_tol: float, s_low: int, s_step: int, s_high: int,
-                         bar) -> None:
+def _adaptive_importance(sub: Batch, tasks: torch.Tensor, results: list, delta: float,
+                         s_low: int, s_step: int, s_high: int, bar) -> None:
     """`_surrogate` for the tasks of `sub` (results[tasks[t]] for its task t).
 
     The rule is checked at the paper's checkpoints (`_checkpoints`), on the first n samples
@@ -202,8 +201,7 @@ def _adaptive_importance(sub: Batch, tasks: torch.Tensor, results: list, rule: s
             at = running.at(n - drawn)
             value, log_value, rel, per_sample_var = _task_statistics(sub, at.log_s1, at.log_s2,
                                                                      n)
-            done = (per_sample_var < delta) if rule == "absolute" else (rel < rel_tol)
-            finished = active[(done | (n >= s_high))[active]]
+            finished = active[((per_sample_var < delta) | (n >= s_high))[active]]
             log_share = at.log_s1 - math.log(n) - log_value[sub.branch_task]
             entropy = torch.zeros(T, dtype=torch.float64).index_add_(
                 0, sub.branch_task, torch.exp(log_share).nan_to_num(0.0) * at.neg_log_q) / n
