@@ -70,12 +70,16 @@ def ground_truth_many(
     some query needs a surrogate)."""
     if rule not in ("absolute", "relative"):
         raise ValueError(f"ground-truth rule must be 'absolute' or 'relative', got {rule!r}")
+    for name, value in (("s_low", s_low), ("s_step", s_step), ("s_high", s_high)):
+        if value < 1:
+            raise ValueError(f"ground-truth {name} must be at least 1 sample, got {value}")
     if isinstance(queries, Query):
         queries = [queries] * len(histories)
     if hasattr(model, "log_probability"):
         return [_model_exact(model, h, q) for h, q in zip(histories, queries, strict=True)]
     batch = prepare(model, histories, queries, seed)
-    cheap = tree_calls(batch) <= exact_max_calls
+    no_paths = torch.bincount(batch.branch_task, minlength=batch.num_tasks) == 0  # exactly 0
+    cheap = (tree_calls(batch) <= exact_max_calls) | no_paths
     results: list[GroundTruth | None] = [None] * batch.num_tasks
     bar = tqdm(total=batch.num_tasks, desc="ground truth", unit="query",
                disable=not (progress if progress is not None else bool((~cheap).any())))
@@ -110,15 +114,20 @@ def _model_exact(model, history: Sequence[int], query: Query) -> GroundTruth:
     return GroundTruth(math.exp(log_value), log_value, "exact", 0, 0.0, 0, entropy, "dp")
 
 
+def _worst_calls(batch: Batch, s_high: int) -> int:
+    """A surrogate's calls per query at most: s_high paths of L − 1 new prefixes, and the
+    history."""
+    return s_high * (int(batch.lengths.max()) - 1) + 1
+
+
 def _wor_surrogate(batch: Batch, tasks: torch.Tensor, results: list, rel_tol: float,
                    s_high: int, bar) -> None:
     """`wor_until` on groups of tasks whose worst-case calls sum to at most `TRIE_CALLS`: the
     trie keeps every prefix it evaluated (a state per prefix), so one trie for all of a
     sweep's hard queries would outgrow memory at tight tolerances."""
     before = batch.counter.calls.clone()
-    max_calls = s_high * (int(batch.lengths.max()) - 1) + 1
-    per_group = max(1, TRIE_CALLS // max_calls)
-    for group in tasks.split(per_group):
+    max_calls = _worst_calls(batch, s_high)
+    for group in tasks.split(max(1, TRIE_CALLS // max_calls)):
         estimates, _ = wor_until(subset(batch, group), rel_tol, max_calls,
                                  on_stage=_stage_reporter(bar))
         _record_wor(batch, group, estimates, before, results)
@@ -150,8 +159,7 @@ def _surrogate(batch: Batch, tasks: torch.Tensor, results: list, delta: float, s
     """Adaptive IS from the restricted proposal, drawn through a prefix trie per group of
     tasks (worst-case calls at most `TRIE_CALLS` per group), so a prefix shared by several
     samples costs one call; the samples and the stopping rule are the paper's."""
-    max_calls = s_high * (int(batch.lengths.max()) - 1) + 1
-    for group in tasks.split(max(1, TRIE_CALLS // max_calls)):
+    for group in tasks.split(max(1, TRIE_CALLS // _worst_calls(batch, s_high))):
         _adaptive_importance(subset(batch, group), group, results, delta, s_low, s_step,
                              s_high, bar)
 
@@ -193,9 +201,9 @@ def _adaptive_importance(sub: Batch, tasks: torch.Tensor, results: list, delta: 
     while len(active):
         last = _round_end(checks, first, drawn)
         branches = torch.isin(sub.branch_task, active).nonzero().flatten()
-        per_branch = torch.zeros(N, dtype=torch.long).index_fill_(0, branches,
-                                                                  checks[last] - drawn)
-        running = sums.running(branches, draw_paths(trie, per_branch, "proposal"))
+        count = checks[last] - drawn
+        per_branch = torch.zeros(N, dtype=torch.long).index_fill_(0, branches, count)
+        running = sums.running(branches, count, draw_paths(trie, per_branch, "proposal"))
         for check in range(first, last + 1):
             n = checks[check]
             at = running.at(n - drawn)
@@ -229,10 +237,10 @@ class _SampleSums:
         none = torch.full((branches,), -math.inf, dtype=torch.float64)
         return cls(none, none.clone(), torch.zeros(branches, dtype=torch.float64))
 
-    def running(self, branches: torch.Tensor, draws: Draws) -> _RunningSums:
-        """These sums extended by a round's draws, an equal number for each of `branches`
-        (sorted), in draw order."""
-        shape = (len(branches), -1)
+    def running(self, branches: torch.Tensor, count: int, draws: Draws) -> _RunningSums:
+        """These sums extended by a round's draws, `count` for each of `branches` (sorted),
+        in draw order."""
+        shape = (len(branches), count)
         log_w = draws.log_w.view(shape)
         return _RunningSums(self, branches, torch.logcumsumexp(log_w, 1),
                             torch.logcumsumexp(2 * log_w, 1),

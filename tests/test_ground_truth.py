@@ -129,15 +129,29 @@ def test_the_absolute_rule_stops_where_one_step_rounds_would(monkeypatch):
     assert 1 < len(rounds) < len(checkpoints) / 4
     round_ends = set()
     for task, gt in enumerate(gts):  # hitting-time queries: one branch per task
-        mine = [r.log_w[r.row_branch == task] for r in rounds]
-        ends = torch.tensor([len(m) for m in mine]).cumsum(0)
+        mine = [r.row_branch == task for r in rounds]
+        ends = torch.tensor([int(m.sum()) for m in mine]).cumsum(0)
         round_ends |= set(ends.tolist())
-        w = torch.cat(mine).exp()
+        w = torch.cat([r.log_w[m] for r, m in zip(rounds, mine, strict=True)]).exp()
+        neg_log_q = -torch.cat([r.log_q[m] for r, m in zip(rounds, mine, strict=True)])
         for n in checkpoints:
             mean = w[:n].mean().item()
             per_sample_var = (w[:n] ** 2).mean().item() - mean**2
             if per_sample_var < delta or n == s_high:
                 break
         assert gt.samples == n and gt.value == pytest.approx(mean, rel=1e-9)
+        assert gt.rel_stderr == pytest.approx((per_sample_var / n) ** 0.5 / mean, rel=1e-6)
+        assert gt.entropy == pytest.approx(neg_log_q[:n].mean().item(), rel=1e-9)
     stops = {gt.samples for gt in gts}
     assert stops - round_ends and s_low in stops and s_high in stops
+
+
+def test_surrogates_answer_queries_without_paths_and_refuse_empty_steps():
+    markov = opaque(random_markov(6, 1, seed=2))
+    no_paths = Q.hitting_time([0, 1, 2, 3, 4, 5], 3)  # every symbol must be avoided twice
+    for rule in ("absolute", "relative"):  # exactly 0 at no cost, whatever the call limit
+        alone = seqq.ground_truth(markov, [0], no_paths, seed=0, exact_max_calls=0, rule=rule,
+                                  s_low=100, s_step=100, s_high=300)
+        assert alone.value == 0.0 and alone.kind == "exact" and alone.model_calls == 1
+    with pytest.raises(ValueError, match="s_step must be at least 1"):
+        seqq.ground_truth(markov, [0], Q.hitting_time(2, 5), exact_max_calls=0, s_step=0)

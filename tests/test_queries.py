@@ -174,6 +174,7 @@ def test_lattice_copies_on_a_device_are_made_once_and_walk_alike():
     copy = lattice.on("meta")
     assert copy is lattice.on("meta") is lattice.on(torch.device("meta"))  # asked either way
     assert lattice.on(torch.device("cpu")) is lattice
+    assert all(c is not lattice for c in lattice.copies.values())  # no cycle keeps copies alive
     assert {t.device.type for t in copy.tables()} == {"meta"}
     nodes = torch.tensor([int(r) for r in lattice.roots])
     assert lattice.advance(nodes.to("meta"), torch.tensor([3, 1])).device.type == "meta"

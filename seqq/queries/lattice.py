@@ -39,8 +39,10 @@ class Lattice:
     horizon: Tensor  # [N] long: the horizon K of the node's query
     query: Tensor  # [N] long: which query of a batch the node belongs to
     roots: Tensor  # [T] long: each query's start node, −1 if the query holds no path
-    copies: dict[torch.device | str, Lattice] = field(  # `on(device)`'s cache, by device asked
+    copies: dict[torch.device | str, Lattice] = field(  # `on`'s copies, by the device asked
         default_factory=dict, init=False, repr=False, compare=False)
+    home: set[torch.device | str] = field(  # devices asked for that hold the tables already
+        default_factory=set, init=False, repr=False, compare=False)
     excluded_table: Tensor | None = field(  # `excluded`'s lists, built on first use
         default=None, init=False, repr=False, compare=False)
     deciding_table: Tensor | None = field(  # `deciding` per node, built on first use
@@ -119,15 +121,21 @@ class Lattice:
     def on(self, device: torch.device | str) -> Lattice:
         """This lattice with every table on `device`: copied once per device and kept, so
         walks on a GPU index it there without moving tables every step."""
-        found = self.copies.get(device)  # every step asks: a dict lookup, no scan of tables
-        if found is None:
-            resolved = torch.empty(0, device=device).device  # "cuda" → "cuda:0", as tensors say
-            found = self.copies.get(resolved)
-            if found is None:
-                found = (self if all(t.device == resolved for t in self.tables())
-                         else Lattice(*(t.to(resolved) for t in self.tables())))
-            self.copies[device] = self.copies[resolved] = found
-        return found
+        if device in self.home:  # every walk step asks: one set or dict lookup, no table scan
+            return self
+        if (copy := self.copies.get(device)) is not None:
+            return copy
+        resolved = torch.empty(0, device=device).device  # "cuda" → "cuda:0", as tensors say
+        stable = torch.device(device) == resolved  # a bare "cuda" follows the current device
+        if all(t.device == resolved for t in self.tables()):
+            if stable:
+                self.home.add(device)
+            return self
+        if resolved not in self.copies:
+            self.copies[resolved] = Lattice(*(t.to(resolved) for t in self.tables()))
+        if stable:
+            self.copies[device] = self.copies[resolved]
+        return self.copies[resolved]
 
     def tables(self) -> list[Tensor]:
         return [getattr(self, f.name) for f in fields(self) if f.init]
