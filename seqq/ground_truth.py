@@ -194,34 +194,43 @@ def _adaptive_importance(sub: Batch, tasks: torch.Tensor, results: list, delta: 
     are distributed as under one-step rounds, while the model sees a few large batches
     instead of up to 90 small ones. The dropped samples' calls are spent and counted."""
     trie = Trie(sub)
-    N, T = len(sub.branch_task), sub.num_tasks
+    N = len(sub.branch_task)
     sums = _SampleSums.empty(N)
     checks = _checkpoints(s_low, s_step, s_high)
-    active, first, drawn = torch.arange(T), 0, 0
+    active, first, drawn = torch.arange(sub.num_tasks), 0, 0
     while len(active):
         last = _round_end(checks, first, drawn)
         branches = torch.isin(sub.branch_task, active).nonzero().flatten()
         count = checks[last] - drawn
         per_branch = torch.zeros(N, dtype=torch.long).index_fill_(0, branches, count)
         running = sums.running(branches, count, draw_paths(trie, per_branch, "proposal"))
-        for check in range(first, last + 1):
-            n = checks[check]
+        for n in checks[first:last + 1]:
             at = running.at(n - drawn)
-            value, log_value, rel, per_sample_var = _task_statistics(sub, at.log_s1, at.log_s2,
-                                                                     n)
-            finished = active[((per_sample_var < delta) | (n >= s_high))[active]]
-            log_share = at.log_s1 - math.log(n) - log_value[sub.branch_task]
-            entropy = torch.zeros(T, dtype=torch.float64).index_add_(
-                0, sub.branch_task, torch.exp(log_share).nan_to_num(0.0) * at.neg_log_q) / n
-            calls = sub.task_calls()
-            for t in finished.tolist():
-                results[int(tasks[t])] = GroundTruth(
-                    value[t].item(), log_value[t].item(), "surrogate", n,
-                    rel[t].item() if value[t] > 0 else 0.0, int(calls[t]), entropy[t].item(),
-                    "importance")
-            bar.update(len(finished))
-            active = active[~torch.isin(active, finished)]
+            statistics = _task_statistics(sub, at.log_s1, at.log_s2, n)
+            finished = active[((statistics[3] < delta) | (n >= s_high))[active]]
+            if len(finished):
+                _record_importance(sub, tasks, finished, at, n, statistics, results)
+                bar.update(len(finished))
+                active = active[~torch.isin(active, finished)]
         sums, first, drawn = running.at(checks[last] - drawn), last + 1, checks[last]
+
+
+def _record_importance(sub: Batch, tasks: torch.Tensor, finished: torch.Tensor,
+                       sums: _SampleSums, n: int, statistics: tuple[torch.Tensor, ...],
+                       results: list) -> None:
+    """The truths of the `finished` tasks of `sub`, stopped after n samples with these sums:
+    the estimate, its relative SE, the calls so far, and H(q) = E_q[−log q], each branch's
+    mean −log q weighted by its share of p̂."""
+    value, log_value, rel, _ = statistics
+    log_share = sums.log_s1 - math.log(n) - log_value[sub.branch_task]
+    entropy = torch.zeros(sub.num_tasks, dtype=torch.float64).index_add_(
+        0, sub.branch_task, torch.exp(log_share).nan_to_num(0.0) * sums.neg_log_q) / n
+    calls = sub.task_calls()
+    for t in finished.tolist():
+        results[int(tasks[t])] = GroundTruth(
+            value[t].item(), log_value[t].item(), "surrogate", n,
+            rel[t].item() if value[t] > 0 else 0.0, int(calls[t]), entropy[t].item(),
+            "importance")
 
 
 @dataclass(frozen=True)
