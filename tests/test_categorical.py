@@ -194,5 +194,18 @@ def test_an_excluded_list_masks_like_the_mask(width: int) -> None:
     assert torch.equal(filled, torch.where(domain, logits, -math.inf))
     nothing = Excluded(torch.zeros(len(logits), 0, dtype=torch.long))
     assert torch.equal(fill_outside(logits.clone(), nothing, 0.0), logits)
-    (listed, listed_mass), (masked, mass) = restrict(logits, excluded), restrict(logits, domain)
-    assert torch.equal(listed, masked) and torch.equal(listed_mass, mass)  # beam's rows
+    assert torch.equal(restrict(logits, excluded)[0], restrict(logits, domain)[0])
+
+
+def test_restrict_takes_an_excluded_lists_mass_from_what_it_leaves_out() -> None:
+    # a model's rows are normalised: the mass left is 1 − p(excluded), summed only where
+    # p(excluded) > ½ (the difference would lose digits)
+    logits, domain = _rows()
+    logits[1, 6] += 30.0  # row 1 excludes almost all of its mass
+    log_probs = torch.log_softmax(logits, -1)
+    (listed, listed_mass), (masked, mass) = (restrict(log_probs, _as_excluded(domain)),
+                                             restrict(log_probs, domain))
+    assert torch.equal(listed, masked)
+    assert listed_mass.dtype == mass.dtype and listed_mass[4] == -math.inf  # nothing left
+    torch.testing.assert_close(listed_mass, mass, rtol=0, atol=2e-6)
+    assert listed_mass[1] == mass[1] < -25  # summed, not 1 − (1 − tiny)

@@ -145,3 +145,75 @@ def test_budgeted_beam_at_astronomical_tree_sizes():
     assert 1000 < est.model_calls <= 2000
     truth = seqq.exact(model, [0], query)
     assert est.lower == est.value <= truth <= est.upper
+
+
+def _kept_by_sorting(scores, branch, widths):
+    """The reference choice: every branch's finite candidates sorted, its best `widths[b]`."""
+    kept = set()
+    for b in branch.unique().tolist():
+        nodes = (branch == b).nonzero().flatten()
+        flat = scores[nodes].flatten()
+        order = flat.argsort(descending=True)[: int(widths[b])]
+        order = order[torch.isfinite(flat[order])]
+        kept |= {(int(nodes[i // scores.shape[1]]), int(i % scores.shape[1])) for i in order}
+    return kept
+
+
+@pytest.mark.parametrize("excluded_share", [0.0, 0.97])
+@pytest.mark.parametrize("domain_kind", [None, "mask", "list"])
+def test_block_preselection_keeps_each_branchs_best_candidates(excluded_share, domain_kind):
+    # large vocabularies pre-select a branch's best by blocks of symbols, not per-node top-k
+    from seqq.estimators.beam import BLOCKED_VOCAB, CANDIDATE_BLOCK, TopB, best_candidates
+    from seqq.estimators.categorical import Excluded
+    V = BLOCKED_VOCAB + 77  # a shorter last block
+    gen = torch.Generator().manual_seed(0)
+    nodes_per_branch = torch.tensor([1, 40, 7, 0, 25])
+    branch = torch.repeat_interleave(torch.arange(5), nodes_per_branch)
+    scores = torch.randn(len(branch), V, generator=gen) * 3
+    scores[torch.rand(scores.shape, generator=gen) < excluded_share] = -torch.inf
+    scores[3] = -torch.inf  # a node without candidates
+    # a decoy: a symbol far above the rest of its block, left out of the domain
+    W = CANDIDATE_BLOCK
+    scores[:, 31 * W: 32 * W] -= 30.0
+    decoy = 31 * W + 5
+    scores[:, decoy] = 50.0 + torch.arange(len(branch))
+    others = scores.clone()
+    others[:, decoy] = -torch.inf
+    # the domain leaves out the decoy, each node's best other symbol, a run, the last symbol
+    left_out = torch.cat([torch.full((len(branch), 1), decoy), others.argmax(-1, keepdim=True),
+                          torch.arange(300, 560).expand(len(branch), -1),
+                          torch.full((len(branch), 1), V - 1)], 1)
+    allowed = torch.ones(scores.shape, dtype=torch.bool).scatter_(1, left_out, False)
+    domain = {None: None, "mask": allowed, "list": Excluded(left_out)}[domain_kind]
+    ranked = scores if domain is None else torch.where(allowed, scores, -torch.inf)
+    offset = torch.randn(len(branch), generator=gen, dtype=torch.float64) * 4
+    widths = torch.tensor([40, 30, 1, 5, 20])  # branch 0 has fewer blocks than 40
+    lengths = torch.full((5,), 4)
+    node, token = best_candidates(scores, branch, 0, TopB(widths), lengths, domain=domain)
+    assert set(zip(node.tolist(), token.tolist(), strict=True)) == _kept_by_sorting(
+        ranked, branch, widths)
+    # and ranked by a joint score: a per-node offset on float64
+    def joint(values, rows):
+        return values.double() + (offset if rows is None else offset[rows])[:, None]
+    node, token = best_candidates(scores, branch, 0, TopB(widths), lengths, joint=joint,
+                                  domain=domain)
+    assert list(branch[node]) == sorted(branch[node].tolist())  # grouped by branch
+    assert set(zip(node.tolist(), token.tolist(), strict=True)) == _kept_by_sorting(
+        joint(ranked, None), branch, widths)
+
+
+def test_beam_over_a_large_vocabulary_matches_the_per_node_top_k(monkeypatch):
+    from seqq.estimators import beam
+    model = seqq.models.MarkovModel.random(vocab_size=beam.BLOCKED_VOCAB + 5, order=1, seed=3)
+    query = Q.hitting_time([1, 2, 3], 3)
+    runs = {}
+    for blocked in (beam.BLOCKED_VOCAB, 10**9):
+        monkeypatch.setattr(beam, "BLOCKED_VOCAB", blocked)
+        runs[blocked] = [seqq.estimate(model, [0], query, method, seed=0, **options)
+                         for method, options
+                         in (("beam", {"beam_width": 40}),
+                             ("coverage_beam", {"alpha": 0.5, "max_width": 30}),
+                             ("hybrid", {"samples": 20, "max_width": 30}))]
+    for blocks, per_node in zip(*runs.values(), strict=True):
+        assert blocks.value == per_node.value
+        assert blocks.model_calls == per_node.model_calls

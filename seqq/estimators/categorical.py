@@ -17,6 +17,7 @@ largest logit) instead, so it keeps its precision. A row with no mass at all has
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -49,6 +50,13 @@ def fill_outside(values: Tensor, domain: Domain, fill: float) -> Tensor:
         row, slot = (domain.symbols >= 0).nonzero(as_tuple=True)
         values.index_put_((row, domain.symbols[row, slot]), values.new_tensor(fill))
     return values
+
+
+def outside_filled(values: Tensor, domain: Domain, fill: float) -> Tensor:
+    """A copy of `values` [n, V] with `fill` at every symbol outside the rows' domains."""
+    if isinstance(domain, Excluded):
+        return fill_outside(values.clone(), domain, fill)
+    return torch.where(domain, values, fill)
 
 
 @dataclass
@@ -160,12 +168,21 @@ class Categorical:
 def block_sums(weights: Tensor, width: int) -> Tensor:
     """[n, ⌈V/width⌉] sums of consecutive blocks of `width` entries of each row (the last block
     may be shorter), in the weights' dtype: one vectorised pass."""
-    n, V = weights.shape
+    return _by_blocks(weights, width, torch.sum)
+
+
+def block_maxima(values: Tensor, width: int) -> Tensor:
+    """[n, ⌈V/width⌉] largest entry of each block of `width` entries, as `block_sums`."""
+    return _by_blocks(values, width, torch.amax)
+
+
+def _by_blocks(values: Tensor, width: int, reduce: Callable[..., Tensor]) -> Tensor:
+    n, V = values.shape
     full = V // width * width
-    sums = weights[:, :full].view(n, full // width, width).sum(-1)
+    out = reduce(values[:, :full].view(n, full // width, width), -1)
     if full < V:
-        sums = torch.cat([sums, weights[:, full:].sum(-1, keepdim=True)], 1)
-    return sums
+        out = torch.cat([out, reduce(values[:, full:], -1, keepdim=True)], 1)
+    return out
 
 
 def unshifted_rows(total: Tensor) -> Tensor:

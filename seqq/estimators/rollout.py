@@ -22,6 +22,7 @@ from seqq.estimators.categorical import (
     Domain,
     Excluded,
     fill_outside,
+    outside_filled,
     unshifted_rows,
 )
 from seqq.estimators.summary import group_logsumexp
@@ -52,19 +53,46 @@ class Paths:
 
 def restrict(log_probs: Tensor, domain: Domain) -> tuple[Tensor, Tensor]:
     """Masked log-probs and log p(V_k | prefix) per row (−inf where the domain has no mass).
-    The mass is summed without a shift (`unshifted_rows`); rows where that is inexact are
-    reduced again with torch.logsumexp. An `Excluded` domain masks a copy with one scatter,
-    instead of a pass that reads an [n, V] mask beside the rows."""
+    An `Excluded` domain masks a copy with one scatter, instead of a pass that reads an [n, V]
+    mask beside the rows."""
+    masked = outside_filled(log_probs, domain, -torch.inf)
     if isinstance(domain, Excluded):
-        masked = fill_outside(log_probs.clone(), domain, -torch.inf)
-    else:
-        masked = torch.where(domain, log_probs, -torch.inf)
+        return masked, log_mass_left(log_probs, domain)
+    return masked, _summed_log_mass(masked)
+
+
+def domain_log_mass(log_probs: Tensor, domain: Domain) -> Tensor:
+    """log p(V_k | prefix) per row, as `restrict` gives it, without a masked copy of an
+    `Excluded` domain's rows."""
+    if isinstance(domain, Excluded):
+        return log_mass_left(log_probs, domain)
+    return restrict(log_probs, domain)[1]
+
+
+def log_mass_left(log_probs: Tensor, excluded: Excluded) -> Tensor:
+    """log p(V_k | prefix) per row, in the rows' dtype, where V_k excludes a few symbols. A
+    model's rows are normalised (`counting.check_log_probs`), so the mass left is 1 − p(the
+    excluded symbols): no exp-and-sum pass over [n, V] (4 ms per 100 rows of GPT-2's
+    vocabulary). Where p(excluded) > ½ the difference would lose digits: those rows are summed."""
+    symbols = excluded.symbols
+    gone = log_probs.gather(1, symbols.clamp_min(0)).double().exp_().mul_(symbols >= 0).sum(-1)
+    log_mass = torch.log1p(-gone).to(log_probs.dtype)
+    redo = (gone > 0.5).nonzero().flatten()
+    if len(redo):
+        log_mass[redo] = _summed_log_mass(fill_outside(log_probs[redo], excluded[redo],
+                                                       -torch.inf))
+    return log_mass
+
+
+def _summed_log_mass(masked: Tensor) -> Tensor:
+    """log Σ exp over each row, summed without a shift (`unshifted_rows`); rows where that is
+    inexact are reduced again with torch.logsumexp."""
     mass = masked.exp().sum(-1)
     redo = (~unshifted_rows(mass)).nonzero().flatten()
     log_mass = mass.log_()
     if len(redo):
         log_mass[redo] = torch.logsumexp(masked[redo], -1)
-    return masked, log_mass
+    return log_mass
 
 
 def sparse_log_mass(log_probs: Tensor, mask: Tensor) -> Tensor:
