@@ -160,7 +160,7 @@ def _kept_by_sorting(scores, branch, widths):
 
 
 @pytest.mark.parametrize("excluded_share", [0.0, 0.97])
-@pytest.mark.parametrize("domain_kind", [None, "mask", "list"])
+@pytest.mark.parametrize("domain_kind", [None, "mask", "few", "list"])
 def test_block_preselection_keeps_each_branchs_best_candidates(excluded_share, domain_kind):
     # large vocabularies pre-select a branch's best by blocks of symbols, not per-node top-k
     from seqq.estimators.beam import BLOCKED_VOCAB, CANDIDATE_BLOCK, TopB, best_candidates
@@ -184,7 +184,11 @@ def test_block_preselection_keeps_each_branchs_best_candidates(excluded_share, d
                           torch.arange(300, 560).expand(len(branch), -1),
                           torch.full((len(branch), 1), V - 1)], 1)
     allowed = torch.ones(scores.shape, dtype=torch.bool).scatter_(1, left_out, False)
-    domain = {None: None, "mask": allowed, "list": Excluded(left_out)}[domain_kind]
+    if domain_kind == "few":  # a handful of symbols per node, the decoy's block among them
+        allowed = torch.zeros_like(allowed).scatter_(
+            1, torch.randint(V, (len(branch), 5), generator=gen), True)
+        allowed[:, decoy + 1] = True
+    domain = {None: None, "mask": allowed, "few": allowed, "list": Excluded(left_out)}[domain_kind]
     ranked = scores if domain is None else torch.where(allowed, scores, -torch.inf)
     offset = torch.randn(len(branch), generator=gen, dtype=torch.float64) * 4
     widths = torch.tensor([40, 30, 1, 5, 20])  # branch 0 has fewer blocks than 40

@@ -22,7 +22,7 @@ from seqq.estimators.categorical import (
     outside_filled,
     row_counts,
 )
-from seqq.estimators.rollout import conditional, domain_log_mass, restrict
+from seqq.estimators.rollout import conditional, domain_log_mass, few_allowed, restrict
 from seqq.estimators.summary import group_logsumexp
 from seqq.models.protocol import State
 
@@ -225,17 +225,20 @@ def _best_blocks(scores: Tensor, branch: Tensor, depth: int, k: int, lengths: Te
     scoring at least T, the k-th highest block maximum, so the k-th best candidate scores ≥ T
     and every better one lies in a block whose maximum is ≥ T. One max pass over [n, V]
     replaces a per-node top-k, 10× dearer over GPT-2's vocabulary; an `Excluded` domain only
-    redoes the maxima of the blocks holding its symbols. Returns the node of each block [R]
+    redoes the maxima of the blocks holding its symbols, and a mask of few allowed symbols
+    takes none: only their blocks are read. Returns the node of each block [R]
     (CPU, grouped by branch), and its candidates' ranking scores and symbols [R, W] (−inf
     outside the domain and past the vocabulary's end)."""
-    if domain is not None and not isinstance(domain, Excluded):
-        scores, domain = outside_filled(scores, domain, -torch.inf), None
-    maxima = block_maxima(scores, CANDIDATE_BLOCK)
-    if domain is not None:
-        row, symbol = _listed(domain)
-        touched = torch.unique(row * maxima.shape[1] + symbol // CANDIDATE_BLOCK)
-        node, block = touched // maxima.shape[1], touched % maxima.shape[1]
-        maxima[node, block] = _blocks(scores, node, block, domain)[0].amax(-1)
+    (n, V), W = scores.shape, CANDIDATE_BLOCK
+    if isinstance(domain, Tensor) and few_allowed(domain):  # only their blocks have candidates
+        maxima = scores.new_full((n, -(-V // W)), -torch.inf)
+        _redo_maxima(maxima, scores, *domain.nonzero(as_tuple=True), domain)
+    else:
+        if isinstance(domain, Tensor):
+            scores, domain = outside_filled(scores, domain, -torch.inf), None
+        maxima = block_maxima(scores, W)
+        if domain is not None:
+            _redo_maxima(maxima, scores, *_listed(domain), domain)
     widths = torch.full((int(branch.max()) + 1,), k)
     node, block = best_candidates(maxima if joint is None else joint(maxima, None), branch,
                                   depth, TopB(widths), lengths)
@@ -244,19 +247,31 @@ def _best_blocks(scores: Tensor, branch: Tensor, depth: int, k: int, lengths: Te
     return node, values if joint is None else joint(values, on_device), symbols
 
 
-def _blocks(scores: Tensor, node: Tensor, block: Tensor, excluded: Excluded | None
+def _redo_maxima(maxima: Tensor, scores: Tensor, row: Tensor, symbol: Tensor, domain: Domain
+                 ) -> None:
+    """The maxima of the blocks holding the symbols (row i, symbol i), over the domain only."""
+    blocks = maxima.shape[1]
+    touched = torch.unique(row * blocks + symbol // CANDIDATE_BLOCK)
+    node, block = touched // blocks, touched % blocks
+    maxima[node, block] = _blocks(scores, node, block, domain)[0].amax(-1)
+
+
+def _blocks(scores: Tensor, node: Tensor, block: Tensor, domain: Domain | None
             ) -> tuple[Tensor, Tensor]:
     """Block `block[i]` of row `node[i]` of `scores` for each i (distinct pairs), [R, W], with
-    −inf past the vocabulary's end and at the symbols `excluded` lists; and their symbols."""
+    −inf past the vocabulary's end and outside the domain; and their symbols."""
     (n, V), W = scores.shape, CANDIDATE_BLOCK
     symbols = block[:, None] * W + torch.arange(W, device=scores.device)
-    values = scores[node[:, None], symbols.clamp_max(V - 1)]
+    inside_vocab = symbols.clamp_max(V - 1)
+    values = scores[node[:, None], inside_vocab]
     values[symbols >= V] = -torch.inf
-    if excluded is not None:
+    if isinstance(domain, Tensor):
+        values[~domain[node[:, None], inside_vocab]] = -torch.inf
+    elif domain is not None:
         blocks = -(-V // W)
         at = torch.full((n * blocks,), -1, device=scores.device)
         at[node * blocks + block] = torch.arange(len(node), device=scores.device)
-        row, symbol = _listed(excluded)
+        row, symbol = _listed(domain)
         found = at[row * blocks + symbol // W]
         inside = found >= 0
         values[found[inside], symbol[inside] % W] = -torch.inf

@@ -62,11 +62,12 @@ def restrict(log_probs: Tensor, domain: Domain) -> tuple[Tensor, Tensor]:
 
 
 def domain_log_mass(log_probs: Tensor, domain: Domain) -> Tensor:
-    """log p(V_k | prefix) per row, as `restrict` gives it, without a masked copy of an
-    `Excluded` domain's rows."""
+    """log p(V_k | prefix) per row, as `restrict` gives it, without a masked copy of the rows:
+    an `Excluded` domain's from what it leaves out, a mask of few symbols' from their entries
+    (`sparse_log_mass`)."""
     if isinstance(domain, Excluded):
         return log_mass_left(log_probs, domain)
-    return restrict(log_probs, domain)[1]
+    return sparse_log_mass(log_probs, domain).to(log_probs.device)
 
 
 def log_mass_left(log_probs: Tensor, excluded: Excluded) -> Tensor:
@@ -101,10 +102,15 @@ def sparse_log_mass(log_probs: Tensor, mask: Tensor) -> Tensor:
     the bool mask, 5× less than masking and reducing [n, V] floats over GPT-2's vocabulary
     (docs/decisions.md §26). A mask over more than 1/SPARSE_SHARE of the entries is reduced
     densely."""
-    if int(torch.count_nonzero(mask)) * SPARSE_SHARE > mask.numel():
+    if not few_allowed(mask):
         return restrict(log_probs, mask)[1].double().cpu()
     rows, symbols = mask.nonzero(as_tuple=True)
     return group_logsumexp(log_probs[rows, symbols].double().cpu(), rows.cpu(), len(mask))
+
+
+def few_allowed(mask: Tensor) -> bool:
+    """At most 1/SPARSE_SHARE of the mask is set: gathering its entries beats a dense pass."""
+    return int(torch.count_nonzero(mask)) * SPARSE_SHARE <= mask.numel()
 
 
 def split_ending(batch: Batch, nodes: Tensor, log_probs: Tensor, sparse: bool = False
