@@ -10,6 +10,7 @@ import math
 import pytest
 import torch
 
+from seqq.estimators import categorical
 from seqq.estimators.categorical import Categorical, Excluded, fill_outside
 from seqq.estimators.rollout import restrict, sparse_log_mass
 
@@ -209,3 +210,18 @@ def test_restrict_takes_an_excluded_lists_mass_from_what_it_leaves_out() -> None
     assert listed_mass.dtype == mass.dtype and listed_mass[4] == -math.inf  # nothing left
     torch.testing.assert_close(listed_mass, mass, rtol=0, atol=2e-6)
     assert listed_mass[1] == mass[1] < -25  # summed, not 1 − (1 − tiny)
+
+
+def test_a_mask_of_few_symbols_weighs_like_a_dense_one(monkeypatch) -> None:
+    """A deciding step's mask (a few symbols per row) exps only those entries; the weights,
+    shifts and totals are the dense path's, on the rows redone with a shift too."""
+    logits, _ = _rows(V=400)
+    domain = torch.zeros(logits.shape, dtype=torch.bool)
+    domain[:, [3, 77, 399]] = True
+    domain[4] = False  # a dead row
+    few = Categorical.from_logits(logits, domain, width=64)
+    monkeypatch.setattr(categorical, "SPARSE_SHARE", 10**9)  # every mask is dense now
+    dense = Categorical.from_logits(logits, domain, width=64)
+    assert torch.equal(few.weights, dense.weights) and torch.equal(few.shift, dense.shift)
+    assert torch.equal(few.log_total(), dense.log_total())
+    assert few.log_total()[4] == -math.inf and torch.isfinite(few.log_total()[[2, 3]]).all()

@@ -19,10 +19,11 @@ from seqq.estimators.categorical import (
     Domain,
     Excluded,
     block_maxima,
+    few_allowed,
     outside_filled,
     row_counts,
 )
-from seqq.estimators.rollout import conditional, domain_log_mass, few_allowed, restrict
+from seqq.estimators.rollout import conditional, domain_log_mass, restrict
 from seqq.estimators.summary import group_logsumexp
 from seqq.models.protocol import State
 

@@ -25,6 +25,7 @@ from torch import Tensor
 
 BLOCK_WIDTH = 256
 UNSHIFTED_MASS = (2.0**-32, 2.0**64)  # row masses Σ exp(logit) that need no shift (see below)
+SPARSE_SHARE = 16  # a mask with at most 1/16 of its entries set is read by gathering them
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,12 @@ def fill_outside(values: Tensor, domain: Domain, fill: float) -> Tensor:
     return values
 
 
+def few_allowed(mask: Tensor) -> bool:
+    """At most 1/SPARSE_SHARE of the mask is set (a query's deciding step allows one symbol
+    or a few): gathering its entries beats a pass over [n, V]."""
+    return int(torch.count_nonzero(mask)) * SPARSE_SHARE <= mask.numel()
+
+
 def outside_filled(values: Tensor, domain: Domain, fill: float) -> Tensor:
     """A copy of `values` [n, V] with `fill` at every symbol outside the rows' domains."""
     if isinstance(domain, Excluded):
@@ -73,13 +80,18 @@ class Categorical:
         """Rows ∝ exp(logits), restricted to `domain` when given; `logits` is left untouched.
         Log-probabilities need no shift (`unshifted_rows`), so most rows take three passes
         over [n, V] (mask, exp, block sums), or two with an `Excluded` domain. Rows whose
-        mass would underflow or overflow are redone with their largest logit subtracted."""
+        mass would underflow or overflow are redone with their largest logit subtracted. A mask
+        of few allowed symbols exps only them."""
         n, V = logits.shape
         W = min(V, width)
         if domain is None or isinstance(domain, Excluded):
             weights = logits.exp()
             if domain is not None:
                 fill_outside(weights, domain, 0.0)
+        elif few_allowed(domain):  # exp of the allowed entries only
+            row, symbol = domain.nonzero(as_tuple=True)
+            weights = torch.zeros_like(logits).index_put_((row, symbol),
+                                                          logits[row, symbol].exp())
         else:
             weights = torch.where(domain, logits, -math.inf).exp_()
         block_mass = block_sums(weights, W).double()

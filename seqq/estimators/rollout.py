@@ -21,6 +21,7 @@ from seqq.estimators.categorical import (
     Categorical,
     Domain,
     Excluded,
+    few_allowed,
     fill_outside,
     outside_filled,
     unshifted_rows,
@@ -29,7 +30,6 @@ from seqq.estimators.summary import group_logsumexp
 from seqq.models.protocol import State
 
 Policy = Literal["proposal", "uniform", "model"]
-SPARSE_SHARE = 16  # sparse_log_mass gathers when at most 1/16 of the mask is set
 
 
 @dataclass
@@ -106,11 +106,6 @@ def sparse_log_mass(log_probs: Tensor, mask: Tensor) -> Tensor:
         return restrict(log_probs, mask)[1].double().cpu()
     rows, symbols = mask.nonzero(as_tuple=True)
     return group_logsumexp(log_probs[rows, symbols].double().cpu(), rows.cpu(), len(mask))
-
-
-def few_allowed(mask: Tensor) -> bool:
-    """At most 1/SPARSE_SHARE of the mask is set: gathering its entries beats a dense pass."""
-    return int(torch.count_nonzero(mask)) * SPARSE_SHARE <= mask.numel()
 
 
 def split_ending(batch: Batch, nodes: Tensor, log_probs: Tensor, sparse: bool = False
