@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from seqq.estimators import categorical
-from seqq.estimators.categorical import Categorical, Excluded, fill_outside
+from seqq.estimators.categorical import Categorical, Excluded, fill_outside, without
 from seqq.estimators.rollout import restrict, sparse_log_mass
 
 
@@ -225,3 +225,14 @@ def test_a_mask_of_few_symbols_weighs_like_a_dense_one(monkeypatch) -> None:
     assert torch.equal(few.weights, dense.weights) and torch.equal(few.shift, dense.shift)
     assert torch.equal(few.log_total(), dense.log_total())
     assert few.log_total()[4] == -math.inf and torch.isfinite(few.log_total()[[2, 3]]).all()
+
+
+def test_without_clears_the_same_symbols_from_a_list_and_a_mask() -> None:
+    _, domain = _rows()
+    rows = torch.tensor([0, 2, 0, 6])
+    nth = torch.tensor([0, 0, 2, 1])  # the first, first, third and second allowed symbol
+    symbols = torch.stack([domain[r].nonzero().flatten()[k] for r, k in zip(rows, nth, strict=True)])
+    listed, masked = without(_as_excluded(domain), rows, symbols), without(domain, rows, symbols)
+    assert isinstance(listed, Excluded) and not masked[rows, symbols].any()
+    assert torch.equal(fill_outside(torch.zeros(domain.shape), listed, 1.0), (~masked).float())
+    assert domain[rows, symbols].all()  # the mask given is left as it was

@@ -136,3 +136,21 @@ def test_a_beam_twisted_by_the_model_itself_is_exact(make, grouped, monkeypatch)
                                         sampled=2)
     for est, history, query in zip(estimates, HISTORIES, QUERIES, strict=True):
         assert est.value == pytest.approx(seqq.exact(model, history, query), rel=1e-9)
+
+
+def test_randomized_beam_is_unbiased_with_excluded_symbol_lists():
+    # V = 300 lets the lattice list the one excluded symbol per node (`Lattice.excluded`):
+    # the domains, the masses left and the tail's domain (head candidates removed) are lists
+    # peaked rows: the head holds much of the mass, so a tail that held it too would be biased
+    model = MarkovModel.random(vocab_size=300, order=1, concentration=0.05, seed=4)
+    query = Q.hitting_time(3, 3)
+    assert batch_domains_are_lists(model, query)
+    assert_unbiased(replicas(model, [0], query, "randomized_beam", top=10, sampled=40),
+                    seqq.exact(model, [0], query))
+
+
+def batch_domains_are_lists(model, query) -> bool:
+    from seqq.estimators.batch import prepare
+    from seqq.estimators.categorical import Excluded
+    batch = prepare(model, [[0]], [query], seed=0)
+    return isinstance(batch.domain(batch.branch_root, sparse=True), Excluded)

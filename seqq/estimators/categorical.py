@@ -39,6 +39,31 @@ class Excluded:
     def __getitem__(self, rows: Tensor) -> Excluded:
         return Excluded(self.symbols[rows])
 
+    def __len__(self) -> int:
+        return len(self.symbols)
+
+    @property
+    def device(self) -> torch.device:
+        return self.symbols.device
+
+
+def without(domain: Domain, rows: Tensor, symbols: Tensor) -> Domain:
+    """`domain` with symbols[i] no longer allowed at row rows[i] (distinct allowed pairs): an
+    `Excluded` domain lists them too, a mask is copied and cleared there."""
+    if not isinstance(domain, Excluded):
+        out = domain.clone()
+        out[rows, symbols] = False
+        return out
+    n = len(domain)
+    counts = torch.bincount(rows, minlength=n)
+    order = torch.argsort(rows, stable=True)
+    row = rows[order]
+    slot = torch.arange(len(row), device=rows.device) - (counts.cumsum(0) - counts)[row]
+    extra = torch.full((n, int(counts.max()) if len(rows) else 0), -1, dtype=torch.long,
+                       device=rows.device)
+    extra[row, slot] = symbols[order]
+    return Excluded(torch.cat([domain.symbols, extra], 1))
+
 
 Domain = Tensor | Excluded  # the allowed symbols of n rows: an [n, V] bool mask, or `Excluded`
 

@@ -29,7 +29,7 @@ from torch import Tensor
 from seqq.errors import BudgetError, QueryError
 from seqq.estimators.batch import Batch, subset, tree_calls
 from seqq.estimators.beam import TopB, best_candidates
-from seqq.estimators.categorical import Categorical, row_counts
+from seqq.estimators.categorical import Categorical, Domain, row_counts, without
 from seqq.estimators.estimate import Estimate
 from seqq.estimators.frontier import extend
 from seqq.estimators.resample import resample_groups
@@ -118,7 +118,7 @@ def _search(batch: Batch, top: Tensor, sampled: Tensor, messages: Messages | Non
     depth = 0
     while len(branch):
         node_log_probs = gather_rows(log_probs, prefix)
-        log_end, domain = split_ending(batch, node, node_log_probs)
+        log_end, domain = split_ending(batch, node, node_log_probs, sparse=True)
         log_value = torch.logaddexp(log_value, group_logsumexp(log_w + log_end, branch, N))
         guide = None if twist is None else twist.log_values(node)
         masked, log_mass = restrict(node_log_probs, domain)
@@ -142,7 +142,7 @@ def _search(batch: Batch, top: Tensor, sampled: Tensor, messages: Messages | Non
 
 
 def _next_beam(batch: Batch, depth: int, branch: Tensor, log_w: Tensor, log_probs: Tensor,
-               masked: Tensor, domain: Tensor, top: Tensor, sampled: Tensor,
+               masked: Tensor, domain: Domain, top: Tensor, sampled: Tensor,
                guide: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
     """(node, symbol, log ŵ) of the next beam, grouped by branch: the head kept exactly and
     the tail sample, both chosen by ŵ·ψ with ψ = exp(`guide`) (1 without a twist). A branch
@@ -157,7 +157,7 @@ def _next_beam(batch: Batch, depth: int, branch: Tensor, log_w: Tensor, log_prob
 
     steered = log_probs if guide is None else log_probs + guide
     candidates = torch.zeros(N, dtype=torch.long).index_add_(
-        0, branch, row_counts(torch.isfinite(masked)).cpu())
+        0, branch, row_counts(masked > -torch.inf).cpu())  # log-probs are < +inf
     keep_all = candidates <= top + sampled
     head_width = torch.where(keep_all, candidates, top)
     draws = torch.where(keep_all, 0, sampled)
@@ -173,9 +173,7 @@ def _next_beam(batch: Batch, depth: int, branch: Tensor, log_w: Tensor, log_prob
     head_log_w = joint(masked[dev_node, token.to(device), None], dev_node)[:, 0].cpu()
     if int(draws[branch].max()) == 0:
         return node, token, head_log_w
-    tail_domain = domain.clone()
-    tail_domain[node.to(device), token.to(device)] = False
-    tail = Categorical.from_logits(steered, tail_domain)
+    tail = Categorical.from_logits(steered, without(domain, node.to(device), token.to(device)))
     node_tail = log_w + tail.log_total().cpu()  # log ŵ(b)·Σ_tail p·ψ
     log_tail = group_logsumexp(node_tail, branch, N)  # log S̃_tail per branch
     draws = torch.where(torch.isfinite(log_tail), draws, 0)

@@ -121,7 +121,7 @@ def split_ending(batch: Batch, nodes: Tensor, log_probs: Tensor, sparse: bool = 
     return sparse_log_mass(log_probs, ends), batch.domain(nodes) & ~ends
 
 
-def gather_rows(values: Tensor, rows: Tensor) -> Tensor:
+def gather_rows(values: Tensor | Excluded, rows: Tensor) -> Tensor | Excluded:
     """values[rows] for CPU `rows`, or `values` itself where rows are 0..n−1 in order: a
     frontier whose rows each extend their own prefix (the usual case) skips an [n, V] copy."""
     if len(rows) == len(values) and bool((rows == torch.arange(len(rows))).all()):
