@@ -207,6 +207,8 @@ def test_restrict_takes_an_excluded_lists_mass_from_what_it_leaves_out() -> None
     (listed, listed_mass), (masked, mass) = (restrict(log_probs, _as_excluded(domain)),
                                              restrict(log_probs, domain))
     assert torch.equal(listed, masked)
+    gone = torch.where(domain, 0.0, log_probs.double().exp()).sum(-1)
+    assert (gone < 0.5).sum() >= 4  # most rows take 1 − p(excluded)
     assert listed_mass.dtype == mass.dtype and listed_mass[4] == -math.inf  # nothing left
     torch.testing.assert_close(listed_mass, mass, rtol=0, atol=2e-6)
     assert listed_mass[1] == mass[1] < -25  # summed, not 1 − (1 − tiny)
@@ -219,6 +221,7 @@ def test_a_mask_of_few_symbols_weighs_like_a_dense_one(monkeypatch) -> None:
     domain = torch.zeros(logits.shape, dtype=torch.bool)
     domain[:, [3, 77, 399]] = True
     domain[4] = False  # a dead row
+    assert categorical.few_allowed(domain)
     few = Categorical.from_logits(logits, domain, width=64)
     monkeypatch.setattr(categorical, "SPARSE_SHARE", 10**9)  # every mask is dense now
     dense = Categorical.from_logits(logits, domain, width=64)

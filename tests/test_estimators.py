@@ -206,18 +206,32 @@ def test_block_preselection_keeps_each_branchs_best_candidates(excluded_share, d
         joint(ranked, None), branch, widths)
 
 
-def test_beam_over_a_large_vocabulary_matches_the_per_node_top_k(monkeypatch):
+def test_block_preselection_with_no_candidate_keeps_nothing():
+    from seqq.estimators.beam import BLOCKED_VOCAB, TopB, best_candidates
+    scores = torch.full((3, BLOCKED_VOCAB + 1), -torch.inf)  # p = 0 for every allowed symbol
+    node, token = best_candidates(scores, torch.tensor([0, 0, 1]), 0, TopB(torch.tensor([5, 5])),
+                                  torch.full((2,), 3))
+    assert node.shape == token.shape == (0,)
+
+
+@pytest.mark.parametrize("targets", [[1, 2, 3], list(range(40))])  # listed, or a dense mask
+def test_beam_over_a_large_vocabulary_matches_the_per_node_top_k(monkeypatch, targets):
     from seqq.estimators import beam
     model = seqq.models.MarkovModel.random(vocab_size=beam.BLOCKED_VOCAB + 5, order=1, seed=3)
-    query = Q.hitting_time([1, 2, 3], 3)
+    query = Q.hitting_time(targets, 3)
+    blocked_calls = []
+    best_blocks = beam._best_blocks
+    monkeypatch.setattr(beam, "_best_blocks", lambda *a: blocked_calls.append(1) or best_blocks(*a))
     runs = {}
     for blocked in (beam.BLOCKED_VOCAB, 10**9):
         monkeypatch.setattr(beam, "BLOCKED_VOCAB", blocked)
+        blocked_calls.clear()
         runs[blocked] = [seqq.estimate(model, [0], query, method, seed=0, **options)
                          for method, options
                          in (("beam", {"beam_width": 40}),
                              ("coverage_beam", {"alpha": 0.5, "max_width": 30}),
                              ("hybrid", {"samples": 20, "max_width": 30}))]
+        assert bool(blocked_calls) == (blocked < 10**9)  # the blocks ran, then the top-k
     for blocks, per_node in zip(*runs.values(), strict=True):
         assert blocks.value == per_node.value
         assert blocks.model_calls == per_node.model_calls

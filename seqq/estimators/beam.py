@@ -17,7 +17,6 @@ from torch import Tensor
 from seqq.estimators.batch import Batch
 from seqq.estimators.categorical import (
     Domain,
-    Excluded,
     block_maxima,
     few_allowed,
     outside_filled,
@@ -147,7 +146,10 @@ def _expand(batch: Batch, level: Level, depth: int, rule: Rule) -> Level:
         scores = joint(masked, None)
         local, token = best_candidates(scores, branch, depth, rule, batch.lengths,
                                        _branch_totals(scores, domain, branch))
-    else:  # ranked on the rows as they are, told the domain: no masked copy of [n, V]
+    elif isinstance(domain, Tensor) and not few_allowed(domain):  # a dense mask: masked once
+        masked, log_mass = restrict(log_probs, domain)
+        local, token = best_candidates(masked, branch, depth, rule, batch.lengths, joint=joint)
+    else:  # a list, or a few symbols: ranked on the rows as they are, no masked copy
         log_mass = domain_log_mass(log_probs, domain)
         local, token = best_candidates(log_probs, branch, depth, rule, batch.lengths,
                                        joint=joint, domain=domain)
@@ -176,6 +178,10 @@ def _expand(batch: Batch, level: Level, depth: int, rule: Rule) -> Level:
                  next_probs, next_state)
 
 
+BLOCKED_VOCAB = 4096  # vocabularies from this size pre-select candidates by blocks
+CANDIDATE_BLOCK = 128  # symbols per block (one max per block is about as cheap as any width)
+
+
 def best_candidates(scores: Tensor, branch: Tensor, depth: int, rule: Rule, lengths: Tensor,
                     totals: tuple | None = None,
                     joint: Callable[[Tensor, Tensor | None], Tensor] | None = None,
@@ -202,6 +208,8 @@ def best_candidates(scores: Tensor, branch: Tensor, depth: int, rule: Rule, leng
         if joint is not None:
             top_scores = joint(top_scores, None)
     row_branch = branch if node is None else branch[node]
+    if not len(row_branch):  # no block holds a candidate (all scores −inf)
+        return row_branch.new_zeros(0), row_branch.new_zeros(0)
     local, token = [], []
     for rows in _chunks(row_branch, top_scores.shape[1]):
         on_device = rows.to(top_scores.device)
@@ -212,10 +220,6 @@ def best_candidates(scores: Tensor, branch: Tensor, depth: int, rule: Rule, leng
         token.append(symbol)
     local, token = (local[0], token[0]) if len(local) == 1 else (torch.cat(local), torch.cat(token))
     return (local, token) if node is None else (node[local], token)
-
-
-BLOCKED_VOCAB = 4096  # vocabularies from this size pre-select candidates by blocks
-CANDIDATE_BLOCK = 128  # symbols per block (one max per block is about as cheap as any width)
 
 
 def _best_blocks(scores: Tensor, branch: Tensor, depth: int, k: int, lengths: Tensor,
@@ -239,7 +243,7 @@ def _best_blocks(scores: Tensor, branch: Tensor, depth: int, k: int, lengths: Te
             scores, domain = outside_filled(scores, domain, -torch.inf), None
         maxima = block_maxima(scores, W)
         if domain is not None:
-            _redo_maxima(maxima, scores, *_listed(domain), domain)
+            _redo_maxima(maxima, scores, *domain.listed(), domain)
     widths = torch.full((int(branch.max()) + 1,), k)
     node, block = best_candidates(maxima if joint is None else joint(maxima, None), branch,
                                   depth, TopB(widths), lengths)
@@ -272,17 +276,11 @@ def _blocks(scores: Tensor, node: Tensor, block: Tensor, domain: Domain | None
         blocks = -(-V // W)
         at = torch.full((n * blocks,), -1, device=scores.device)
         at[node * blocks + block] = torch.arange(len(node), device=scores.device)
-        row, symbol = _listed(domain)
+        row, symbol = domain.listed()
         found = at[row * blocks + symbol // W]
         inside = found >= 0
         values[found[inside], symbol[inside] % W] = -torch.inf
     return values, symbols
-
-
-def _listed(excluded: Excluded) -> tuple[Tensor, Tensor]:
-    """(row, symbol) of every symbol `excluded` lists."""
-    row, slot = (excluded.symbols >= 0).nonzero(as_tuple=True)
-    return row, excluded.symbols[row, slot]
 
 
 PADDED_ELEMENTS = 2**25  # branches × candidates laid out at once when choosing beams
@@ -306,10 +304,10 @@ def _chunks(branch: Tensor, k: int) -> list[Tensor]:
 
 def _choose(top_scores: Tensor, top_tokens: Tensor | None, branch: Tensor, depth: int,
             rule: Rule, lengths: Tensor, totals: tuple | None) -> tuple[Tensor, Tensor]:
-    """Apply the rule to every branch at once: each branch's candidates (its nodes' top-k, or
-    all their symbols when `top_tokens` is None) are laid out in one padded row, sorted, and
-    the rule says how many of the best to keep.
-    Returns (open-node index, symbol) of the kept candidates, grouped by branch."""
+    """Apply the rule to every branch at once: each branch's candidates (the rows of
+    `top_scores`: its nodes' top-k, its best blocks, or all its nodes' symbols when
+    `top_tokens` is None) are laid out in one padded row, sorted, and the rule says how many
+    of the best to keep. Returns (row, symbol) of the kept candidates, grouped by branch."""
     ids, nodes_per_branch = torch.unique_consecutive(branch, return_counts=True)
     first_node = torch.cumsum(nodes_per_branch, 0) - nodes_per_branch
     k = top_scores.shape[1]

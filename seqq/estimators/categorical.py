@@ -46,6 +46,11 @@ class Excluded:
     def device(self) -> torch.device:
         return self.symbols.device
 
+    def listed(self) -> tuple[Tensor, Tensor]:
+        """(row, symbol) of every symbol listed."""
+        row, slot = (self.symbols >= 0).nonzero(as_tuple=True)
+        return row, self.symbols[row, slot]
+
 
 def without(domain: Domain, rows: Tensor, symbols: Tensor) -> Domain:
     """`domain` with symbols[i] no longer allowed at row rows[i] (distinct allowed pairs): an
@@ -73,8 +78,7 @@ def fill_outside(values: Tensor, domain: Domain, fill: float) -> Tensor:
     if not isinstance(domain, Excluded):
         return values.masked_fill_(~domain, fill)
     if domain.symbols.shape[1]:
-        row, slot = (domain.symbols >= 0).nonzero(as_tuple=True)
-        values.index_put_((row, domain.symbols[row, slot]), values.new_tensor(fill))
+        values.index_put_(domain.listed(), values.new_tensor(fill))
     return values
 
 

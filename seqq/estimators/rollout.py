@@ -54,7 +54,8 @@ class Paths:
 def restrict(log_probs: Tensor, domain: Domain) -> tuple[Tensor, Tensor]:
     """Masked log-probs and log p(V_k | prefix) per row (−inf where the domain has no mass).
     An `Excluded` domain masks a copy with one scatter, instead of a pass that reads an [n, V]
-    mask beside the rows."""
+    mask beside the rows; its mass assumes normalised rows (a model's log-probs, not logits
+    plus a twist: `log_mass_left`)."""
     masked = outside_filled(log_probs, domain, -torch.inf)
     if isinstance(domain, Excluded):
         return masked, log_mass_left(log_probs, domain)
@@ -62,9 +63,9 @@ def restrict(log_probs: Tensor, domain: Domain) -> tuple[Tensor, Tensor]:
 
 
 def domain_log_mass(log_probs: Tensor, domain: Domain) -> Tensor:
-    """log p(V_k | prefix) per row, as `restrict` gives it, without a masked copy of the rows:
-    an `Excluded` domain's from what it leaves out, a mask of few symbols' from their entries
-    (`sparse_log_mass`)."""
+    """log p(V_k | prefix) per row of a model's log-probs, without masking a copy of them where
+    that can be avoided: an `Excluded` domain's from what it leaves out, a mask of few symbols'
+    gathered from their entries (`sparse_log_mass`, float64)."""
     if isinstance(domain, Excluded):
         return log_mass_left(log_probs, domain)
     return sparse_log_mass(log_probs, domain).to(log_probs.device)
@@ -74,7 +75,8 @@ def log_mass_left(log_probs: Tensor, excluded: Excluded) -> Tensor:
     """log p(V_k | prefix) per row, in the rows' dtype, where V_k excludes a few symbols. A
     model's rows are normalised (`counting.check_log_probs`), so the mass left is 1 − p(the
     excluded symbols): no exp-and-sum pass over [n, V] (4 ms per 100 rows of GPT-2's
-    vocabulary). Where p(excluded) > ½ the difference would lose digits: those rows are summed."""
+    vocabulary). Where p(excluded) > ½ the difference would lose digits: those rows are summed.
+    The listed symbols of a row must be distinct (each would count once per listing)."""
     symbols = excluded.symbols
     gone = log_probs.gather(1, symbols.clamp_min(0)).double().exp_().mul_(symbols >= 0).sum(-1)
     log_mass = torch.log1p(-gone).to(log_probs.dtype)
