@@ -138,11 +138,14 @@ def test_a_beam_twisted_by_the_model_itself_is_exact(make, grouped, monkeypatch)
         assert est.value == pytest.approx(seqq.exact(model, history, query), rel=1e-9)
 
 
-def test_randomized_beam_is_unbiased_with_excluded_symbol_lists():
+@pytest.mark.parametrize("V", [300, 4101])  # and from BLOCKED_VOCAB, the head found by blocks
+def test_randomized_beam_is_unbiased_with_excluded_symbol_lists(V):
     # V = 300 lets the lattice list the one excluded symbol per node (`Lattice.excluded`):
     # the domains, the masses left and the tail's domain (head candidates removed) are lists
     # peaked rows: the head holds much of the mass, so a tail that held it too would be biased
-    model = MarkovModel.random(vocab_size=300, order=1, concentration=0.05, seed=4)
+    from seqq.estimators.beam import BLOCKED_VOCAB
+    assert V < BLOCKED_VOCAB or V == BLOCKED_VOCAB + 5
+    model = MarkovModel.random(vocab_size=V, order=1, concentration=0.05, seed=4)
     query = Q.hitting_time(3, 3)
     assert batch_domains_are_lists(model, query)
     assert_unbiased(replicas(model, [0], query, "randomized_beam", top=10, sampled=40),
