@@ -23,6 +23,7 @@ from seqq.errors import CheckpointError, QueryError, SeqqError
 from seqq.experiments import sweep
 from seqq.experiments.histories import sample_histories, shard
 from seqq.experiments.query_specs import resolve_symbols
+from seqq.experiments.runner import interrupts_deferred
 from seqq.experiments.schema import KEY
 from seqq.experiments.store import PartStore, read_parts
 from seqq.models import LSTMNet
@@ -92,6 +93,26 @@ def test_store_write_is_atomic_and_reads_dedup(tmp_path: Path) -> None:
     assert not list(tmp_path.glob(".*tmp"))
     assert store.read().sort_values("k").k.tolist() == [1, 2, 3]
     assert store.keys() == {(1,), (2,), (3,)}
+
+
+def test_a_ctrl_c_while_a_part_is_saved_waits_until_it_is_counted(tmp_path: Path) -> None:
+    """The race behind a wrong "N parts saved": Ctrl-C between the write and the count."""
+    store, counted = PartStore(tmp_path, ["k"]), []
+    # Python's own handler, even where the tests run in a background job that ignores SIGINT
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt), interrupts_deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.01)  # the handler runs here, and must only note the signal
+            store.write(pd.DataFrame({"k": [1]}), "a")
+            counted.append(1)
+        assert counted == [1] and _parts(tmp_path) == 1
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        with interrupts_deferred():  # no signal, nothing raised
+            counted.append(2)
+        assert counted == [1, 2]
+    finally:
+        signal.signal(signal.SIGINT, inherited)
 
 
 def _parts(folder: Path) -> int:

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import json
 import math
+import signal
+import threading
 import time
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,6 +85,28 @@ def samples_budget(level: int, K: int) -> int:
 
 def _seed(base: int, *parts: Any) -> int:
     return (base * 1_000_003 + zlib.crc32(json.dumps(parts, default=str).encode())) % 2**31
+
+
+@contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Hold a Ctrl-C that arrives inside the block until it ends, so that "part written" and
+    "part counted" happen together and the interrupt message counts what is on disk.
+
+    Only the main thread can set signal handlers; elsewhere (and where SIGINT is ignored or not
+    Python's) the block runs unguarded.
+    """
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or not callable(previous):
+        yield
+        return
+    caught: list[tuple[int, Any]] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: caught.append((signum, frame)))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        previous(*caught[0])
 
 
 class SweepRunner:
@@ -167,18 +192,21 @@ class SweepRunner:
             truths = dict(zip((s.key for s in chunk), self.truth.get(self.model, chunk),
                               strict=True))
             for (repeat, level, method), pending in todo.items():
+                rows = None
                 if pending:
                     budgets = [self._budget(s, level, repeat, hybrid_calls) for s in pending]
                     rows = self._estimate(pending, method, level, repeat, budgets, truths, index)
-                    self.results.write(
-                        rows, f"{plan.tag}-S{level}-c{index:05d}{_repeat_tag(repeat)}-{method}-"
-                              f"{digest([self._options(method), [s.key for s in pending]], 8)}")
-                    written += len(rows)
-                    if method == BUDGET_SETTER:
-                        for spec, calls in zip(pending, rows.model_calls, strict=True):
-                            hybrid_calls[self._budget_key(spec, level, repeat)] = int(calls)
+                    name = (f"{plan.tag}-S{level}-c{index:05d}{_repeat_tag(repeat)}-{method}-"
+                            f"{digest([self._options(method), [s.key for s in pending]], 8)}")
+                with interrupts_deferred():  # a part on disk is a part counted
+                    if rows is not None:
+                        self.results.write(rows, name)
+                        written += len(rows)
+                    self.saved_parts += 1
+                if rows is not None and method == BUDGET_SETTER:
+                    for spec, calls in zip(pending, rows.model_calls, strict=True):
+                        hybrid_calls[self._budget_key(spec, level, repeat)] = int(calls)
                 bar.update()
-                self.saved_parts += 1
         bar.close()
         return written
 
