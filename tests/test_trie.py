@@ -11,6 +11,7 @@ from seqq import queries as Q
 from seqq.estimators.batch import prepare
 from seqq.estimators.row_blocks import RowBlocks
 from seqq.estimators.trie import Trie
+from seqq.models import MarkovModel
 
 PAD = 3
 
@@ -190,6 +191,29 @@ def test_levels_grown_by_many_small_walks_stay_consistent():
         log_probs = level.log_probs.index_select(level.row[open_nodes]).double()
         expected = torch.logsumexp(torch.where(allowed, log_probs, -torch.inf), -1)
         torch.testing.assert_close(level.log_mass[level.row[open_nodes]], expected)
+
+
+def test_rows_at_distinct_nodes_draw_from_their_own_node():
+    """Deep in a walk every row is at its own node, and the walk draws one symbol per node and
+    hands it to that node's row. A Markov chain that picks x1 uniformly, then x2 = f(x1) with
+    probability ≈ 1, shows any row that got another node's draw: its x2 is not f(x1)."""
+    V = 30
+    f = torch.tensor([0] + [(c * 7) % (V - 1) + 1 for c in range(1, V)])
+    transition = torch.full((V, V), 1e-12, dtype=torch.float64)
+    transition[0, 1:] = 1.0
+    transition[torch.arange(1, V), f[1:]] = 1.0
+    model = MarkovModel(transition, order=1)
+    query = Q.product([None, list(range(1, V))])
+    shuffled = 0
+    for seed in range(12):
+        trie = Trie(prepare(model, [[0]], [query], seed))
+        depth, leaf = trie.walk(torch.zeros(8, dtype=torch.long))
+        assert (depth == 2).all()
+        x1 = trie.levels[1].token[trie.levels[2].parent[leaf]]
+        assert torch.equal(trie.levels[2].token[leaf], f[x1])
+        distinct = len(torch.unique(x1)) == len(x1)
+        shuffled += distinct and not bool((x1[1:] > x1[:-1]).all())
+    assert shuffled >= 2  # walks whose rows were at distinct nodes, out of the nodes' order
 
 
 def test_row_blocks_read_like_the_joined_matrix():

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
@@ -59,15 +59,21 @@ def without(domain: Domain, rows: Tensor, symbols: Tensor) -> Domain:
         out = domain.clone()
         out[rows, symbols] = False
         return out
-    n = len(domain)
-    counts = torch.bincount(rows, minlength=n)
-    order = torch.argsort(rows, stable=True)
-    row = rows[order]
-    slot = torch.arange(len(row), device=rows.device) - (counts.cumsum(0) - counts)[row]
-    extra = torch.full((n, int(counts.max()) if len(rows) else 0), -1, dtype=torch.long,
-                       device=rows.device)
+    order, row, slot, width = _slots(rows, len(domain))
+    extra = torch.full((len(domain), width), -1, dtype=torch.long, device=rows.device)
     extra[row, slot] = symbols[order]
     return Excluded(torch.cat([domain.symbols, extra], 1))
+
+
+def _slots(rows: Tensor, n: int) -> tuple[Tensor, Tensor, Tensor, int]:
+    """Lay entries with row ids `rows` (< n) out in a grid of one row per id: (order, row,
+    slot, width), entry order[i] going to grid[row[i], slot[i]], slots counted from 0 in the
+    entries' order, width the most entries of one row."""
+    counts = torch.bincount(rows, minlength=n)
+    order = torch.sort(rows, stable=True).indices
+    row = rows[order]
+    slot = torch.arange(len(row), device=rows.device) - (counts.cumsum(0) - counts)[row]
+    return order, row, slot, int(counts.max()) if len(rows) else 0
 
 
 Domain = Tensor | Excluded  # the allowed symbols of n rows: an [n, V] bool mask, or `Excluded`
@@ -102,6 +108,7 @@ class Categorical:
     block_cdf: Tensor  # [n, B] float64 cumulative block masses
     shift: Tensor  # [n] the largest logit of each row (0 where the row has no mass)
     width: int
+    _log_total: Tensor | None = field(default=None, repr=False)  # computed once, when asked
 
     @classmethod
     def from_logits(cls, logits: Tensor, domain: Domain | None = None,
@@ -151,7 +158,9 @@ class Categorical:
 
     def log_total(self) -> Tensor:
         """[n] float64 log Σ exp(logits) over the domain; −inf for rows with no mass."""
-        return self.shift.double() + self.block_cdf[:, -1].log()
+        if self._log_total is None:
+            self._log_total = self.shift.double() + self.block_cdf[:, -1].log()
+        return self._log_total
 
     def sample(self, generator: torch.Generator, rows: Tensor | None = None) -> Tensor:
         """One draw per row, or with `rows` one draw from row rows[i] per entry (many entries
@@ -265,13 +274,9 @@ def _search(cdf: Tensor, rows: Tensor | None, targets: Tensor) -> Tensor:
     unless that grid would be larger than copying one CDF row per draw."""
     if rows is None:
         return torch.searchsorted(cdf, targets[:, None], right=True)[:, 0]
-    counts = torch.bincount(rows, minlength=len(cdf))
-    width = int(counts.max()) if len(rows) else 0
+    order, row, slot, width = _slots(rows, len(cdf))
     if width * len(cdf) >= len(rows) * cdf.shape[-1]:
         return torch.searchsorted(cdf[rows], targets[:, None], right=True)[:, 0]
-    order = torch.sort(rows, stable=True).indices
-    row = rows[order]
-    slot = torch.arange(len(rows), device=rows.device) - (counts.cumsum(0) - counts)[row]
     grid = targets.new_full((len(cdf), width), math.inf)
     grid[row, slot] = targets[order]
     found = torch.searchsorted(cdf, grid, right=True)

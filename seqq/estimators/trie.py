@@ -88,17 +88,25 @@ class Level:
 
     def append(self, **fields: Tensor) -> None:
         """Add entries at the end of the named fields (all node fields, or all row fields).
-        `log_probs` gain a block (`RowBlocks`: model outputs are never copied)."""
+        `log_probs` gain a block (`RowBlocks`: model outputs are never copied). An empty
+        field adopts its new entries as they are (a level's first walk copies nothing), so
+        callers hand over tensors they own, one per field."""
         for name, new in fields.items():
             used = getattr(self, name)
             if isinstance(used, RowBlocks):
                 used.append(new)
                 continue
+            dtype = (used.dtype if used.dtype == new.dtype
+                     else torch.promote_types(used.dtype, new.dtype))
+            if not len(used):
+                adopted = new.to(dtype)
+                self.buffers[name] = adopted
+                setattr(self, name, adopted)
+                continue
             n, end = len(used), len(used) + len(new)
             buffer = self.buffers.get(name, used)
             if buffer.data_ptr() != used.data_ptr():  # the field was replaced: start afresh
                 buffer = used
-            dtype = torch.promote_types(used.dtype, new.dtype)
             if end > len(buffer) or buffer.dtype != dtype:
                 grown = new.new_empty((max(end, 2 * len(buffer)), *new.shape[1:]), dtype=dtype)
                 grown[:n] = used
@@ -228,6 +236,8 @@ class Trie:
         fresh = self._fresh
         if fresh is not None and fresh[0] == depth and len(fresh[1]):
             _, known, proposal = fresh
+            if len(known) == len(nodes) and torch.equal(known, nodes):
+                return proposal, None  # a walk whose nodes were all new: the usual case
             position = torch.full((int(max(known.max(), nodes.max())) + 1,), -1)
             position[known] = torch.arange(len(known))
             rows = position[nodes]
@@ -258,24 +268,27 @@ class Trie:
     def child_nodes(self, depth: int, parents: Tensor, tokens: Tensor) -> Tensor:
         """Nodes at depth+1 for (parent, token) pairs, created where missing (no model call)."""
         child = self.level(depth + 1)
-        key = parents * self.V + tokens
-        unique, inverse = torch.unique(key, return_inverse=True)
-        found = self._lookup(child, unique)
-        new = (found < 0).nonzero().flatten()
-        if len(new):
-            p, t = unique[new] // self.V, unique[new] % self.V
+        keys, inverse = torch.unique(parents * self.V + tokens, return_inverse=True)
+        if child.size:
+            found = self._lookup(child, keys)
+            new = (found < 0).nonzero().flatten()
+        else:  # a depth no walk has reached yet: every child is new
+            found, new = torch.empty_like(keys), slice(None)
+        created = keys[new]
+        if len(created):
+            p, t = created // self.V, created % self.V
             parent = self.levels[depth]
             step_p, step_q, step_w = self._child_steps(depth, p, t)
             log_q = parent.log_q[p] + step_q
             context = (parent.context[p] if self.messages is None
                        else self.messages.next_context_cpu[parent.context[p], t])
-            found[new] = child.size + torch.arange(len(new))
-            child.index_keys(unique[new], found[new])
+            found[new] = child.size + torch.arange(len(created))
+            child.index_keys(created, found[new])
             child.append(branch=parent.branch[p],
                          lattice_node=self.batch.lattice.advance(parent.lattice_node[p], t),
                          parent=p, token=t, log_p=parent.log_p[p] + step_p, log_q=log_q,
-                         log_w=parent.log_w[p] + step_w, log_m=log_q,
-                         row=torch.full((len(new),), -1), context=context)
+                         log_w=parent.log_w[p] + step_w, log_m=log_q.clone(),
+                         row=torch.full((len(created),), -1), context=context)
         return found[inverse]
 
     def _child_steps(self, depth: int, parents: Tensor, tokens: Tensor
@@ -321,7 +334,7 @@ class Trie:
         groups = torch.unique(chunk)
         counter = self.batch.counter
         if len(groups) == 1:  # the usual case: every parent's state in one chunk
-            results = [(torch.arange(len(todo)), *counter.step(
+            results = [(None, *counter.step(
                 parents.chunks[int(groups[0])], tokens, rows=index.to(self.batch.device)))]
         elif self.concat is not None:
             picked = [counter.select(parents.chunks[g], index[chunk == g].to(self.batch.device))
@@ -336,11 +349,12 @@ class Trie:
                 order = (chunk == g).nonzero().flatten()
                 state = counter.select(parents.chunks[g], index[order].to(self.batch.device))
                 results.append((order, *counter.step(state, tokens[order.to(self.batch.device)])))
-        for order, log_probs, state in results:
-            level.row[todo[order]] = len(level.log_probs) + torch.arange(len(order))
-            level.append(log_probs=log_probs, log_mass=self._masses(depth, todo[order], log_probs),
-                         chunk=torch.full((len(order),), len(level.chunks)),
-                         index=torch.arange(len(order)))
+        for order, log_probs, state in results:  # order None: the nodes of `todo`, in order
+            stepped = todo if order is None else todo[order]
+            level.row[stepped] = len(level.log_probs) + torch.arange(len(stepped))
+            level.append(log_probs=log_probs, log_mass=self._masses(depth, stepped, log_probs),
+                         chunk=torch.full((len(stepped),), len(level.chunks)),
+                         index=torch.arange(len(stepped)))
             level.chunks.append(state)
 
     # --- residual masses --------------------------------------------------------------------
@@ -452,11 +466,13 @@ class Trie:
                 alive, drawn = self._draw(*self._proposal(depth, nodes), inverse)
             else:
                 alive, drawn = self._draw_residual(depth, nodes, inverse)
-            rows, node, drawn = rows[alive], node[alive], drawn[alive]
-            child = self.child_nodes(depth, node, drawn)
-            done = self.finished(depth + 1, child)
-            leaf_depth[rows[done]], leaf[rows[done]] = depth + 1, child[done]
-            rows, node = rows[~done], child[~done]
+            if not bool(alive.all()):
+                rows, node, drawn = rows[alive], node[alive], drawn[alive]
+            node = self.child_nodes(depth, node, drawn)
+            done = self.finished(depth + 1, node)
+            if bool(done.any()):
+                leaf_depth[rows[done]], leaf[rows[done]] = depth + 1, node[done]
+                rows, node = rows[~done], node[~done]
             depth += 1
         return leaf_depth, leaf
 
@@ -464,6 +480,10 @@ class Trie:
               ) -> tuple[Tensor, Tensor]:
         """(alive, symbol) of walking rows, each drawn from its node's row of `choice`:
         node `inverse[i]`, at row `rows_of_nodes[node]` of `choice` (None: row = node)."""
+        if rows_of_nodes is None and len(inverse) == len(choice.weights):
+            # one walking row per node (deep in a walk): a draw per row of `choice`, permuted
+            alive = torch.isfinite(choice.log_total()).cpu()
+            return alive[inverse], choice.sample(self.batch.generator).cpu()[inverse]
         at = inverse.to(self.batch.device)
         if rows_of_nodes is not None:
             at = rows_of_nodes[at]
