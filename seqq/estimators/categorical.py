@@ -6,7 +6,8 @@ doubles the bytes. So each row is cut into blocks of `width` symbols. One vector
 block gives the block masses. A draw finds its block on the short CDF of those masses, then its
 symbol on that block's own CDF, which is built only for the (row, block) pairs that draws land
 in. This is still an exact inverse-CDF draw: the symbol a full cumsum would give, up to
-rounding. A vocabulary of at most `width` symbols is one block, a plain CDF per row.
+rounding. A vocabulary of at most `width` symbols is one block: each row's CDF, built once with
+its mass (its last entry), which draws search directly.
 
 Masses are exp(logit): a model's log-probabilities need no shift. A row whose mass would
 underflow or overflow float32 that way (a domain of tiny probability) takes exp(logit − its
@@ -108,6 +109,7 @@ class Categorical:
     block_cdf: Tensor  # [n, B] float64 cumulative block masses
     shift: Tensor  # [n] the largest logit of each row (0 where the row has no mass)
     width: int
+    row_cdf: Tensor | None = None  # [n, V] float64 cumulative weights, for rows of one block
     _log_total: Tensor | None = field(default=None, repr=False)  # computed once, when asked
 
     @classmethod
@@ -130,7 +132,7 @@ class Categorical:
                                                           logits[row, symbol].exp())
         else:
             weights = torch.where(domain, logits, -math.inf).exp_()
-        block_mass = block_sums(weights, W).double()
+        block_mass, row_cdf = _block_masses(weights, W)
         shift = logits.new_zeros(n)
         redo = (~unshifted_rows(block_mass.sum(-1))).nonzero().flatten()
         if len(redo):
@@ -140,17 +142,20 @@ class Categorical:
             top = _finite_or_zero(masked.amax(-1, keepdim=True))
             redone = masked.sub_(top).exp_()
             weights[redo] = redone
-            block_mass[redo] = block_sums(redone, W).double()
+            if row_cdf is None:
+                block_mass[redo] = block_sums(redone, W).double()
+            else:  # the block mass is the CDF's last column
+                row_cdf[redo] = redone.cumsum(-1, dtype=torch.float64)
             shift[redo] = top[:, 0]
-        return cls(weights, block_mass, block_mass.cumsum(-1), shift, W)
+        return cls(weights, block_mass, block_mass.cumsum(-1), shift, W, row_cdf)
 
     @classmethod
     def from_weights(cls, weights: Tensor, shift: Tensor, width: int = BLOCK_WIDTH
                      ) -> Categorical:
         """Rows ∝ `weights` ([n, V], ≥ 0), which stand for exp(logit − shift)."""
         W = min(weights.shape[1], width)
-        block_mass = block_sums(weights, W).double()
-        return cls(weights, block_mass, block_mass.cumsum(-1), shift, W)
+        block_mass, row_cdf = _block_masses(weights, W)
+        return cls(weights, block_mass, block_mass.cumsum(-1), shift, W, row_cdf)
 
     @property
     def vocab_size(self) -> int:
@@ -194,25 +199,33 @@ class Categorical:
         """The symbol whose interval of cumulative mass holds each target (0 ≤ target < the
         row's total, so it has mass): draw i from row i, or from row rows[i]."""
         (n, B), (W, V) = self.block_mass.shape, (self.width, self.vocab_size)
-        if B == 1:  # one block: the rows' own CDFs, each built once for all draws from it
-            block, residual, at, inner_weights = 0, targets, rows, self.weights
-            mass = self.block_mass[:, 0] if rows is None else self.block_mass[rows, 0]
-        else:
-            row = torch.arange(n, device=targets.device) if rows is None else rows
-            block = _search(self.block_cdf, rows, targets).clamp_max(B - 1)
-            before = self.block_cdf[row, (block - 1).clamp_min(0)]
-            residual = targets - torch.where(block > 0, before, 0.0)
-            pairs, at = torch.unique(row * B + block, return_inverse=True)
-            columns = (pairs % B * W)[:, None] + torch.arange(W, device=pairs.device)
-            inner_weights = self.weights[(pairs // B)[:, None], columns.clamp_max(V - 1)]
-            inner_weights[columns >= V] = 0.0  # past the end of a shorter last block
-            mass = self.block_mass[row, block]
+        if self.row_cdf is not None:  # one block: its mass is the last entry of the row's CDF
+            return _search(self.row_cdf, rows, targets).clamp_max(V - 1)
+        row = torch.arange(n, device=targets.device) if rows is None else rows
+        block = _search(self.block_cdf, rows, targets).clamp_max(B - 1)
+        before = self.block_cdf[row, (block - 1).clamp_min(0)]
+        residual = targets - torch.where(block > 0, before, 0.0)
+        pairs, at = torch.unique(row * B + block, return_inverse=True)
+        columns = (pairs % B * W)[:, None] + torch.arange(W, device=pairs.device)
+        inner_weights = self.weights[(pairs // B)[:, None], columns.clamp_max(V - 1)]
+        inner_weights[columns >= V] = 0.0  # past the end of a shorter last block
+        mass = self.block_mass[row, block]
         inner = inner_weights.cumsum(-1, dtype=torch.float64)
         end = inner[:, -1] if at is None else inner[at, -1]
         # the block's own cumsum may round apart from its block sum: rescale onto it
         scaled = residual * torch.where(mass > 0, end / mass, 0.0)
         column = _search(inner, at, _below(scaled, end)).clamp_max(W - 1)
         return (block * W + column).clamp_max(V - 1)
+
+
+def _block_masses(weights: Tensor, width: int) -> tuple[Tensor, Tensor | None]:
+    """([n, B] float64 block masses, the [n, V] float64 row CDFs or None). Rows of one block
+    (V ≤ width) get their CDF here, once, and their mass is its last column: a draw then
+    searches it directly, with no second pass."""
+    if width < weights.shape[1]:
+        return block_sums(weights, width).double(), None
+    row_cdf = weights.cumsum(-1, dtype=torch.float64)
+    return row_cdf[:, -1:], row_cdf
 
 
 def block_sums(weights: Tensor, width: int) -> Tensor:

@@ -21,6 +21,7 @@ def plot_curves(rows: list[dict], path: Path, title: str) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     if not rows:
         return
@@ -36,6 +37,7 @@ def plot_curves(rows: list[dict], path: Path, title: str) -> None:
     for ax in (ax_loss, ax_acc):
         ax.legend()
         ax.grid(alpha=0.3)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs are whole
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
