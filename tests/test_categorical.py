@@ -37,7 +37,9 @@ def test_locate_matches_a_full_cumsum(width: int) -> None:
     generator = torch.Generator().manual_seed(1)
     rows = torch.randint(len(logits), (2000,), generator=generator)
     rows = rows[rows != 4]
-    targets = torch.rand(len(rows), generator=generator, dtype=torch.float64) * cdf[rows, -1]
+    total = cat.block_cdf[rows, -1]  # locate asks for targets below the row's own total
+    targets = torch.minimum(torch.rand(len(rows), generator=generator, dtype=torch.float64)
+                            * total, torch.nextafter(total, torch.zeros_like(total)))
     expected = torch.searchsorted(cdf[rows], targets[:, None], right=True)[:, 0]
     gap = torch.minimum((cdf[rows] - targets[:, None]).abs().amin(-1), targets)
     clear = gap > 1e-6 * cdf[rows, -1]  # not within rounding of an interval's edge

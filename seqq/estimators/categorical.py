@@ -60,21 +60,21 @@ def without(domain: Domain, rows: Tensor, symbols: Tensor) -> Domain:
         out = domain.clone()
         out[rows, symbols] = False
         return out
-    order, row, slot, width = _slots(rows, len(domain))
-    extra = torch.full((len(domain), width), -1, dtype=torch.long, device=rows.device)
+    counts = torch.bincount(rows, minlength=len(domain))
+    extra = torch.full((len(domain), int(counts.max()) if len(rows) else 0), -1,
+                       dtype=torch.long, device=rows.device)
+    order, row, slot = _slots(rows, counts)
     extra[row, slot] = symbols[order]
     return Excluded(torch.cat([domain.symbols, extra], 1))
 
 
-def _slots(rows: Tensor, n: int) -> tuple[Tensor, Tensor, Tensor, int]:
-    """Lay entries with row ids `rows` (< n) out in a grid of one row per id: (order, row,
-    slot, width), entry order[i] going to grid[row[i], slot[i]], slots counted from 0 in the
-    entries' order, width the most entries of one row."""
-    counts = torch.bincount(rows, minlength=n)
+def _slots(rows: Tensor, counts: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Lay entries with row ids `rows` out in a grid of one row per id (`counts`: entries per
+    id): entry order[i] goes to grid[row[i], slot[i]], slots counted from 0 in entry order."""
     order = torch.sort(rows, stable=True).indices
     row = rows[order]
     slot = torch.arange(len(row), device=rows.device) - (counts.cumsum(0) - counts)[row]
-    return order, row, slot, int(counts.max()) if len(rows) else 0
+    return order, row, slot
 
 
 Domain = Tensor | Excluded  # the allowed symbols of n rows: an [n, V] bool mask, or `Excluded`
@@ -110,7 +110,7 @@ class Categorical:
     shift: Tensor  # [n] the largest logit of each row (0 where the row has no mass)
     width: int
     row_cdf: Tensor | None = None  # [n, V] float64 cumulative weights, for rows of one block
-    _log_total: Tensor | None = field(default=None, repr=False)  # computed once, when asked
+    _log_total: Tensor | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
     def from_logits(cls, logits: Tensor, domain: Domain | None = None,
@@ -162,7 +162,8 @@ class Categorical:
         return self.weights.shape[1]
 
     def log_total(self) -> Tensor:
-        """[n] float64 log Σ exp(logits) over the domain; −inf for rows with no mass."""
+        """[n] float64 log Σ exp(logits) over the domain; −inf for rows with no mass.
+        Computed once and shared (a trie keeps it as its nodes' normalisers): read-only."""
         if self._log_total is None:
             self._log_total = self.shift.double() + self.block_cdf[:, -1].log()
         return self._log_total
@@ -287,9 +288,11 @@ def _search(cdf: Tensor, rows: Tensor | None, targets: Tensor) -> Tensor:
     unless that grid would be larger than copying one CDF row per draw."""
     if rows is None:
         return torch.searchsorted(cdf, targets[:, None], right=True)[:, 0]
-    order, row, slot, width = _slots(rows, len(cdf))
+    counts = torch.bincount(rows, minlength=len(cdf))
+    width = int(counts.max()) if len(rows) else 0
     if width * len(cdf) >= len(rows) * cdf.shape[-1]:
         return torch.searchsorted(cdf[rows], targets[:, None], right=True)[:, 0]
+    order, row, slot = _slots(rows, counts)
     grid = targets.new_full((len(cdf), width), math.inf)
     grid[row, slot] = targets[order]
     found = torch.searchsorted(cdf, grid, right=True)
