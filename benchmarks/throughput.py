@@ -8,7 +8,9 @@ the share of the method's time that the model gets, and a small step (a trie's f
 where many samples share a few prefixes) is charged to the model at its real per-row cost. Raw
 and method runs alternate (raw, method, raw, method, …), so both see the same machine load; the
 ratio of each pair is taken and the median over repeats reported. Two paths: one query at a
-time (`estimate`) and many (history, query) pairs in one `estimate_many` call.
+time (`estimate`) and many (history, query) pairs in one `estimate_many` call. Each repeat runs
+both paths, one after the other, so `many/one` compares runs seconds apart, not two blocks of
+repeats minutes apart (a load that changes between blocks once read as a slower path).
 """
 
 from __future__ import annotations
@@ -101,26 +103,33 @@ def _histories(V: int, count: int) -> list[list[int]]:
     return torch.randint(V, (count, HISTORY_LENGTH), generator=generator).tolist()
 
 
-def _measure(bench: BenchModel, method: str, histories: list[list[int]], query: Q.Query,
-             options: dict, repeats: int) -> tuple[Row, list[float]]:
-    """Interleaved raw/method timings on one path; returns the row and per-repeat rates."""
+def _measure(bench: BenchModel, method: str, paths: list[list[list[int]]], query: Q.Query,
+             options: dict, repeats: int) -> tuple[list[Row], list[float]]:
+    """Interleaved raw/method timings of each path (its histories, one estimate_many call),
+    every path in every repeat: returns a row per path and the median over repeats of the
+    last path's rate over the first's, from runs seconds apart under the same load."""
     model = bench.model
     device = model_device(model)
-    recorder = StepRecorder(model)
-    seqq.estimate_many(recorder, histories, query, method, seed=0, **options)
-    steps = max(recorder.steps, 1)
-    ratios, raw_rates, rates = [], [], []
+    recorded = []
+    for histories in paths:
+        recorder = StepRecorder(model)
+        seqq.estimate_many(recorder, histories, query, method, seed=0, **options)
+        recorded.append(recorder)
+    raw_rates, rates = [[] for _ in paths], [[] for _ in paths]
     for repeat in range(repeats):
-        raw_s, raw_calls = raw_steps(model, histories[0], recorder.sizes, seed=repeat)
-        seconds, estimates = timed(device, lambda r=repeat: seqq.estimate_many(
-            model, histories, query, method, seed=r + 1, **options))
-        calls = sum(e.model_calls for e in estimates)
-        raw_rates.append(raw_calls / raw_s)
-        rates.append(calls / seconds)
-        ratios.append(rates[-1] / raw_rates[-1])
-    path = "one query" if len(histories) == 1 else f"{len(histories)} pairs"
-    return Row(bench.name, method, path, recorder.rows / steps, median(raw_rates), median(rates),
-               median(ratios)), rates
+        for path, (histories, recorder) in enumerate(zip(paths, recorded, strict=True)):
+            raw_s, raw_calls = raw_steps(model, histories[0], recorder.sizes, seed=repeat)
+            seconds, estimates = timed(device, lambda h=histories, r=repeat: seqq.estimate_many(
+                model, h, query, method, seed=r + 1, **options))
+            raw_rates[path].append(raw_calls / raw_s)
+            rates[path].append(sum(e.model_calls for e in estimates) / seconds)
+    rows = [Row(bench.name, method,
+                "one query" if len(histories) == 1 else f"{len(histories)} pairs",
+                recorder.rows / max(recorder.steps, 1), median(raw), median(rate),
+                median([r / w for r, w in zip(rate, raw, strict=True)]))
+            for histories, recorder, raw, rate in zip(paths, recorded, raw_rates, rates,
+                                                      strict=True)]
+    return rows, median([last / first for first, last in zip(rates[0], rates[-1], strict=True)])
 
 
 def measure_model(bench: BenchModel, plan: Plan) -> list[Row]:
@@ -138,13 +147,13 @@ def measure_model(bench: BenchModel, plan: Plan) -> list[Row]:
         print(f"  {bench.name}: {method}", file=sys.stderr, flush=True)
         try:
             options = method_options(method, bench, samples)
-            one, one_rates = _measure(bench, method, histories[:1], query, options, plan.repeats)
-            many, many_rates = _measure(bench, method, histories, query, options, plan.repeats)
+            (one, many), many_over_one = _measure(bench, method, [histories[:1], histories],
+                                                  query, options, plan.repeats)
         except Exception as error:  # a method that cannot run here is reported, not fatal
             rows.append(Row(bench.name, method, "-", math.nan, math.nan, math.nan, math.nan,
                             note=f"failed: {type(error).__name__}: {str(error)[:100]}"))
             continue
-        many.many_over_one = median([m / o for m, o in zip(many_rates, one_rates, strict=True)])
+        many.many_over_one = many_over_one
         notes = [f"K = {K}" if K != plan.K else "", surrogate_note(bench, options)]
         one.note = many.note = "; ".join(n for n in notes if n)
         rows += [one, many]
