@@ -104,7 +104,7 @@ def _histories(V: int, count: int) -> list[list[int]]:
 
 
 def _measure(bench: BenchModel, method: str, paths: list[list[list[int]]], query: Q.Query,
-             options: dict, repeats: int) -> tuple[list[Row], list[float]]:
+             options: dict, repeats: int) -> tuple[list[Row], float]:
     """Interleaved raw/method timings of each path (its histories, one estimate_many call),
     every path in every repeat: returns a row per path and the median over repeats of the
     last path's rate over the first's, from runs seconds apart under the same load."""
