@@ -59,6 +59,19 @@ def test_steps_match_full_forward_with_padding_and_select(tiny):
         assert torch.allclose(logp[row], full_forward(tiny, path)[-1], atol=1e-5)
 
 
+def test_encoding_and_stepping_use_no_deprecated_transformers_argument(tiny):
+    """The cache goes in under the name the installed transformers takes (`cache` from 5,
+    `past_key_values` before): the old name warns on every run and is going away."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        warnings.simplefilter("error", DeprecationWarning)
+        _, state = tiny.initial_state([[1, 2, 3]])
+        logp, _ = tiny.step(state, torch.tensor([4]))
+    assert torch.allclose(logp, full_forward(tiny, [1, 2, 3, 4])[-1:], atol=1e-5)
+
+
 def test_states_are_not_mutated(tiny):
     logp0, state = tiny.initial_state([[5, 6, 7]])
     a, _ = tiny.step(state, torch.tensor([8]))

@@ -16,6 +16,7 @@ attention and lets the joined copy go.
 from __future__ import annotations
 
 import copy
+import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -126,6 +127,10 @@ class HFCausalLM:
                                   or getattr(config, "max_position_embeddings", None) or 1 << 30)
         bos = tokenizer.bos_token_id if tokenizer is not None else None
         self.bos_id = bos if bos is not None else getattr(config, "bos_token_id", None)
+        # transformers 5 renamed the KV cache argument `past_key_values` to `cache` (the old
+        # name warns, and goes in 5.40); older releases know only the old one
+        parameters = inspect.signature(self.model.forward).parameters
+        self._cache_argument = "cache" if "cache" in parameters else "past_key_values"
 
     @cached_property
     def vocab(self) -> list[str]:
@@ -168,8 +173,8 @@ class HFCausalLM:
         positions = (mask.cumsum(-1) - 1).clamp_min(0)
         ids, mask, positions = ids.to(self.device), mask.to(self.device), positions.to(self.device)
         out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
-        return self._log_probs(out.logits), HFState(_share_histories(out.past_key_values), mask,
-                                                    mask.sum(-1), width)
+        return self._log_probs(out.logits), HFState(_share_histories(out[self._cache_argument]),
+                                                    mask, mask.sum(-1), width)
 
     @torch.inference_mode()
     def step(self, state: HFState, tokens: Tensor) -> tuple[Tensor, HFState]:
@@ -179,10 +184,10 @@ class HFCausalLM:
         tokens = tokens.to(self.device).long()
         mask = torch.cat([state.mask, torch.ones_like(state.mask[:, :1])], 1)
         out = self.model(input_ids=tokens[:, None], attention_mask=mask,
-                         position_ids=state.positions[:, None], past_key_values=_fork(state.cache),
-                         use_cache=True)
-        return self._log_probs(out.logits), HFState(out.past_key_values, mask, state.positions + 1,
-                                                    state.longest + 1)
+                         position_ids=state.positions[:, None], use_cache=True,
+                         **{self._cache_argument: _fork(state.cache)})
+        return self._log_probs(out.logits), HFState(out[self._cache_argument], mask,
+                                                    state.positions + 1, state.longest + 1)
 
     def select(self, state: HFState, index: Tensor) -> HFState:
         index = index.to(self.device).long()
