@@ -95,6 +95,30 @@ def test_counter_steps_big_batches_in_chunks_row_for_row():
     assert torch.equal(after.owners, state.owners)
 
 
+def test_counter_steps_a_state_as_it_is_where_every_row_continues_in_order():
+    """rows = 0..n−1 over an n-row state: no `select` copy, the same outputs and charges;
+    any other rows (a permutation, a subset) are selected first."""
+    model = tiny_lstm()
+    selected = []
+    select = model.select
+    model.select = lambda state, index: selected.append(index.tolist()) or select(state, index)
+    counter = CallCounter(model, num_tasks=2)
+    _, root = counter.initial_state([[1, 2], [3]])
+    state = counter.select(root, torch.tensor([0, 1, 1]))
+    tokens = torch.tensor([4, 5, 6])
+    selected.clear()
+    in_order, after = counter.step(state, tokens, rows=torch.arange(3))
+    assert selected == []
+    torch.testing.assert_close(in_order, model.step(state.inner, tokens)[0])
+    assert after.owners.tolist() == [0, 1, 1] and counter.calls.tolist() == [1 + 1, 1 + 2]
+    permuted, _ = counter.step(state, tokens, rows=torch.tensor([2, 1, 0]))
+    fewer, _ = counter.step(state, tokens[:2], rows=torch.arange(2))
+    assert selected == [[2, 1, 0], [0, 1]]
+    torch.testing.assert_close(permuted, model.step(select(state.inner, torch.tensor([2, 1, 0])),
+                                                    tokens)[0])
+    torch.testing.assert_close(fewer, in_order[:2])
+
+
 def test_set_chunk_rows_overrides_and_respects_the_memory_cap(monkeypatch):
     monkeypatch.setattr(batching, "measure_chunk_rows", pytest.fail)
     model = tiny_lstm(vocab=7)

@@ -23,6 +23,7 @@ from seqq.estimators.categorical import (
     row_counts,
 )
 from seqq.estimators.rollout import conditional, domain_log_mass, restrict
+from seqq.estimators.selection import top_k
 from seqq.estimators.summary import group_logsumexp
 from seqq.models.protocol import State
 
@@ -324,7 +325,7 @@ def _choose(top_scores: Tensor, top_tokens: Tensor | None, branch: Tensor, depth
         padded[group.to(device), local.to(device)] = top_scores
         padded = padded.view(len(ids), width)
     keep_at_most = min(width, rule.cap or width)
-    sorted_scores, position = padded.topk(keep_at_most, dim=-1)
+    sorted_scores, position = top_k(padded, keep_at_most)
     count = rule.counts(sorted_scores, ids, depth, lengths[ids], totals)
     rank = torch.arange(keep_at_most, device=device)
     kept = (rank < count[:, None]) & torch.isfinite(sorted_scores)

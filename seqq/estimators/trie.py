@@ -42,6 +42,7 @@ from seqq.estimators.categorical import (
 )
 from seqq.estimators.rollout import conditional
 from seqq.estimators.row_blocks import RowBlocks
+from seqq.estimators.selection import top_k
 from seqq.estimators.summary import group_logsumexp
 from seqq.estimators.twisted import twist_rows
 from seqq.models.counting import OwnedState
@@ -784,7 +785,7 @@ def _top_per_group(values: Tensor, group: Tensor, count: Tensor) -> Tensor:
         padded = torch.full((len(ids), int(sizes.max())), -math.inf, dtype=values.dtype)
         padded[row, torch.arange(len(g)) - start[row]] = values[candidates]
     wanted = count[ids]
-    top, position = padded.topk(min(int(wanted.max()), padded.shape[1]), dim=-1)
+    top, position = top_k(padded, min(int(wanted.max()), padded.shape[1]))
     keep = (torch.arange(top.shape[1]) < wanted[:, None]) & torch.isfinite(top)
     r, c = keep.nonzero(as_tuple=True)
     return candidates[start[r] + position[r, c]]

@@ -25,7 +25,10 @@ class SequenceModel(Protocol):
         ...
 
     def step(self, state: State, tokens: LongTensor) -> tuple[Tensor, State]:
-        """Append one token per row; return log p(next | prefix) [B, V] and the new state."""
+        """Append one token per row; return log p(next | prefix) [B, V] and the new state.
+        Leave `state` as it was: estimators keep states and step them again (a trie expands
+        a prefix's other children later), and step a kept state as it is where every row
+        continues in order (no `select` copy)."""
         ...
 
     def select(self, state: State, index: LongTensor) -> State:
