@@ -64,6 +64,9 @@ def test_short_rows_and_large_k_use_torch(widths_seen):
     widths_seen.clear()
     wide = torch.randn(1, 20_000, dtype=torch.float64)  # k near the width: nothing to save
     assert assert_same_as_torch(wide, 10_000, widths_seen) == [20_000]
+    none = torch.zeros(0, 50_000)
+    top, index = top_k(none, 1000)
+    assert top.shape == index.shape == (0, 1000)
 
 
 @pytest.mark.parametrize("k", [20, 1000])

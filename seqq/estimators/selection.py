@@ -5,8 +5,9 @@ A beam keeps the best B of its B·V candidates every step: a top-k with k ≈ 1 
 CPU, a third of a beam step's own work beside the LSTM-128 model). Most of those scores
 are far below the k-th. A strided sample of the row puts a threshold just below it: the
 entries above the threshold are gathered (k and a few standard deviations more), and torch's
-top-k runs on those alone. The result is exact: where the sample misjudges a row (fewer than k entries
-above the threshold, or too many to save anything), that call falls back to the plain top-k.
+top-k runs on those alone. The result is exact: where the sample misjudges a row (fewer than
+k entries above the threshold, or too many to save anything), that call falls back to the
+plain top-k.
 On a GPU the plain top-k is used: it is fast there, and counting would wait for the device.
 """
 
@@ -26,7 +27,7 @@ def top_k(values: Tensor, k: int) -> tuple[Tensor, Tensor]:
     where k ≪ n. Ties at the k-th value may pick other (equal) entries than torch would."""
     r, n = values.shape
     rank = threshold_rank(k)
-    if values.device.type != "cpu" or n < MIN_WIDTH or 4 * rank * STRIDE > n:
+    if values.device.type != "cpu" or r == 0 or n < MIN_WIDTH or 4 * rank * STRIDE > n:
         return values.topk(k, dim=-1)
     threshold = values[:, ::STRIDE].topk(rank, dim=-1).values[:, -1:]
     above = values >= threshold
