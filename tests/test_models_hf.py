@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import warnings
 from pathlib import Path
 
 import pytest
@@ -62,8 +63,6 @@ def test_steps_match_full_forward_with_padding_and_select(tiny):
 def test_encoding_and_stepping_use_no_deprecated_transformers_argument(tiny):
     """The cache goes in under the name the installed transformers takes (`cache` from 5,
     `past_key_values` before): the old name warns on every run and is going away."""
-    import warnings
-
     with warnings.catch_warnings():
         warnings.simplefilter("error", FutureWarning)
         warnings.simplefilter("error", DeprecationWarning)

@@ -27,6 +27,7 @@ from seqq.estimators.categorical import (
     unshifted_rows,
 )
 from seqq.estimators.summary import group_logsumexp
+from seqq.models.counting import every_row_in_order
 from seqq.models.protocol import State
 
 Policy = Literal["proposal", "uniform", "model"]
@@ -126,7 +127,7 @@ def split_ending(batch: Batch, nodes: Tensor, log_probs: Tensor, sparse: bool = 
 def gather_rows(values: Tensor | Excluded, rows: Tensor) -> Tensor | Excluded:
     """values[rows] for CPU `rows`, or `values` itself where rows are 0..n−1 in order: a
     frontier whose rows each extend their own prefix (the usual case) skips an [n, V] copy."""
-    if len(rows) == len(values) and bool((rows == torch.arange(len(rows))).all()):
+    if every_row_in_order(rows, len(values)):
         return values
     return values[rows.to(values.device)]
 

@@ -69,7 +69,7 @@ class CallCounter:
         `rows`, row i continues row rows[i] of `state` (a `select` and a step in one, chunk by
         chunk, never copying the whole selected state). Rows that continue every row of `state`
         in order step it as it is, with no copy (deep in a walk, every sample has its own node)."""
-        if rows is not None and _every_row_in_order(rows, len(state.owners)):
+        if rows is not None and every_row_in_order(rows, len(state.owners)):
             rows = None
         owners = state.owners if rows is None else state.owners[rows.cpu()]
         self._charge(owners)
@@ -81,9 +81,10 @@ class CallCounter:
         return OwnedState(self.model.select(state.inner, index), state.owners[index.cpu()])
 
 
-def _every_row_in_order(rows: Tensor, num_rows: int) -> bool:
-    """rows == 0, 1, …, num_rows − 1. Checked on the CPU only: on a GPU the check would wait for
-    the device, and a copy there is cheap."""
+def every_row_in_order(rows: Tensor, num_rows: int) -> bool:
+    """rows == 0, 1, …, num_rows − 1: picking them is no change, so callers skip the copy.
+    Checked for CPU rows only: on a GPU the check would wait for the device, and a copy
+    there is cheap."""
     return (rows.device.type == "cpu" and len(rows) == num_rows
             and bool((rows == torch.arange(num_rows)).all()))
 
