@@ -119,11 +119,14 @@ def test_systematic_through_rows_draws_from_the_named_rows() -> None:
 
 @pytest.mark.parametrize("width", [4, 256])
 @pytest.mark.parametrize("skewed", [False, True])
-def test_draws_through_shared_rows_equal_draws_from_copied_rows(width: int, skewed: bool) -> None:
+@pytest.mark.parametrize("copied_entries", [categorical.COPIED_ENTRIES, 0])
+def test_draws_through_shared_rows_equal_draws_from_copied_rows(
+        width: int, skewed: bool, copied_entries: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """A trie walk draws each node's children through `rows` without copying the node's row
     per draw; the draws must be exactly those from copied rows, with the same uniforms.
-    `skewed` puts most draws on one of many rows over a small vocabulary, so the copied block
-    is smaller than the search grid and the other layout is taken."""
+    `skewed` puts most draws on one of many rows over a small vocabulary; `copied_entries`
+    0 makes every search bisect rows in place instead of copying them."""
+    monkeypatch.setattr(categorical, "COPIED_ENTRIES", copied_entries)
     generator = torch.Generator().manual_seed(0)
     n, V = (100, 4) if skewed else (6, 50)
     logits = torch.randn(n, V, generator=generator)
@@ -140,6 +143,23 @@ def test_draws_through_shared_rows_equal_draws_from_copied_rows(width: int, skew
     assert torch.equal(shared, copied)
     alive = at != 4
     assert domain[at[alive], shared[alive]].all()
+
+
+@pytest.mark.parametrize("V", [1, 2, 5, 8, 9, 68, 256])
+def test_bisection_counts_the_entries_at_or_below_each_target(V: int) -> None:
+    """`_bisect` against searchsorted on copied rows, for widths around powers of two, with
+    runs of equal entries (symbols without mass) and targets on, below and past entries."""
+    generator = torch.Generator().manual_seed(V)
+    weights = torch.rand(40, V, generator=generator, dtype=torch.float64)
+    weights[weights < 0.3] = 0.0
+    cdf = weights.cumsum(-1)
+    rows = torch.randint(40, (3000,), generator=generator)
+    targets = torch.rand(3000, generator=generator, dtype=torch.float64) * 1.1 * (cdf[rows, -1] + 0.1)
+    on_entry = torch.randint(V, (1000,), generator=generator)
+    targets[:1000] = cdf[rows[:1000], on_entry]  # exactly on an entry (right=True counts it)
+    targets[1000:1100] = -1.0
+    expected = torch.searchsorted(cdf[rows], targets[:, None], right=True)[:, 0]
+    assert torch.equal(categorical._bisect(cdf, rows, targets), expected)
 
 
 def test_no_rows_and_a_short_last_block() -> None:

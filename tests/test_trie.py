@@ -5,13 +5,14 @@ import math
 
 import pytest
 import torch
-from oracles import random_markov
+from oracles import random_markov, tiny_lstm
 
 from seqq import queries as Q
 from seqq.estimators.batch import prepare
 from seqq.estimators.row_blocks import RowBlocks
 from seqq.estimators.trie import Trie
 from seqq.models import MarkovModel
+from seqq.models.batching import set_chunk_rows
 
 PAD = 3
 
@@ -343,3 +344,48 @@ def test_residuals_below_float32_are_drawn_from_float64_rows():
     for depth in (3, 2):
         node = trie.levels[depth].parent[node]
     assert not (trie.levels[1].token[node] == 9).any()
+
+
+class _WithoutConcat:
+    """A model whose states cannot be joined: the trie steps rows of each state apart."""
+
+    def __init__(self, model):
+        self.model, self.vocab_size, self.device = model, model.vocab_size, model.device
+
+    def initial_state(self, histories):
+        return self.model.initial_state(histories)
+
+    def step(self, state, tokens):
+        return self.model.step(state, tokens)
+
+    def select(self, state, index):
+        return self.model.select(state, index)
+
+
+@pytest.mark.parametrize("joinable", [True, False])
+def test_expansions_across_state_chunks_continue_their_own_prefixes(joinable):
+    """Walks in many rounds, stepped in chunks of 3 rows, leave each level's states in many
+    chunks, and an expansion gathers its parents from several of them. Every expanded node's
+    log-probs must be the model's own p(· | history, prefix), with and without `concat`."""
+    lstm = tiny_lstm(V=4, seed=3)
+    model = lstm if joinable else _WithoutConcat(lstm)
+    set_chunk_rows(model, 3)
+    history = [1, 2]
+    batch = prepare(model, [history], [Q.hitting_time(0, 4)], seed=0)
+    trie = Trie(batch)
+    for _ in range(6):
+        trie.walk(torch.zeros(7, dtype=torch.long))
+    assert max(len(level.chunks) for level in trie.levels[1:]) > 3
+    checked = 0
+    for depth, level in enumerate(trie.levels[1:], start=1):
+        expanded = (level.row >= 0).nonzero().flatten()
+        for node in expanded.tolist():
+            prefix, at = [], node
+            for d in range(depth, 0, -1):
+                prefix.append(int(trie.levels[d].token[at]))
+                at = int(trie.levels[d].parent[at])
+            expected, _ = lstm.initial_state([history + prefix[::-1]])
+            row = level.log_probs.index_select(level.row[[node]])
+            torch.testing.assert_close(row, expected, rtol=1e-5, atol=1e-5)
+            checked += 1
+    assert checked > 20

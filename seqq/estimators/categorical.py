@@ -27,6 +27,7 @@ from torch import Tensor
 BLOCK_WIDTH = 256
 UNSHIFTED_MASS = (2.0**-32, 2.0**64)  # row masses Σ exp(logit) that need no shift (see below)
 SPARSE_SHARE = 16  # a mask with at most 1/16 of its entries set is read by gathering them
+COPIED_ENTRIES = 2**20  # draws through shared rows copy their CDF rows up to this many entries
 
 
 @dataclass(frozen=True)
@@ -283,19 +284,25 @@ def _below(targets: Tensor, total: Tensor) -> Tensor:
 
 
 def _search(cdf: Tensor, rows: Tensor | None, targets: Tensor) -> Tensor:
-    """searchsorted(cdf[rows], targets, right=True) per draw. With shared rows, each CDF row is
-    searched once for all its targets, laid out one CDF row per grid row (padded with +inf),
-    unless that grid would be larger than copying one CDF row per draw."""
+    """searchsorted(cdf[rows], targets, right=True) per draw. With shared rows (a trie node's
+    walkers), a copy of one CDF row per draw is searched while it is small; past
+    COPIED_ENTRIES entries, each draw bisects its own row in place (`_bisect`) instead."""
     if rows is None:
         return torch.searchsorted(cdf, targets[:, None], right=True)[:, 0]
-    counts = torch.bincount(rows, minlength=len(cdf))
-    width = int(counts.max()) if len(rows) else 0
-    if width * len(cdf) >= len(rows) * cdf.shape[-1]:
+    if len(rows) * cdf.shape[-1] <= COPIED_ENTRIES:
         return torch.searchsorted(cdf[rows], targets[:, None], right=True)[:, 0]
-    order, row, slot = _slots(rows, counts)
-    grid = targets.new_full((len(cdf), width), math.inf)
-    grid[row, slot] = targets[order]
-    found = torch.searchsorted(cdf, grid, right=True)
-    drawn = torch.empty_like(rows)
-    drawn[order] = found[row, slot]
-    return drawn
+    return _bisect(cdf, rows, targets)
+
+
+def _bisect(cdf: Tensor, rows: Tensor, targets: Tensor) -> Tensor:
+    """How many entries of cdf[rows[i]] are ≤ targets[i], found by halving steps that each
+    read one entry per draw: ⌈log2 V⌉ gathers of n entries, not a copy of n rows."""
+    V = cdf.shape[-1]
+    flat, start = cdf.reshape(-1), rows * V - 1  # flat index just before each draw's row
+    last, at = start + V, start.clone()  # at: the last entry known to be ≤ the target
+    step = 1 << (V.bit_length() - 1)
+    while step:
+        probe = torch.minimum(at + step, last)
+        at = torch.where(flat[probe] <= targets, probe, at)
+        step >>= 1
+    return at - start

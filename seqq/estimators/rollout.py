@@ -27,7 +27,7 @@ from seqq.estimators.categorical import (
     unshifted_rows,
 )
 from seqq.estimators.summary import group_logsumexp
-from seqq.models.counting import every_row_in_order
+from seqq.models.batching import every_row_in_order
 from seqq.models.protocol import State
 
 Policy = Literal["proposal", "uniform", "model"]

@@ -168,7 +168,6 @@ class Trie:
         # every other node's residual q(· | node, not removed) is its proposal q(· | node)
         self.removed_below: dict[int, Tensor] = {}
         roots.log_mass = self._masses(0, torch.arange(N), roots.log_probs.whole())
-        self.concat = getattr(batch.counter.model, "concat", None)
 
     @classmethod
     def from_beam(cls, batch: Batch, beam_levels: list, messages: Messages | None = None
@@ -323,40 +322,30 @@ class Trie:
 
     def expand(self, depth: int, nodes: Tensor) -> None:
         """Make sure the nodes (at depth ≥ 1, not finished) carry p(· | node):
-        every node not yet expanded costs one model call, all of them in one batched step."""
+        every node not yet expanded costs one model call, all of them in one batched step.
+        Its row chunks' new states are kept as the level's chunks, never joined (a join would
+        copy every new state once more)."""
         level = self.levels[depth]
         todo = torch.unique(nodes[level.row[nodes] < 0])
         if not len(todo):
             return
         parents = self.levels[depth - 1]
         prow = parents.row[level.parent[todo]]
-        chunk, index = parents.chunk[prow], parents.index[prow]
-        tokens = level.token[todo].to(self.batch.device)
-        groups = torch.unique(chunk)
-        counter = self.batch.counter
-        if len(groups) == 1:  # the usual case: every parent's state in one chunk
-            results = [(None, *counter.step(
-                parents.chunks[int(groups[0])], tokens, rows=index.to(self.batch.device)))]
-        elif self.concat is not None:
-            picked = [counter.select(parents.chunks[g], index[chunk == g].to(self.batch.device))
-                      for g in groups.tolist()]
-            order = torch.cat([(chunk == g).nonzero().flatten() for g in groups.tolist()])
-            state = picked[0] if len(picked) == 1 else OwnedState(
-                self.concat([s.inner for s in picked]), torch.cat([s.owners for s in picked]))
-            results = [(order, *counter.step(state, tokens[order.to(self.batch.device)]))]
-        else:  # a model without `concat`: one step per state chunk (same calls, more launches)
-            results = []
-            for g in groups.tolist():
-                order = (chunk == g).nonzero().flatten()
-                state = counter.select(parents.chunks[g], index[order].to(self.batch.device))
-                results.append((order, *counter.step(state, tokens[order.to(self.batch.device)])))
-        for order, log_probs, state in results:  # order None: the nodes of `todo`, in order
-            stepped = todo if order is None else todo[order]
-            level.row[stepped] = len(level.log_probs) + torch.arange(len(stepped))
-            level.append(log_probs=log_probs, log_mass=self._masses(depth, stepped, log_probs),
-                         chunk=torch.full((len(stepped),), len(level.chunks)),
-                         index=torch.arange(len(stepped)))
-            level.chunks.append(state)
+        chunk = parents.chunk[prow]
+        if len(parents.chunks) > 1 and not bool((chunk[1:] >= chunk[:-1]).all()):
+            by_chunk = torch.sort(chunk, stable=True).indices  # each parent chunk's rows together
+            todo, prow, chunk = todo[by_chunk], prow[by_chunk], chunk[by_chunk]
+        device = self.batch.device
+        log_probs, states = self.batch.counter.step_parts(
+            parents.chunks, level.token[todo].to(device), parents.index[prow].to(device), chunk)
+        sizes = torch.tensor([len(state.owners) for state in states])
+        starts = sizes.cumsum(0) - sizes
+        level.row[todo] = len(level.log_probs) + torch.arange(len(todo))
+        level.append(log_probs=log_probs, log_mass=self._masses(depth, todo, log_probs),
+                     chunk=torch.arange(len(level.chunks), len(level.chunks) + len(states)
+                                        ).repeat_interleave(sizes),
+                     index=torch.arange(len(todo)) - starts.repeat_interleave(sizes))
+        level.chunks.extend(states)
 
     # --- residual masses --------------------------------------------------------------------
     def residual_logits(self, depth: int, nodes: Tensor) -> Tensor:
@@ -460,9 +449,9 @@ class Trie:
         while len(rows):
             if depth and charge is not None:
                 rows, node = self._pay(depth, rows, node, charge)
-            if depth:
-                self.expand(depth, node)
             nodes, inverse = torch.unique(node, return_inverse=True)
+            if depth:
+                self.expand(depth, nodes)
             if policy == "proposal":  # each distinct node's proposal once, drawn by its rows
                 alive, drawn = self._draw(*self._proposal(depth, nodes), inverse)
             else:

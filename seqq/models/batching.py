@@ -180,11 +180,71 @@ def step_in_chunks(model: SequenceModel, state: State, tokens: Tensor, rows: Ten
     CPU, gathering 8 000 LSTM rows at once took as long as three chunked model steps). The
     rows' results do not depend on the chunks beyond float rounding (a network's kernels may
     round differently at another batch size)."""
-    if getattr(model, "concat", None) is None or len(tokens) <= (size := size or chunk_rows(model)):
-        return model.step(state if rows is None else model.select(state, rows), tokens)
+    if getattr(model, "concat", None) is None:
+        size = max(1, len(tokens))
+    log_probs, parts = step_parts(model, [state], tokens, rows, size=size)
+    return log_probs, parts[0][1] if len(parts) == 1 else model.concat([s for _, s in parts])
+
+
+def step_parts(model: SequenceModel, states: Sequence[State], tokens: Tensor,
+               rows: Tensor | None = None, source: Tensor | None = None,
+               size: int | None = None, state_rows: Sequence[int] | None = None
+               ) -> tuple[Tensor, list[tuple[int, State]]]:
+    """`step_in_chunks` without the join: the log-probs of all rows, and (row count, new state)
+    of each chunk of consecutive rows, which a prefix trie keeps as they are (joining them
+    would copy every new state once more). Row i continues row rows[i] of states[source[i]]
+    (`rows` None: row i; `source` None: states[0]). A chunk whose rows come from several
+    states selects each run of rows from one state and joins them with `concat` (callers sort
+    by source for few runs); for a model without `concat`, chunks also end where the source
+    changes. With `state_rows` (the row count of each
+    state), a chunk that continues every row of one state in order steps that state as it
+    is, with no `select` copy."""
+    size = size or chunk_rows(model)
+    if source is None:
+        source = torch.zeros(len(tokens), dtype=torch.long)
+    bounds = _chunk_bounds(source, size, joinable=getattr(model, "concat", None) is not None)
+    log_probs, parts = [], []
+    for start, end in zip(bounds[:-1], bounds[1:], strict=True):
+        part_rows = (None if rows is None and end - start == len(tokens) else
+                     torch.arange(start, end, device=tokens.device) if rows is None
+                     else rows[start:end])
+        part_state = _gather(model, states, part_rows, source[start:end], state_rows)
+        step_probs, new_state = model.step(part_state, tokens[start:end])
+        log_probs.append(step_probs)
+        parts.append((end - start, new_state))
+    return (log_probs[0] if len(log_probs) == 1 else torch.cat(log_probs)), parts
+
+
+def _chunk_bounds(source: Tensor, size: int, joinable: bool) -> list[int]:
+    """Row offsets cutting the rows into the fewest nearly equal chunks of at most `size`, and,
+    where chunks cannot be joined across states, also where the source changes."""
+    n = len(source)
+    count = max(1, -(-n // size))
+    bounds = [i * (n // count) + min(i, n % count) for i in range(count + 1)]  # as even_chunks
+    if not joinable:
+        changes = (source[1:] != source[:-1]).nonzero().flatten() + 1
+        bounds = sorted(set(bounds) | set(changes.tolist()))
+    return bounds
+
+
+def _gather(model: SequenceModel, states: Sequence[State], rows: Tensor | None,
+            source: Tensor, state_rows: Sequence[int] | None) -> State:
+    """The state whose row i is row rows[i] of states[source[i]] (`rows` None: states[0] as it
+    is). Each run of rows from one state is one `select`."""
     if rows is None:
-        rows = torch.arange(len(tokens), device=tokens.device)
-    parts = [model.step(model.select(state, part_rows), part_tokens)
-             for part_rows, part_tokens in zip(even_chunks(rows, size), even_chunks(tokens, size),
-                                               strict=True)]
-    return torch.cat([log_probs for log_probs, _ in parts]), model.concat([s for _, s in parts])
+        return states[0]
+    ids, counts = torch.unique_consecutive(source, return_counts=True)
+    if len(ids) == 1:
+        whole = state_rows is not None and every_row_in_order(rows, state_rows[int(ids[0])])
+        return states[int(ids[0])] if whole else model.select(states[int(ids[0])], rows)
+    pieces = rows.split(counts.tolist())
+    return model.concat([model.select(states[int(g)], piece)
+                         for g, piece in zip(ids, pieces, strict=True)])
+
+
+def every_row_in_order(rows: Tensor, num_rows: int) -> bool:
+    """rows == 0, 1, …, num_rows − 1: picking them is no change, so callers skip the copy.
+    Checked for CPU rows only: on a GPU the check would wait for the device, and a copy
+    there is cheap."""
+    return (rows.device.type == "cpu" and len(rows) == num_rows
+            and bool((rows == torch.arange(num_rows)).all()))

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from seqq.errors import ModelError
-from seqq.models.batching import step_in_chunks
+from seqq.models.batching import step_parts
 from seqq.models.protocol import SequenceModel, State
 
 NORMALISATION_TOLERANCE = 1e-3  # |log Σ_v p(v)| allowed per row (float32 models drift ~1e-6)
@@ -69,24 +69,29 @@ class CallCounter:
         `rows`, row i continues row rows[i] of `state` (a `select` and a step in one, chunk by
         chunk, never copying the whole selected state). Rows that continue every row of `state`
         in order step it as it is, with no copy (deep in a walk, every sample has its own node)."""
-        if rows is not None and every_row_in_order(rows, len(state.owners)):
-            rows = None
-        owners = state.owners if rows is None else state.owners[rows.cpu()]
+        size = None if getattr(self.model, "concat", None) is not None else max(1, len(tokens))
+        log_probs, parts = self.step_parts([state], tokens, rows, size=size)
+        if len(parts) == 1:
+            return log_probs, parts[0]
+        return log_probs, OwnedState(self.model.concat([p.inner for p in parts]),
+                                     torch.cat([p.owners for p in parts]))
+
+    def step_parts(self, states: Sequence[OwnedState], tokens: Tensor,
+                   rows: Tensor | None = None, source: Tensor | None = None,
+                   size: int | None = None) -> tuple[Tensor, list[OwnedState]]:
+        """`step` from rows of several states, without joining the new states: row i continues
+        row rows[i] of states[source[i]]; the new states come back one per
+        row chunk, in order (`seqq.models.batching.step_parts`)."""
+        owners = _owners(states, rows, source)
         self._charge(owners)
-        log_probs, inner = step_in_chunks(self.model, state.inner, tokens, rows)
+        log_probs, parts = step_parts(self.model, [s.inner for s in states], tokens, rows,
+                                      source, size, state_rows=[len(s.owners) for s in states])
         self._validate("step", log_probs, len(tokens))
-        return log_probs, OwnedState(inner, owners)
+        return log_probs, [OwnedState(inner, part_owners) for (_, inner), part_owners
+                           in zip(parts, owners.split([n for n, _ in parts]), strict=True)]
 
     def select(self, state: OwnedState, index: Tensor) -> OwnedState:
         return OwnedState(self.model.select(state.inner, index), state.owners[index.cpu()])
-
-
-def every_row_in_order(rows: Tensor, num_rows: int) -> bool:
-    """rows == 0, 1, …, num_rows − 1: picking them is no change, so callers skip the copy.
-    Checked for CPU rows only: on a GPU the check would wait for the device, and a copy
-    there is cheap."""
-    return (rows.device.type == "cpu" and len(rows) == num_rows
-            and bool((rows == torch.arange(num_rows)).all()))
 
 
 def check_log_probs(log_probs: object, rows: int, vocab_size: int, where: str) -> None:
@@ -111,3 +116,12 @@ def check_log_probs(log_probs: object, rows: int, vocab_size: int, where: str) -
     raise ModelError(f"{where} returned rows that are not log-normalised (log Σ exp = "
                      f"{row_log_sums[row_log_sums.abs().argmax()].item():.3g}); return "
                      f"torch.log_softmax(logits, -1), not raw logits")
+
+
+def _owners(states: Sequence[OwnedState], rows: Tensor | None, source: Tensor | None) -> Tensor:
+    """The task of every stepped row: that of the state row it continues."""
+    if source is None:
+        owners = states[0].owners
+        return owners if rows is None else owners[rows.cpu()]
+    offsets = torch.tensor([0] + [len(s.owners) for s in states]).cumsum(0)
+    return torch.cat([s.owners for s in states])[offsets[source.cpu()] + rows.cpu()]
