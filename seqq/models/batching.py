@@ -194,52 +194,51 @@ def step_parts(model: SequenceModel, states: Sequence[State], tokens: Tensor,
     of each chunk of consecutive rows, which a prefix trie keeps as they are (joining them
     would copy every new state once more). Row i continues row rows[i] of states[source[i]]
     (`rows` None: row i; `source` None: states[0]). A chunk whose rows come from several
-    states selects each run of rows from one state and joins them with `concat` (callers sort
-    by source for few runs); for a model without `concat`, chunks also end where the source
-    changes. With `state_rows` (the row count of each
-    state), a chunk that continues every row of one state in order steps that state as it
-    is, with no `select` copy."""
+    states selects each run of rows from one state and joins the runs with `concat` (callers
+    sort by source, for few runs); for a model without `concat`, chunks also end where the
+    source changes. With `state_rows` (each state's row count), a chunk that continues every
+    row of one state in order steps that state as it is, with no `select` copy."""
     size = size or chunk_rows(model)
-    if source is None:
-        source = torch.zeros(len(tokens), dtype=torch.long)
-    bounds = _chunk_bounds(source, size, joinable=getattr(model, "concat", None) is not None)
+    bounds = _chunk_bounds(len(tokens), size, None if getattr(model, "concat", None) else source)
     log_probs, parts = [], []
     for start, end in zip(bounds[:-1], bounds[1:], strict=True):
         part_rows = (None if rows is None and end - start == len(tokens) else
                      torch.arange(start, end, device=tokens.device) if rows is None
                      else rows[start:end])
-        part_state = _gather(model, states, part_rows, source[start:end], state_rows)
-        step_probs, new_state = model.step(part_state, tokens[start:end])
+        part_source = None if source is None else source[start:end]
+        step_probs, new_state = model.step(_gather(model, states, part_rows, part_source,
+                                                   state_rows), tokens[start:end])
         log_probs.append(step_probs)
         parts.append((end - start, new_state))
     return (log_probs[0] if len(log_probs) == 1 else torch.cat(log_probs)), parts
 
 
-def _chunk_bounds(source: Tensor, size: int, joinable: bool) -> list[int]:
-    """Row offsets cutting the rows into the fewest nearly equal chunks of at most `size`, and,
-    where chunks cannot be joined across states, also where the source changes."""
-    n = len(source)
+def _chunk_bounds(n: int, size: int, unjoinable_source: Tensor | None) -> list[int]:
+    """Offsets cutting n rows into the fewest nearly equal chunks of at most `size` (as
+    `even_chunks`), and also where `unjoinable_source` changes (states that cannot be joined)."""
     count = max(1, -(-n // size))
-    bounds = [i * (n // count) + min(i, n % count) for i in range(count + 1)]  # as even_chunks
-    if not joinable:
-        changes = (source[1:] != source[:-1]).nonzero().flatten() + 1
+    bounds = [i * (n // count) + min(i, n % count) for i in range(count + 1)]
+    if unjoinable_source is not None:
+        changes = (unjoinable_source[1:] != unjoinable_source[:-1]).nonzero().flatten() + 1
         bounds = sorted(set(bounds) | set(changes.tolist()))
     return bounds
 
 
 def _gather(model: SequenceModel, states: Sequence[State], rows: Tensor | None,
-            source: Tensor, state_rows: Sequence[int] | None) -> State:
+            source: Tensor | None, state_rows: Sequence[int] | None) -> State:
     """The state whose row i is row rows[i] of states[source[i]] (`rows` None: states[0] as it
-    is). Each run of rows from one state is one `select`."""
+    is; `source` None: states[0]). Each run of rows from one state is one `select`."""
     if rows is None:
         return states[0]
-    ids, counts = torch.unique_consecutive(source, return_counts=True)
+    if source is None:
+        ids, counts = [0], [len(rows)]
+    else:
+        ids, counts = (x.tolist() for x in torch.unique_consecutive(source, return_counts=True))
     if len(ids) == 1:
-        whole = state_rows is not None and every_row_in_order(rows, state_rows[int(ids[0])])
-        return states[int(ids[0])] if whole else model.select(states[int(ids[0])], rows)
-    pieces = rows.split(counts.tolist())
-    return model.concat([model.select(states[int(g)], piece)
-                         for g, piece in zip(ids, pieces, strict=True)])
+        whole = state_rows is not None and every_row_in_order(rows, state_rows[ids[0]])
+        return states[ids[0]] if whole else model.select(states[ids[0]], rows)
+    return model.concat([model.select(states[g], piece)
+                         for g, piece in zip(ids, rows.split(counts), strict=True)])
 
 
 def every_row_in_order(rows: Tensor, num_rows: int) -> bool:
