@@ -1,5 +1,6 @@
 """`exact` against closed forms (i.i.d.), brute force (Markov, LSTM) and forward DP (Markov)."""
 
+import importlib
 import math
 
 import pytest
@@ -118,3 +119,26 @@ def test_impossible_events_give_zero_never_nan(method):
         assert est.value == 0.0 and not math.isnan(est.log_value)
         assert est.entropy is None or not math.isnan(est.entropy)
         assert est.stderr is None or not math.isnan(est.stderr)
+
+
+def test_enumeration_through_many_row_chunks_equals_brute_force(monkeypatch):
+    """Enumeration steps each level's children in pieces of 5 rows, each stepped in chunks of 2
+    rows whose states are never joined; a child's parents then lie in several chunks. The
+    answers of several queries at once must still be brute force's, and the restricted
+    entropies those of one piece per level."""
+    from seqq.models.batching import set_chunk_rows
+
+    exact_module = importlib.import_module("seqq.estimators.exact")  # the package exports a function `exact`
+
+    model = tiny_lstm(V=4, seed=2)
+    histories = [[1], [2, 0], [3]]
+    queries = [Q.hitting_time(2, 4), Q.a_before_b(0, 3, 3), Q.count(1, 2, 4)]
+    whole = seqq.estimate_many(model, histories, queries, "exact")
+    monkeypatch.setattr(exact_module, "CHUNK_ELEMENTS", 5 * model.vocab_size)
+    set_chunk_rows(model, 2)
+    pieces = seqq.estimate_many(model, histories, queries, "exact")
+    for history, query, one, many in zip(histories, queries, whole, pieces, strict=True):
+        assert many.value == pytest.approx(brute_force(model, history, query), rel=1e-5)
+        assert many.value == pytest.approx(one.value, rel=1e-6)
+        assert many.entropy == pytest.approx(one.entropy, rel=1e-6)
+        assert many.model_calls == one.model_calls

@@ -22,9 +22,9 @@ from torch import Tensor
 from seqq.errors import BudgetError
 from seqq.estimators.batch import Batch, tree_calls
 from seqq.estimators.estimate import Estimate
-from seqq.estimators.rollout import conditional, restrict
+from seqq.estimators.rollout import domain_log_mass
 from seqq.estimators.summary import BranchResult, group_logsumexp, to_estimates
-from seqq.models.protocol import State
+from seqq.models.counting import OwnedState
 
 CHUNK_ELEMENTS = 2**24  # rows × V per expansion step
 DEFAULT_MAX_CALLS = 10_000_000
@@ -46,37 +46,47 @@ def exact(batch: Batch, budgets=None, max_calls: int = DEFAULT_MAX_CALLS) -> lis
         tasks = batch.branch_task.to(batch.device)
         zero = torch.zeros(N, dtype=torch.float64)
         _enumerate(batch, torch.arange(N), batch.branch_root, batch.root_log_probs[tasks],
-                   batch.counter.select(batch.root_state, tasks), zero, zero.clone(),
+                   [batch.counter.select(batch.root_state, tasks)], zero, zero.clone(),
                    log_value, entropy)
     no_gap = torch.full_like(log_value, -math.inf)
     return to_estimates(batch, "exact", BranchResult(log_value, None, None, entropy, log_value,
                                                      no_gap), False)
 
 
-def _enumerate(batch: Batch, branch: Tensor, nodes: Tensor, log_probs: Tensor, state: State,
-               log_p: Tensor, log_q: Tensor, log_value: Tensor, entropy: Tensor) -> None:
+def _enumerate(batch: Batch, branch: Tensor, nodes: Tensor, log_probs: Tensor,
+               states: list[OwnedState], log_p: Tensor, log_q: Tensor, log_value: Tensor,
+               entropy: Tensor) -> None:
     """Add the log p and Σ q·(−log q) of all completions below the given prefixes (rows, each
-    of its own branch, at lattice `nodes`) into `log_value` and `entropy` per branch. A symbol
-    leading to a free lattice node completes a path; the others are expanded."""
-    N = len(log_value)
-    masked, log_mass = restrict(log_probs, batch.domain(nodes))
-    joint_p = log_p.to(masked.device)[:, None] + masked  # float64, as log_p is
-    joint_q = log_q.to(masked.device)[:, None] + conditional(masked, log_mass)
+    of its own branch, at lattice `nodes`; their model states are the row chunks `states`,
+    in order) into `log_value` and `entropy` per branch. A symbol leading to a free lattice
+    node completes a path; the others are expanded. Joint log p and log q are gathered for
+    those (prefix, symbol) pairs only, never built over [n, V]."""
+    device = log_probs.device
+    log_mass = domain_log_mass(log_probs, batch.domain(nodes, sparse=True)).double().cpu()
+    log_mass = torch.where(torch.isneginf(log_mass), 0.0, log_mass)  # dead rows have no pairs
     children = batch.lattice.child_table(nodes)  # [n, V], −1 where not allowed
     ends = (children >= 0) & batch.lattice.free[children.clamp_min(0)]
-    if ends.any():
-        on_device = ends.to(masked.device)
-        q = torch.where(on_device, joint_q.exp(), 0.0)
-        ent = torch.where(q > 0, -q * joint_q, 0.0).sum(-1).cpu()
-        entropy.index_add_(0, branch, ent)
-        totals = torch.logsumexp(torch.where(on_device, joint_p, -torch.inf), -1).cpu()
-        log_value.copy_(torch.logaddexp(log_value, group_logsumexp(totals, branch, N)))
+
+    def joint(rows: Tensor, tokens: Tensor) -> tuple[Tensor, Tensor]:
+        step = log_probs[rows.to(device), tokens.to(device)].double().cpu()
+        return log_p[rows] + step, log_q[rows] + step - log_mass[rows]
+
+    rows, tokens = ends.nonzero(as_tuple=True)
+    if len(rows):
+        joint_p, joint_q = joint(rows, tokens)
+        q = joint_q.exp()
+        entropy.index_add_(0, branch[rows], torch.where(q > 0, -q * joint_q, 0.0))
+        log_value.copy_(torch.logaddexp(log_value, group_logsumexp(joint_p, branch[rows],
+                                                                    len(log_value))))
     rows, tokens = ((children >= 0) & ~ends).nonzero(as_tuple=True)
     if not len(rows):
         return
+    sizes = torch.tensor([len(state.owners) for state in states])
+    starts = sizes.cumsum(0) - sizes
     chunk = max(1, CHUNK_ELEMENTS // batch.vocab_size)
     for r, t in zip(rows.split(chunk), tokens.split(chunk), strict=True):
-        dr, dt = r.to(masked.device), t.to(masked.device)
-        child_probs, child_state = batch.counter.step(state, dt, rows=dr)
-        _enumerate(batch, branch[r], children[r, t], child_probs, child_state,
-                   joint_p[dr, dt].cpu(), joint_q[dr, dt].cpu(), log_value, entropy)
+        source = torch.searchsorted(starts, r, right=True) - 1  # r is sorted: so is its source
+        child_probs, child_states = batch.counter.step_parts(
+            states, t.to(device), (r - starts[source]).to(device), source)
+        _enumerate(batch, branch[r], children[r, t], child_probs, child_states, *joint(r, t),
+                   log_value, entropy)
