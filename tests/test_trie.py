@@ -5,7 +5,7 @@ import math
 
 import pytest
 import torch
-from oracles import random_markov, tiny_lstm
+from oracles import random_markov, tiny_gpt2, tiny_lstm
 
 from seqq import queries as Q
 from seqq.estimators.batch import prepare
@@ -362,19 +362,21 @@ class _WithoutConcat:
         return self.model.select(state, index)
 
 
+@pytest.mark.parametrize("network", [tiny_lstm, tiny_gpt2])
 @pytest.mark.parametrize("joinable", [True, False])
-def test_expansions_across_state_chunks_continue_their_own_prefixes(joinable):
+def test_expansions_across_state_chunks_continue_their_own_prefixes(network, joinable):
     """Walks in many rounds, stepped in chunks of 3 rows, leave each level's states in many
     chunks, and an expansion gathers its parents from several of them. Every expanded node's
-    log-probs must be the model's own p(· | history, prefix), with and without `concat`."""
-    lstm = tiny_lstm(V=4, seed=3)
+    log-probs must be the model's own p(· | history, prefix), with and without `concat`
+    (an LSTM's hidden states, GPT-2's KV caches)."""
+    lstm = network(V=4, seed=3)
     model = lstm if joinable else _WithoutConcat(lstm)
     set_chunk_rows(model, 3)
     history = [1, 2]
     batch = prepare(model, [history], [Q.hitting_time(0, 4)], seed=0)
     trie = Trie(batch)
-    for _ in range(6):
-        trie.walk(torch.zeros(7, dtype=torch.long))
+    for _ in range(8):
+        trie.walk(torch.zeros(9, dtype=torch.long))
     assert max(len(level.chunks) for level in trie.levels[1:]) > 3
     checked = 0
     for depth, level in enumerate(trie.levels[1:], start=1):
@@ -386,6 +388,6 @@ def test_expansions_across_state_chunks_continue_their_own_prefixes(joinable):
                 at = int(trie.levels[d].parent[at])
             expected, _ = lstm.initial_state([history + prefix[::-1]])
             row = level.log_probs.index_select(level.row[[node]])
-            torch.testing.assert_close(row, expected, rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(row, expected, rtol=1e-4, atol=1e-4)
             checked += 1
-    assert checked > 20
+    assert checked >= 20

@@ -4,7 +4,9 @@ Estimators step thousands of independent rows (samples, beams, many tasks at onc
 is not the fastest way to step them: on a CPU a 20 000-row step runs slower per row than twenty
 1 000-row steps (the activations fall out of cache), while a GPU wants the largest batch memory
 allows. Every model step of every estimator goes through `CallCounter.step`, which steps rows
-in chunks of `chunk_rows(model)` (`step_in_chunks`), so all estimators get this at once.
+in chunks of `chunk_rows(model)` (`step_in_chunks`), so all estimators get this at once. The
+prefix trie and exact enumeration keep each chunk's new state apart (`step_parts`): joining
+them would copy every new state once more.
 
 The chunk size is a fixed default unless set, so a seeded estimate never depends on a timing:
 `CPU_CHUNK_ROWS` for a network on the CPU (the best size measured for LSTMs of 128 and 512 units,
