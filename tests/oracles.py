@@ -111,3 +111,21 @@ class PrefixRecording:
 
     def concat(self, states):
         return (self.model.concat([s[0] for s in states]), [p for s in states for p in s[1]])
+
+
+class WithoutConcat:
+    """`model` without `concat`: its states cannot be joined, so steps from several states
+    must run apart."""
+
+    def __init__(self, model):
+        self.model, self.vocab_size = model, model.vocab_size
+        self.device = getattr(model, "device", None)
+
+    def initial_state(self, histories):
+        return self.model.initial_state(histories)
+
+    def step(self, state, tokens):
+        return self.model.step(state, tokens)
+
+    def select(self, state, index):
+        return self.model.select(state, index)

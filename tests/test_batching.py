@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from oracles import random_markov
+from oracles import WithoutConcat, random_markov
 
 from seqq.models import CallCounter, LSTMModel, LSTMNet, batching
 from seqq.models.batching import (
@@ -117,6 +117,44 @@ def test_counter_steps_a_state_as_it_is_where_every_row_continues_in_order():
     torch.testing.assert_close(permuted, model.step(select(state.inner, torch.tensor([2, 1, 0])),
                                                     tokens)[0])
     torch.testing.assert_close(fewer, in_order[:2])
+
+
+@pytest.mark.parametrize("joinable", [True, False])
+def test_steps_from_rows_of_several_states_come_back_in_unjoined_chunks(joinable):
+    """`step_parts`: row i continues row rows[i] of states[source[i]]. Each row gets the
+    outputs of one step from its own state row, each is charged once to that row's task, the
+    chunks come back in order with their rows' owners, and a chunk that continues every row
+    of one state in order is stepped without a `select`. Without `concat`, chunks end where the
+    source changes; no rows give no chunks' worth of rows and charge nothing."""
+    lstm = tiny_lstm()
+    model = lstm if joinable else WithoutConcat(lstm)
+    selected = []
+    select = lstm.select
+    lstm.select = lambda state, index: selected.append(index.tolist()) or select(state, index)
+    counter = CallCounter(model, num_tasks=3)
+    _, root = counter.initial_state([[1, 2], [3], [4, 4]])
+    first = counter.select(root, torch.tensor([0, 1]))  # 2 rows: tasks 0, 1
+    second = counter.select(root, torch.tensor([2, 2, 0]))  # 3 rows: tasks 2, 2, 0
+    calls = counter.calls.clone()
+    selected.clear()
+    rows, source = torch.tensor([0, 1, 2, 0, 1, 2]), torch.tensor([0, 0, 1, 1, 1, 1])
+    tokens = torch.tensor([1, 2, 3, 4, 5, 6])
+    log_probs, parts = counter.step_parts([first, second], tokens, rows, source, size=2)
+    expected = torch.cat([lstm.step(select(first.inner, torch.tensor([0, 1])), tokens[:2])[0],
+                          lstm.step(select(second.inner, torch.tensor([2, 0, 1, 2])),
+                                    tokens[2:])[0]])
+    torch.testing.assert_close(log_probs, expected)
+    assert [len(p.owners) for p in parts] == [2, 2, 2]
+    assert torch.cat([p.owners for p in parts]).tolist() == [0, 1, 0, 2, 2, 0]
+    assert (counter.calls - calls).tolist() == [3, 1, 2]
+    assert selected == [[2, 0], [1, 2]]  # the first chunk is `first` as it is
+    _, unjoinable = counter.step_parts([first, second], tokens[1:4], torch.tensor([1, 0, 1]),
+                                       torch.tensor([0, 1, 1]))
+    assert [len(p.owners) for p in unjoinable] == ([3] if joinable else [1, 2])
+    empty, none = counter.step_parts([first, second], tokens[:0], rows[:0], source[:0])
+    assert empty.shape == (0, 7) and sum(len(p.owners) for p in none) == 0
+    with pytest.raises(ValueError, match="row indices"):
+        counter.step_parts([first, second], tokens, None, source)
 
 
 def test_set_chunk_rows_overrides_and_respects_the_memory_cap(monkeypatch):

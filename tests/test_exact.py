@@ -4,7 +4,7 @@ import importlib
 import math
 
 import pytest
-from oracles import brute_force, random_markov, tiny_gpt2, tiny_lstm
+from oracles import WithoutConcat, brute_force, random_markov, tiny_gpt2, tiny_lstm
 
 import seqq
 from seqq import queries as Q
@@ -121,17 +121,18 @@ def test_impossible_events_give_zero_never_nan(method):
         assert est.stderr is None or not math.isnan(est.stderr)
 
 
+@pytest.mark.parametrize("joinable", [True, False])
 @pytest.mark.parametrize("network", [tiny_lstm, tiny_gpt2])
-def test_enumeration_through_many_row_chunks_equals_brute_force(network, monkeypatch):
+def test_enumeration_through_many_row_chunks_equals_brute_force(network, joinable, monkeypatch):
     """Enumeration steps each level's children in pieces of 5 rows, each stepped in chunks of 2
-    rows whose states are never joined; a child's parents then lie in several chunks. The
-    answers of several queries at once must still be brute force's, and the restricted
-    entropies those of one piece per level."""
+    rows whose states are never joined; a child's parents then lie in several chunks (joined
+    by `concat`, or stepped apart without it). The answers of several queries at once must
+    still be brute force's, and the restricted entropies those of one piece per level."""
     from seqq.models.batching import set_chunk_rows
 
     exact_module = importlib.import_module("seqq.estimators.exact")  # the package exports a function `exact`
 
-    model = network(V=4, seed=2)
+    model = network(V=4, seed=2) if joinable else WithoutConcat(network(V=4, seed=2))
     histories = [[1], [2, 0], [3]]
     queries = [Q.hitting_time(2, 4), Q.a_before_b(0, 3, 3), Q.count(1, 2, 4)]
     whole = seqq.estimate_many(model, histories, queries, "exact")

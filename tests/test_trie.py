@@ -5,7 +5,7 @@ import math
 
 import pytest
 import torch
-from oracles import random_markov, tiny_gpt2, tiny_lstm
+from oracles import WithoutConcat, random_markov, tiny_gpt2, tiny_lstm
 
 from seqq import queries as Q
 from seqq.estimators.batch import prepare
@@ -346,31 +346,21 @@ def test_residuals_below_float32_are_drawn_from_float64_rows():
     assert not (trie.levels[1].token[node] == 9).any()
 
 
-class _WithoutConcat:
-    """A model whose states cannot be joined: the trie steps rows of each state apart."""
-
-    def __init__(self, model):
-        self.model, self.vocab_size, self.device = model, model.vocab_size, model.device
-
-    def initial_state(self, histories):
-        return self.model.initial_state(histories)
-
-    def step(self, state, tokens):
-        return self.model.step(state, tokens)
-
-    def select(self, state, index):
-        return self.model.select(state, index)
-
-
 @pytest.mark.parametrize("network", [tiny_lstm, tiny_gpt2])
 @pytest.mark.parametrize("joinable", [True, False])
 def test_expansions_across_state_chunks_continue_their_own_prefixes(network, joinable):
     """Walks in many rounds, stepped in chunks of 3 rows, leave each level's states in many
-    chunks, and an expansion gathers its parents from several of them. Every expanded node's
+    chunks, and expansions gather their parents from several of them. Every expanded node's
     log-probs must be the model's own p(· | history, prefix), with and without `concat`
     (an LSTM's hidden states, GPT-2's KV caches)."""
-    lstm = network(V=4, seed=3)
-    model = lstm if joinable else _WithoutConcat(lstm)
+    net_model = network(V=4, seed=3)
+    joins = []
+    if joinable:
+        model = net_model
+        concat = model.concat
+        model.concat = lambda states: joins.append(len(states)) or concat(states)
+    else:
+        model = WithoutConcat(net_model)
     set_chunk_rows(model, 3)
     history = [1, 2]
     batch = prepare(model, [history], [Q.hitting_time(0, 4)], seed=0)
@@ -378,6 +368,7 @@ def test_expansions_across_state_chunks_continue_their_own_prefixes(network, joi
     for _ in range(8):
         trie.walk(torch.zeros(9, dtype=torch.long))
     assert max(len(level.chunks) for level in trie.levels[1:]) > 3
+    assert not joinable or max(joins) > 1  # some chunk gathered rows of several states
     checked = 0
     for depth, level in enumerate(trie.levels[1:], start=1):
         expanded = (level.row >= 0).nonzero().flatten()
@@ -386,7 +377,7 @@ def test_expansions_across_state_chunks_continue_their_own_prefixes(network, joi
             for d in range(depth, 0, -1):
                 prefix.append(int(trie.levels[d].token[at]))
                 at = int(trie.levels[d].parent[at])
-            expected, _ = lstm.initial_state([history + prefix[::-1]])
+            expected, _ = net_model.initial_state([history + prefix[::-1]])
             row = level.log_probs.index_select(level.row[[node]])
             torch.testing.assert_close(row, expected, rtol=1e-4, atol=1e-4)
             checked += 1

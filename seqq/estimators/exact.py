@@ -60,7 +60,9 @@ def _enumerate(batch: Batch, branch: Tensor, nodes: Tensor, log_probs: Tensor,
     of its own branch, at lattice `nodes`; their model states are the row chunks `states`,
     in order) into `log_value` and `entropy` per branch. A symbol leading to a free lattice
     node completes a path; the others are expanded. Joint log p and log q are gathered for
-    those (prefix, symbol) pairs only, never built over [n, V]."""
+    those (prefix, symbol) pairs only, never built over [n, V]; log p(V_k | prefix) is the
+    mass left after a few excluded symbols where the lattice lists them (a model's rows are
+    normalised, so H(q) moves by at most its normalisation error, ~1e-7 in float32)."""
     device = log_probs.device
     log_mass = domain_log_mass(log_probs, batch.domain(nodes, sparse=True)).double().cpu()
     log_mass = torch.where(torch.isneginf(log_mass), 0.0, log_mass)  # dead rows have no pairs

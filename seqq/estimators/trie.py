@@ -322,7 +322,7 @@ class Trie:
 
     def expand(self, depth: int, nodes: Tensor) -> None:
         """Make sure the nodes (at depth ≥ 1, not finished) carry p(· | node):
-        every node not yet expanded costs one model call, all of them in one batched step.
+        every node not yet expanded costs one model call, all of them in one chunked step.
         Its row chunks' new states are kept as the level's chunks, never joined (a join would
         copy every new state once more)."""
         level = self.levels[depth]

@@ -199,7 +199,10 @@ def step_parts(model: SequenceModel, states: Sequence[State], tokens: Tensor,
     states selects each run of rows from one state and joins the runs with `concat` (callers
     sort by source, for few runs); for a model without `concat`, chunks also end where the
     source changes. With `state_rows` (each state's row count), a chunk that continues every
-    row of one state in order steps that state as it is, with no `select` copy."""
+    row of one state in order steps that state as it is, with no `select` copy. `source`
+    needs `rows`."""
+    if source is not None and rows is None:
+        raise ValueError("step_parts: rows from several states (source) need their row indices")
     size = size or chunk_rows(model)
     bounds = _chunk_bounds(len(tokens), size, None if getattr(model, "concat", None) else source)
     log_probs, parts = [], []
@@ -220,7 +223,7 @@ def _chunk_bounds(n: int, size: int, unjoinable_source: Tensor | None) -> list[i
     `even_chunks`), and also where `unjoinable_source` changes (states that cannot be joined)."""
     count = max(1, -(-n // size))
     bounds = [i * (n // count) + min(i, n % count) for i in range(count + 1)]
-    if unjoinable_source is not None:
+    if unjoinable_source is not None and n:
         changes = (unjoinable_source[1:] != unjoinable_source[:-1]).nonzero().flatten() + 1
         bounds = sorted(set(bounds) | set(changes.tolist()))
     return bounds
@@ -232,7 +235,7 @@ def _gather(model: SequenceModel, states: Sequence[State], rows: Tensor | None,
     is; `source` None: states[0]). Each run of rows from one state is one `select`."""
     if rows is None:
         return states[0]
-    if source is None:
+    if source is None or not len(source):
         ids, counts = [0], [len(rows)]
     else:
         ids, counts = (x.tolist() for x in torch.unique_consecutive(source, return_counts=True))

@@ -80,13 +80,13 @@ class CallCounter:
                    rows: Tensor | None = None, source: Tensor | None = None,
                    size: int | None = None) -> tuple[Tensor, list[OwnedState]]:
         """`step` from rows of several states, without joining the new states: row i continues
-        row rows[i] of states[source[i]]; the new states come back one per
-        row chunk, in order (`seqq.models.batching.step_parts`)."""
-        owners = _owners(states, rows, source)
-        self._charge(owners)
+        row rows[i] of states[source[i]]; the new states come back one per row chunk of at
+        most `size` rows (default `chunk_rows`), in order (`seqq.models.batching.step_parts`)."""
         log_probs, parts = step_parts(self.model, [s.inner for s in states], tokens, rows,
                                       source, size, state_rows=[len(s.owners) for s in states])
         self._validate("step", log_probs, len(tokens))
+        owners = _owners(states, rows, source)
+        self._charge(owners)
         return log_probs, [OwnedState(inner, part_owners) for (_, inner), part_owners
                            in zip(parts, owners.split([n for n, _ in parts]), strict=True)]
 
