@@ -174,17 +174,20 @@ def group_chunks(counts: Tensor, size: int) -> list[Tensor]:
 
 
 def step_in_chunks(model: SequenceModel, state: State, tokens: Tensor, rows: Tensor | None = None,
-                   size: int | None = None) -> tuple[Tensor, State]:
+                   size: int | None = None, state_rows: int | None = None
+                   ) -> tuple[Tensor, State]:
     """One batched `step` over many rows, computed `size` rows at a time (by default the model's
     chunk size) and joined again with the model's optional `concat(states)`; models without
     `concat` take the whole step at once. With `rows`, row i continues row rows[i] of `state`:
     each chunk selects its own rows, so a large batch's state is not first copied whole (on a
     CPU, gathering 8 000 LSTM rows at once took as long as three chunked model steps). The
     rows' results do not depend on the chunks beyond float rounding (a network's kernels may
-    round differently at another batch size)."""
+    round differently at another batch size). With `state_rows` (the state's row count), rows
+    that continue every row in order step the state as it is."""
     if getattr(model, "concat", None) is None:
         size = max(1, len(tokens))
-    log_probs, parts = step_parts(model, [state], tokens, rows, size=size)
+    log_probs, parts = step_parts(model, [state], tokens, rows, size=size,
+                                  state_rows=None if state_rows is None else [state_rows])
     return log_probs, parts[0][1] if len(parts) == 1 else model.concat([s for _, s in parts])
 
 

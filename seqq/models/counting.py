@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from seqq.errors import ModelError
-from seqq.models.batching import step_parts
+from seqq.models.batching import step_in_chunks, step_parts
 from seqq.models.protocol import SequenceModel, State
 
 NORMALISATION_TOLERANCE = 1e-3  # |log Σ_v p(v)| allowed per row (float32 models drift ~1e-6)
@@ -69,12 +69,9 @@ class CallCounter:
         `rows`, row i continues row rows[i] of `state` (a `select` and a step in one, chunk by
         chunk, never copying the whole selected state). Rows that continue every row of `state`
         in order step it as it is, with no copy (deep in a walk, every sample has its own node)."""
-        size = None if getattr(self.model, "concat", None) is not None else max(1, len(tokens))
-        log_probs, parts = self.step_parts([state], tokens, rows, size=size)
-        if len(parts) == 1:
-            return log_probs, parts[0]
-        return log_probs, OwnedState(self.model.concat([p.inner for p in parts]),
-                                     torch.cat([p.owners for p in parts]))
+        log_probs, inner = step_in_chunks(self.model, state.inner, tokens, rows,
+                                          state_rows=len(state.owners))
+        return log_probs, OwnedState(inner, self._charged(log_probs, tokens, [state], rows, None))
 
     def step_parts(self, states: Sequence[OwnedState], tokens: Tensor,
                    rows: Tensor | None = None, source: Tensor | None = None,
@@ -84,11 +81,18 @@ class CallCounter:
         most `size` rows (default `chunk_rows`), in order (`seqq.models.batching.step_parts`)."""
         log_probs, parts = step_parts(self.model, [s.inner for s in states], tokens, rows,
                                       source, size, state_rows=[len(s.owners) for s in states])
+        owners = self._charged(log_probs, tokens, states, rows, source)
+        return log_probs, [OwnedState(inner, part_owners) for (_, inner), part_owners
+                           in zip(parts, owners.split([n for n, _ in parts]), strict=True)]
+
+    def _charged(self, log_probs: Tensor, tokens: Tensor, states: Sequence[OwnedState],
+                 rows: Tensor | None, source: Tensor | None) -> Tensor:
+        """Validate a step's output (one row per token) and charge each row to the task of the
+        state row it continues; returns those tasks."""
         self._validate("step", log_probs, len(tokens))
         owners = _owners(states, rows, source)
         self._charge(owners)
-        return log_probs, [OwnedState(inner, part_owners) for (_, inner), part_owners
-                           in zip(parts, owners.split([n for n, _ in parts]), strict=True)]
+        return owners
 
     def select(self, state: OwnedState, index: Tensor) -> OwnedState:
         return OwnedState(self.model.select(state.inner, index), state.owners[index.cpu()])
