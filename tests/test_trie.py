@@ -271,10 +271,12 @@ def test_top_children_from_float32_weights_match_the_float64_residual_rows(remov
 
 
 def test_residual_masses_are_the_sums_of_the_residual_rows():
-    """`remove` sums each parent's residual without building its float64 row: it must equal
-    log Σ exp of `residual_logits` at every expanded node, over a vocabulary large enough for
-    the excluded-symbol domain, at a root whose domain holds almost no mass (redone from the
-    row), and at nodes all of whose allowed children have been removed (mass exactly 0)."""
+    """`remove` finds each parent's residual without building its float64 row: q(node) less
+    its changed children's share where that share is at most ½, else by sums over the row. It
+    must equal log Σ exp of `residual_logits` at every expanded node to 1e-12 relative mass
+    (so log values to 1e-12 absolute), over a vocabulary large enough for the excluded-symbol
+    domain, at a root whose domain holds almost no mass (redone from the row), and at nodes
+    all of whose allowed children have been removed (mass exactly 0). Both ways are taken."""
     from seqq.estimators.categorical import logsumexp_
     from seqq.models import MarkovModel
 
@@ -287,6 +289,9 @@ def test_residual_masses_are_the_sums_of_the_residual_rows():
     for _ in range(3):
         depths, leaves, _ = trie.sample_without_replacement(torch.tensor([50, 50]))
         trie.remove([(int(d), leaves[depths == d]) for d in torch.unique(depths)])
+    summed, by_sums = [], trie._summed_residual_masses
+    trie._summed_residual_masses = lambda depth, nodes: summed.append(len(nodes)) or by_sums(
+        depth, nodes)
     checked = 0
     for depth, level in enumerate(trie.levels[:-1]):
         nodes = (level.row >= 0).nonzero().flatten()
@@ -296,9 +301,10 @@ def test_residual_masses_are_the_sums_of_the_residual_rows():
         got = trie._residual_masses(depth, nodes)
         assert torch.equal(torch.isneginf(got), torch.isneginf(expected))
         finite = torch.isfinite(expected)
-        torch.testing.assert_close(got[finite], expected[finite], rtol=1e-12, atol=0)
+        torch.testing.assert_close(got[finite], expected[finite], rtol=0, atol=1e-12)
         checked += len(nodes)
     assert checked > 100
+    assert 0 < sum(summed) < checked  # some nodes by their share, some by sums
     # the last step allows only symbol 2: a depth-2 node's one leaf removed leaves it empty
     assert (trie.levels[2].log_m[trie.levels[2].row >= 0] == -math.inf).all()
 
