@@ -290,8 +290,12 @@ def test_residual_masses_are_the_sums_of_the_residual_rows():
         depths, leaves, _ = trie.sample_without_replacement(torch.tensor([50, 50]))
         trie.remove([(int(d), leaves[depths == d]) for d in torch.unique(depths)])
     summed, by_sums = [], trie._summed_residual_masses
-    trie._summed_residual_masses = lambda depth, nodes: summed.append(len(nodes)) or by_sums(
-        depth, nodes)
+
+    def counted_sums(depth: int, nodes: torch.Tensor) -> torch.Tensor:
+        summed.append(len(nodes))
+        return by_sums(depth, nodes)
+
+    trie._summed_residual_masses = counted_sums
     checked = 0
     for depth, level in enumerate(trie.levels[:-1]):
         nodes = (level.row >= 0).nonzero().flatten()
