@@ -4,6 +4,8 @@ Sections: (a) estimator throughput against the raw model, measured interleaved i
 (b) end-to-end wall time of `make demo` and the fig3 preset; (c) how cost grows with N, S, K and
 V; (d) the cost of ground truth at 1 % relative standard error; (e) the row chunks that keep
 big batches at the model's best speed; (f) a timed slice of `make fig3 SIZE=paper` on Shakespeare
-and the whole projected from it (`make bench-paper-slice`, run on its own: it takes minutes).
+and the whole projected from it (`make bench-paper-slice`, run on its own: it takes minutes);
+(g) where one estimate's time goes: the model's share as samples grow, and the estimator's own
+time split into a fixed cost and a cost per model call.
 Ratios are what to read: absolute numbers depend on the machine and on whatever else runs on it.
 """

@@ -12,13 +12,14 @@ from pathlib import Path
 
 import torch
 
-from benchmarks import chunks, e2e, gt_cost, paper_slice, scaling, throughput
+from benchmarks import chunks, e2e, gt_cost, overhead, paper_slice, scaling, throughput
 from benchmarks.plans import PLANS
 from benchmarks.report import Section, header, write
 from benchmarks.timing import set_clock
 
 RESULTS = Path(__file__).parent / "RESULTS.md"
-SECTIONS = {"a": throughput.run, "c": scaling.run, "d": gt_cost.run, "e": chunks.run}
+SECTIONS = {"a": throughput.run, "c": scaling.run, "d": gt_cost.run, "e": chunks.run,
+            "g": overhead.run}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,6 +28,10 @@ class Plan:
     chunk_rows: int  # rows stepped at once in the row-chunk section (20 000 in the issue)
     chunk_reference: int  # the batch size chunked stepping is compared against (1 000)
     chunk_steps: int  # chained steps per row in the row-chunk section
+    overhead_models: tuple[str, ...]  # benchmarks.zoo names, for where an estimate's time goes
+    overhead_methods: tuple[str, ...]
+    overhead_samples: tuple[int, ...]  # samples (beam widths) per query along S, for LSTMs
+    overhead_lm_samples: tuple[int, ...]  # the same for transformer LMs
     chunk_sizes: tuple[int, ...] = SIZES  # batch sizes the chunk measurement tries
 
 
@@ -39,6 +43,8 @@ PLANS = {
         scaling_base={"N": 2, "S": 20, "K": 4, "V": 12}, scaling_methods=("importance",),
         gt_model="lstm-tiny", gt_ks=(2, 3), gt_histories=2, gt_from_data=False,
         chunk_model="lstm-tiny", chunk_rows=2000, chunk_reference=100, chunk_steps=4,
+        overhead_models=("lstm-tiny",), overhead_methods=("importance", "beam"),
+        overhead_samples=(5, 20, 80), overhead_lm_samples=(2, 4),
         chunk_sizes=(256, 512, 1024)),
     "quick": Plan(
         models=("lstm-128", "authors-shakespeare", "gpt2-tiny"), samples=1000, lm_samples=25,
@@ -47,7 +53,8 @@ PLANS = {
         scaling_base={"N": 4, "S": 250, "K": 8, "V": 100}, scaling_methods=("importance",),
         gt_model="authors-shakespeare", gt_ks=(3, 7), gt_histories=4, gt_from_data=True,
         chunk_model="lstm-128", chunk_rows=20_000, chunk_reference=1000,
-        chunk_steps=2),
+        chunk_steps=2, overhead_models=("lstm-128",), overhead_methods=("importance", "beam"),
+        overhead_samples=(10, 100, 1000), overhead_lm_samples=(5, 25, 100)),
     "full": Plan(
         models=("lstm-128", "lstm-512", "authors-shakespeare", "gpt2-tiny", "smollm2"),
         samples=1000, lm_samples=100, K=10, histories=8, lm_histories=4, repeats=3,
@@ -58,5 +65,8 @@ PLANS = {
         scaling_methods=("importance", "hybrid"),
         gt_model="authors-shakespeare", gt_ks=(3, 5, 7, 9, 11), gt_histories=16,
         gt_from_data=True, chunk_model="lstm-128", chunk_rows=20_000, chunk_reference=1000,
-        chunk_steps=2),
+        chunk_steps=2,
+        overhead_models=("lstm-128", "lstm-512", "authors-shakespeare", "gpt2-tiny"),
+        overhead_methods=("importance", "beam", "hybrid", "wor"),
+        overhead_samples=(10, 100, 1000, 4000), overhead_lm_samples=(5, 25, 100, 400)),
 }

@@ -98,7 +98,7 @@ class Row:
     note: str = ""
 
 
-def _histories(V: int, count: int) -> list[list[int]]:
+def random_histories(V: int, count: int) -> list[list[int]]:
     generator = torch.Generator().manual_seed(1)
     return torch.randint(V, (count, HISTORY_LENGTH), generator=generator).tolist()
 
@@ -135,7 +135,7 @@ def _measure(bench: BenchModel, method: str, paths: list[list[list[int]]], query
 def measure_model(bench: BenchModel, plan: Plan) -> list[Row]:
     V = bench.model.vocab_size
     samples = plan.lm_samples if bench.large_vocab else plan.samples
-    histories = _histories(V, plan.lm_histories if bench.large_vocab else plan.histories)
+    histories = random_histories(V, plan.lm_histories if bench.large_vocab else plan.histories)
     rows = []
     for method in METHODS:
         K = exact_horizon(V, plan.K) if method == "exact" else plan.K

@@ -54,13 +54,16 @@ def median(values: Sequence[float]) -> float:
 
 
 class StepRecorder:
-    """A pass-through model that records the rows of every `step` call, to learn how an
-    estimator batches its work (the raw model is then timed on the same sequence of steps)."""
+    """A pass-through model that records the rows of every `step` call and the time the model
+    took for it: how an estimator batches its work (the raw model is then timed on the same
+    sequence of steps), and how much of its time is the model's."""
 
     def __init__(self, model: SequenceModel):
         self.model = model
         self.vocab_size = model.vocab_size
         self.sizes: list[int] = []  # rows of each step, in order
+        self.seconds = 0.0  # time inside the model's `step`, on the current clock
+        self._device = model_device(model)
 
     @property
     def steps(self) -> int:
@@ -78,7 +81,9 @@ class StepRecorder:
 
     def step(self, state: State, tokens: Tensor):
         self.sizes.append(len(tokens))
-        return self.model.step(state, tokens)
+        seconds, result = timed(self._device, lambda: self.model.step(state, tokens))
+        self.seconds += seconds
+        return result
 
     def select(self, state: State, index: Tensor) -> State:
         return self.model.select(state, index)

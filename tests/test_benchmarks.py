@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 
 from benchmarks import e2e, paper_slice
 from benchmarks.__main__ import main
+from benchmarks.overhead import Point, line_fit, split
 from benchmarks.report import Section, write
 from benchmarks.scaling import marginal_exponent, slope
 from benchmarks.throughput import exact_horizon, method_options
@@ -33,13 +34,14 @@ def test_results_have_the_header_and_every_section(results):
                   "- machine:", "threads, device cpu", "- load average"):
         assert field in results
     for title in ("## (a) Estimator throughput", "## (c) Scaling in N, S, K and V",
-                  "## (d) Ground-truth cost", "## (e) Row chunks"):
+                  "## (d) Ground-truth cost", "## (e) Row chunks",
+                  "## (g) Where an estimate's time goes"):
         assert title in results
     assert "## (b)" not in results  # measured only by --e2e; a plain run keeps a stored one
 
 
 def test_throughput_covers_every_method_on_both_paths(results):
-    table = [line.split(" | ") for line in results.split("## (a)")[1].split("## (b)")[0]
+    table = [line.split(" | ") for line in results.split("## (a)")[1].split("\n## (")[0]
              .splitlines() if line.startswith("| lstm-8")]
     for method in METHODS:
         paths = {row[2] for row in table if row[1] == method}
@@ -60,6 +62,43 @@ def test_ground_truth_and_chunk_sections_report_numbers(results):
     chunks = results.split("## (e)")[1]
     assert "one batch of 2,000" in chunks
     assert "map_row_chunks, chunk 1,024" in chunks and "step_in_chunks, chunk 1,024" in chunks
+
+
+def test_time_split_reports_shares_of_real_runs(results):
+    section = results.split("## (g)")[1].split("\n## (")[0]
+    fits = [line.split(" | ") for line in section.split("Measured points:")[0].splitlines()
+            if line.startswith("| lstm-8")]
+    assert {row[1] for row in fits} == {"importance", "beam"}
+    points = [line.split(" | ") for line in section.split("Measured points:")[1].splitlines()
+              if line.startswith("| lstm-8")]
+    assert len(points) == 2 * 3  # two methods at S = 5, 20, 80
+    for row in points:
+        assert 0 < float(row[6].rstrip(" |")) < 1  # the model's share of the wall time
+    for row in fits:
+        assert 0 < float(row[5]) <= 1  # the share limit
+
+
+def test_time_split_recovers_fixed_and_per_call_costs():
+    # outside the model: 20 ms + 2 µs per call; inside: 1 ms + 8 µs per call
+    points = [Point(s, c, 0.021 + 10e-6 * c, 0.001 + 8e-6 * c)
+              for s, c in ((10, 100), (100, 1000), (1000, 10_000))]
+    fit, fixed_model = split(points)
+    assert fit.fixed_outside == pytest.approx(0.020)
+    assert fit.per_call_outside == pytest.approx(2e-6)
+    assert fit.per_call_model == pytest.approx(8e-6)
+    assert fixed_model == pytest.approx(0.001)
+    assert fit.limit_share == pytest.approx(0.8)
+    assert math.isinf(fit.calls_for(0.9, fixed_model))  # 0.8 is the most batching can give
+    calls = fit.calls_for(0.75, fixed_model)  # 8c + 1 ms = 3·(20 ms + 2c) → c = 29 500
+    assert calls == pytest.approx(29_500)
+    point = Point(0, round(calls), 0.02 + 10e-6 * calls + 0.001, 0.001 + 8e-6 * calls)
+    assert point.share == pytest.approx(0.75, abs=1e-4)
+
+
+def test_line_fit_keeps_fixed_costs_non_negative():
+    assert line_fit([1, 2, 3], [3, 5, 7]) == pytest.approx((1, 2))
+    a, b = line_fit([1, 2, 3], [1, 4, 9])  # convex: the free line crosses zero at x > 0
+    assert a == 0 and b == pytest.approx(36 / 14)
 
 
 def test_slope_recovers_power_laws():
@@ -118,6 +157,7 @@ def test_step_recorder_counts_rows_and_changes_nothing():
     recorder.step(state, torch.arange(5))
     recorder.step(recorder.select(state, torch.tensor([0, 1])), torch.tensor([1, 2]))
     assert recorder.sizes == [5, 5, 2] and (recorder.steps, recorder.rows) == (3, 12)
+    assert recorder.seconds > 0  # the model's own time
     assert recorder.vocab_size == model.vocab_size and log_probs.shape == (1, model.vocab_size)
 
 
