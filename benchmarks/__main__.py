@@ -1,6 +1,7 @@
 """`python -m benchmarks [--mode quick|full] [--device cpu|cuda] [--e2e]`: run the suite and
 rewrite RESULTS.md (see benchmarks/__init__.py for what each section measures);
-`python -m benchmarks --paper-slice 0.02` runs only section (f) and keeps the others."""
+`python -m benchmarks --paper-slice 0.02` runs only section (f) and keeps the others;
+`--sections g` (or `a,g`, ...) reruns only those sections, each then saying when it was measured."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import torch
 
 from benchmarks import chunks, e2e, gt_cost, overhead, paper_slice, scaling, throughput
 from benchmarks.plans import PLANS
-from benchmarks.report import Section, header, write
+from benchmarks.report import Section, header, measured_at, write
 from benchmarks.timing import set_clock
 
 RESULTS = Path(__file__).parent / "RESULTS.md"
@@ -33,6 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--e2e", action="store_true", help="also time make demo and fig3 (b)")
     parser.add_argument("--paper-slice", type=float, metavar="FRACTION",
                         help="only (f): time this fraction of fig3 SIZE=paper on Shakespeare")
+    parser.add_argument("--sections", type=_section_keys, metavar="KEYS",
+                        help=f"only these sections, comma-separated ({','.join(SECTIONS)}); "
+                             "the rest of RESULTS.md is kept")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     if args.threads:
@@ -48,18 +52,39 @@ def main(argv: list[str] | None = None) -> int:
         write(args.out, None, [paper_slice.run(args.paper_slice, device)])
         print(f"benchmarks: wrote section (f) of {args.out}", file=sys.stderr)
         return 0
-    head = header(shlex.join(["python", "-m", "benchmarks", *argv]), resolved, args.mode, clock)
+    command = shlex.join(["python", "-m", "benchmarks", *argv])
+    head = header(command, resolved, args.mode, clock)
     sections: list[Section] = []
     started = time.perf_counter()
     for key, run in SECTIONS.items():
-        print(f"benchmarks: section ({key}) ...", file=sys.stderr, flush=True)
-        sections.append(run(plan, device))
+        if args.sections is None or key in args.sections:
+            print(f"benchmarks: section ({key}) ...", file=sys.stderr, flush=True)
+            sections.append(run(plan, device))
+    if args.sections is not None:  # the header stays the last full run's: each says its own
+        sections = [Section(s.key, s.title, [f"Measured on its own by `{command}` "
+                                             f"({resolved}, {torch.get_num_threads()} threads), "
+                                             f"{measured_at()}.", "", *s.body])
+                    for s in sections]
+        write(args.out, None, sections)
+        print(f"benchmarks: wrote sections {', '.join(args.sections)} of {args.out}",
+              file=sys.stderr)
+        return 0
     if args.e2e:  # otherwise the last measured (b) is kept, with its own date and commit
         sections.insert(1, e2e.run(plan, device))
     head.append(f"Suite wall time: {time.perf_counter() - started:.0f} s.\n")
     write(args.out, head, sections)
     print(f"benchmarks: wrote {args.out}", file=sys.stderr)
     return 0
+
+
+def _section_keys(text: str) -> list[str]:
+    keys = [k.strip() for k in text.split(",") if k.strip()]
+    unknown = [k for k in keys if k not in SECTIONS]
+    if unknown or not keys:
+        raise argparse.ArgumentTypeError(
+            f"unknown section {', '.join(unknown) or repr(text)}; choose from {', '.join(SECTIONS)}"
+            " ((b) is --e2e, (f) is --paper-slice)")
+    return keys
 
 
 if __name__ == "__main__":

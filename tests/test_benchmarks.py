@@ -219,3 +219,17 @@ def test_a_section_run_alone_keeps_the_rest_of_results_md(tmp_path):
     before = out.read_text()
     write(out, None, [Section("f", "F", ["slice"])])  # rewriting adds no blank lines
     assert out.read_text() == before and "\n\n\n" not in before
+
+
+def test_sections_run_alone_replace_only_themselves_and_say_when(tmp_path, capsys):
+    out = tmp_path / "RESULTS.md"
+    write(out, ["# head", ""], [Section("a", "A", ["first"]), Section("g", "G", ["old split"])])
+    assert main(["--mode", "smoke", "--device", "cpu", "--sections", "g", "--out", str(out)]) == 0
+    text = out.read_text()
+    assert text.startswith("# head") and "first" in text and "old split" not in text
+    g = text.split("## (g)")[1]
+    assert "Measured on its own by `python -m benchmarks --mode smoke" in g
+    assert "| lstm-8 | importance |" in g
+    with pytest.raises(SystemExit):
+        main(["--sections", "f", "--out", str(out)])
+    assert "unknown section f" in capsys.readouterr().err
