@@ -47,8 +47,10 @@ class Split:
 
     @property
     def limit_share(self) -> float:
-        """The model's share as calls per estimate grow without bound."""
-        return self.per_call_model / (self.per_call_model + max(self.per_call_outside, 0.0))
+        """The model's share as calls per estimate grow without bound (nan: no cost per call
+        measured at all, as on a model too small for its time to grow over the sizes tried)."""
+        total = self.per_call_model + self.per_call_outside
+        return self.per_call_model / total if total > 0 else math.nan
 
     def calls_for(self, share: float, fixed_model: float) -> float:
         """Model calls per estimate at which the model's share reaches `share` (inf: never)."""
@@ -60,12 +62,15 @@ class Split:
 
 
 def line_fit(x: list[float], y: list[float]) -> tuple[float, float]:
-    """Least-squares (intercept, slope) of y ≈ a + b·x with a ≥ 0: a fixed cost is never
-    negative, so where the free line would cross zero above x = 0 (cost growing faster than
-    linearly, or noise) the line goes through the origin instead."""
+    """Least-squares (intercept, slope) of y ≈ a + b·x with a ≥ 0 and b ≥ 0: neither a fixed
+    cost nor a cost per call is negative. Where the free line would fall (a cost too small to
+    grow above the noise over the sizes tried) it is flat at the mean; where it would cross
+    zero above x = 0 (cost growing faster than linearly, or noise) it goes through the origin."""
     mx, my = sum(x) / len(x), sum(y) / len(y)
     b = (sum((u - mx) * (v - my) for u, v in zip(x, y, strict=True))
          / sum((u - mx) ** 2 for u in x))
+    if b < 0:
+        return my, 0.0
     if my - b * mx >= 0:
         return my - b * mx, b
     return 0.0, sum(u * v for u, v in zip(x, y, strict=True)) / sum(u * u for u in x)
@@ -122,7 +127,8 @@ def run(plan: Plan, device: str | None) -> Section:
             calls = fit.calls_for(TARGET_SHARE, fixed_model)
             fit_rows.append([bench.name, method, f"{fit.fixed_outside * 1e3:.1f}",
                              f"{fit.per_call_outside * 1e6:.2f}",
-                             f"{fit.per_call_model * 1e6:.2f}", f"{fit.limit_share:.2f}",
+                             f"{fit.per_call_model * 1e6:.2f}",
+                             "-" if math.isnan(fit.limit_share) else f"{fit.limit_share:.2f}",
                              "never" if math.isinf(calls) else f"{calls:,.0f}"])
     body += table(["model", "method", "fixed ms outside the model",
                    "µs per call outside", "µs per call in the model", "share limit",

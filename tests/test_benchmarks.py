@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 
 from benchmarks import e2e, paper_slice
 from benchmarks.__main__ import main
-from benchmarks.overhead import Point, line_fit, split
+from benchmarks.overhead import Point, Split, line_fit, split
 from benchmarks.report import Section, write
 from benchmarks.scaling import marginal_exponent, slope
 from benchmarks.throughput import exact_horizon, method_options
@@ -74,8 +74,8 @@ def test_time_split_reports_shares_of_real_runs(results):
     assert len(points) == 2 * 3  # two methods at S = 5, 20, 80
     for row in points:
         assert 0 < float(row[6].rstrip(" |")) < 1  # the model's share of the wall time
-    for row in fits:
-        assert 0 < float(row[5]) <= 1  # the share limit
+    for row in fits:  # the share limit ("-" where the tiny model's time did not grow at all)
+        assert row[5] == "-" or 0 <= float(row[5]) <= 1, row
 
 
 def test_time_split_recovers_fixed_and_per_call_costs():
@@ -99,6 +99,9 @@ def test_line_fit_keeps_fixed_costs_non_negative():
     assert line_fit([1, 2, 3], [3, 5, 7]) == pytest.approx((1, 2))
     a, b = line_fit([1, 2, 3], [1, 4, 9])  # convex: the free line crosses zero at x > 0
     assert a == 0 and b == pytest.approx(36 / 14)
+    assert line_fit([1, 2, 3], [3, 2.5, 2]) == pytest.approx((2.5, 0))  # falling: flat at the mean
+    flat = Split(fixed_outside=0.01, per_call_outside=0.0, per_call_model=0.0)
+    assert math.isnan(flat.limit_share) and math.isinf(flat.calls_for(0.9, 0.001))
 
 
 def test_slope_recovers_power_laws():

@@ -8,10 +8,10 @@ the next evaluation, so no (task, prefix) is paid for twice at a depth.
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor
 
 from seqq.estimators.batch import Batch
+from seqq.estimators.distinct import distinct
 from seqq.models.counting import OwnedState
 
 
@@ -21,7 +21,7 @@ def extend(batch: Batch, state: OwnedState, prefix: Tensor, token: Tensor
     (distinct (task, prefix) pairs); returns each row's new prefix index (CPU), and log p(next)
     and the state of the new prefixes."""
     V = batch.vocab_size
-    distinct, new_prefix = torch.unique(prefix.cpu() * V + token.cpu(), return_inverse=True)
-    log_probs, state = batch.counter.step(state, (distinct % V).to(batch.device),
-                                          rows=(distinct // V).to(batch.device))
+    children, new_prefix = distinct(prefix.cpu() * V + token.cpu(), len(state.owners) * V)
+    log_probs, state = batch.counter.step(state, (children % V).to(batch.device),
+                                          rows=(children // V).to(batch.device))
     return new_prefix, log_probs, state

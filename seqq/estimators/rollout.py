@@ -26,6 +26,7 @@ from seqq.estimators.categorical import (
     outside_filled,
     unshifted_rows,
 )
+from seqq.estimators.distinct import distinct
 from seqq.estimators.summary import group_logsumexp
 from seqq.models.batching import every_row_in_order
 from seqq.models.protocol import State
@@ -221,9 +222,9 @@ def _uniform_draw(batch: Batch, nodes: Tensor, log_counts: Tensor) -> tuple[Tens
     the log of that chance. It depends on the lattice node only, so each distinct node's row
     is built once, and nothing over the model's output is (the model's p only weights)."""
     device = log_counts.device
-    distinct, at = torch.unique(nodes, return_inverse=True)
-    children = batch.lattice.child_table(distinct.to(device))  # built on the device
-    below = torch.where(batch.domain(distinct), log_counts[children.clamp_min(0)], -torch.inf)
+    lattice_nodes, at = distinct(nodes, len(batch.lattice.free))
+    children = batch.lattice.child_table(lattice_nodes.to(device))  # built on the device
+    below = torch.where(batch.domain(lattice_nodes), log_counts[children.clamp_min(0)], -torch.inf)
     choice = Categorical.from_logits(below)
     at = at.to(device)
     drawn = choice.sample(batch.generator, at)

@@ -40,6 +40,7 @@ from seqq.estimators.categorical import (
     logsumexp_,
     unshifted_rows,
 )
+from seqq.estimators.distinct import distinct
 from seqq.estimators.rollout import conditional
 from seqq.estimators.row_blocks import RowBlocks
 from seqq.estimators.selection import top_k
@@ -268,7 +269,7 @@ class Trie:
     def child_nodes(self, depth: int, parents: Tensor, tokens: Tensor) -> Tensor:
         """Nodes at depth+1 for (parent, token) pairs, created where missing (no model call)."""
         child = self.level(depth + 1)
-        keys, inverse = torch.unique(parents * self.V + tokens, return_inverse=True)
+        keys, inverse = distinct(parents * self.V + tokens, self.levels[depth].size * self.V)
         if child.size:
             found = self._lookup(child, keys)
             new = (found < 0).nonzero().flatten()
@@ -307,8 +308,8 @@ class Trie:
         if self.messages is None:
             log_q = conditional(picked[:, None], log_mass)[:, 0]
             return picked.double().cpu(), log_q.cpu(), log_mass.double().cpu()
-        distinct, at = torch.unique(parents, return_inverse=True)
-        twist = self._guide(depth, distinct)[at.to(device), dev_t]
+        nodes, at = distinct(parents, level.size)
+        twist = self._guide(depth, nodes)[at.to(device), dev_t]
         log_q = conditional((picked + twist)[:, None], log_mass)[:, 0]
         return picked.double().cpu(), log_q.cpu(), (log_mass.double() - twist).cpu()
 
@@ -326,7 +327,7 @@ class Trie:
         Its row chunks' new states are kept as the level's chunks, never joined (a join would
         copy every new state once more)."""
         level = self.levels[depth]
-        todo = torch.unique(nodes[level.row[nodes] < 0])
+        todo = distinct(nodes[level.row[nodes] < 0], level.size)[0]
         if not len(todo):
             return
         parents = self.levels[depth - 1]
@@ -474,7 +475,7 @@ class Trie:
         while len(rows):
             if depth and charge is not None:
                 rows, node = self._pay(depth, rows, node, charge)
-            nodes, inverse = torch.unique(node, return_inverse=True)
+            nodes, inverse = distinct(node, self.levels[depth].size)
             if depth:
                 self.expand(depth, nodes)
             if policy == "proposal":  # each distinct node's proposal once, drawn by its rows
@@ -520,7 +521,7 @@ class Trie:
         level = self.levels[depth]
         new = level.row[node] < 0
         if new.any():
-            nodes, inverse = torch.unique(node[new], return_inverse=True)
+            nodes, inverse = distinct(node[new], level.size)
             first = torch.full((len(nodes),), NO_CUT).scatter_reduce(
                 0, inverse, charge.draw[rows[new]], reduce="amin")
             charge.allowance.pay(self.batch.branch_task[level.branch[nodes]], first)
