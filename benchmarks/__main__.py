@@ -1,7 +1,7 @@
 """`python -m benchmarks [--mode quick|full] [--device cpu|cuda] [--e2e]`: run the suite and
 rewrite RESULTS.md (see benchmarks/__init__.py for what each section measures);
 `python -m benchmarks --paper-slice 0.02` runs only section (f) and keeps the others;
-`--sections g` (or `a,g`, ...) reruns only those sections, each then saying when it was measured."""
+`--sections g` (or `b,d`, ...) reruns only those sections, each then saying when it was measured."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from benchmarks.report import Section, header, measured_at, write
 from benchmarks.timing import set_clock
 
 RESULTS = Path(__file__).parent / "RESULTS.md"
-SECTIONS = {"a": throughput.run, "c": scaling.run, "d": gt_cost.run, "e": chunks.run,
-            "g": overhead.run}
+SECTIONS = {"a": throughput.run, "b": e2e.run, "c": scaling.run, "d": gt_cost.run,
+            "e": chunks.run, "g": overhead.run}  # (b) runs with --e2e or --sections b
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,11 +57,12 @@ def main(argv: list[str] | None = None) -> int:
     sections: list[Section] = []
     started = time.perf_counter()
     for key, run in SECTIONS.items():
-        if args.sections is None or key in args.sections:
+        if wanted(key, args.sections, args.e2e):
             print(f"benchmarks: section ({key}) ...", file=sys.stderr, flush=True)
             sections.append(run(plan, device))
     if args.sections is not None:  # the header stays the last full run's: each says its own
-        sections = [Section(s.key, s.title, [f"Measured on its own by `{command}` "
+        sections = [s if s.key == "b" else  # (b) always dates itself: plain runs keep it
+                    Section(s.key, s.title, [f"Measured on its own by `{command}` "
                                              f"({resolved}, {torch.get_num_threads()} threads), "
                                              f"{measured_at()}.", "", *s.body])
                     for s in sections]
@@ -69,12 +70,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"benchmarks: wrote sections {', '.join(args.sections)} of {args.out}",
               file=sys.stderr)
         return 0
-    if args.e2e:  # otherwise the last measured (b) is kept, with its own date and commit
-        sections.insert(1, e2e.run(plan, device))
     head.append(f"Suite wall time: {time.perf_counter() - started:.0f} s.\n")
     write(args.out, head, sections)
     print(f"benchmarks: wrote {args.out}", file=sys.stderr)
     return 0
+
+
+def wanted(key: str, sections: list[str] | None, e2e: bool) -> bool:
+    """Whether a run measures section `key`: those named by --sections, else all but (b),
+    which takes minutes of real sweeps and runs only with --e2e."""
+    return key in sections if sections is not None else key != "b" or e2e
 
 
 def _section_keys(text: str) -> list[str]:
@@ -83,7 +88,7 @@ def _section_keys(text: str) -> list[str]:
     if unknown or not keys:
         raise argparse.ArgumentTypeError(
             f"unknown section {', '.join(unknown) or repr(text)}; choose from {', '.join(SECTIONS)}"
-            " ((b) is --e2e, (f) is --paper-slice)")
+            " ((f) is --paper-slice)")
     return keys
 
 

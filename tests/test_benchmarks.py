@@ -12,7 +12,7 @@ from conftest import compose_sweep
 from omegaconf import OmegaConf
 
 from benchmarks import e2e, paper_slice
-from benchmarks.__main__ import main
+from benchmarks.__main__ import SECTIONS, main, wanted
 from benchmarks.overhead import Point, Split, line_fit, split
 from benchmarks.report import Section, write
 from benchmarks.scaling import marginal_exponent, slope
@@ -236,3 +236,9 @@ def test_sections_run_alone_replace_only_themselves_and_say_when(tmp_path, capsy
     with pytest.raises(SystemExit):
         main(["--sections", "f", "--out", str(out)])
     assert "unknown section f" in capsys.readouterr().err
+
+
+def test_end_to_end_runs_only_when_asked_for():
+    assert [k for k in SECTIONS if wanted(k, None, False)] == ["a", "c", "d", "e", "g"]
+    assert [k for k in SECTIONS if wanted(k, None, True)] == ["a", "b", "c", "d", "e", "g"]
+    assert [k for k in SECTIONS if wanted(k, ["b", "d"], False)] == ["b", "d"]
