@@ -59,13 +59,15 @@ def main(argv: list[str] | None = None) -> int:
     for key, run in SECTIONS.items():
         if wanted(key, args.sections, args.e2e):
             print(f"benchmarks: section ({key}) ...", file=sys.stderr, flush=True)
-            sections.append(run(plan, device))
-    if args.sections is not None:  # the header stays the last full run's: each says its own
-        sections = [s if s.key == "b" else  # (b) always dates itself: plain runs keep it
-                    Section(s.key, s.title, [f"Measured on its own by `{command}` "
-                                             f"({resolved}, {torch.get_num_threads()} threads), "
-                                             f"{measured_at()}.", "", *s.body])
-                    for s in sections]
+            section = run(plan, device)
+            # a section kept across runs says when, where and by what it was measured: all of
+            # a --sections run (the header stays the last full run's), and (b) always
+            if args.sections is not None or key == "b":
+                section = Section(key, section.title, [
+                    f"Measured by `{command}` ({resolved}, {torch.get_num_threads()} threads), "
+                    f"{measured_at()}.", "", *section.body])
+            sections.append(section)
+    if args.sections is not None:
         write(args.out, None, sections)
         print(f"benchmarks: wrote sections {', '.join(args.sections)} of {args.out}",
               file=sys.stderr)

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from benchmarks.plans import Plan
-from benchmarks.report import Section, describe, measured_at, table
+from benchmarks.report import Section, describe, table
 
 CHECKPOINTS = "outputs/checkpoints/quick"  # `make demo`'s SIZE=quick checkpoints
 SEQQ = [sys.executable, "-m", "seqq.cli"]
@@ -50,7 +50,7 @@ def run(plan: Plan, device: str | None) -> Section:
         for name, args in commands(root, device).items():
             seconds, code = _timed(args)
             rows.append([name, shlex.join(["seqq", *args[len(SEQQ):]]), f"{seconds:.0f}", code])
-    body = [describe(__doc__), "", f"- measured {measured_at()} (`make bench-e2e`, or "
-            "`python -m benchmarks --sections b`; a plain `make bench` keeps this section)", "",
+    body = [describe(__doc__), "", "Measured only by `make bench-e2e` or `python -m benchmarks "
+            "--sections b`; a plain `make bench` keeps this section.", "",
             *table(["run", "command", "wall seconds", "exit code"], rows)]
     return Section("b", "End-to-end wall time", body)

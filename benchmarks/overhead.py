@@ -53,12 +53,14 @@ class Split:
         return self.per_call_model / total if total > 0 else math.nan
 
     def calls_for(self, share: float, fixed_model: float) -> float:
-        """Model calls per estimate at which the model's share reaches `share` (inf: never)."""
+        """Model calls per estimate from which the model's share is at least `share` (inf:
+        never; 0 where the fixed costs alone give it)."""
         outside = share / (1 - share)  # model time must be this many times the outside time
+        short = outside * self.fixed_outside - fixed_model  # model time missing at no calls
         gain = self.per_call_model - outside * self.per_call_outside
-        if gain <= 0:
-            return math.inf
-        return max(0.0, (outside * self.fixed_outside - fixed_model) / gain)
+        if short <= 0:
+            return 0.0
+        return math.inf if gain <= 0 else short / gain
 
 
 def line_fit(x: list[float], y: list[float]) -> tuple[float, float]:
@@ -67,8 +69,10 @@ def line_fit(x: list[float], y: list[float]) -> tuple[float, float]:
     grow above the noise over the sizes tried) it is flat at the mean; where it would cross
     zero above x = 0 (cost growing faster than linearly, or noise) it goes through the origin."""
     mx, my = sum(x) / len(x), sum(y) / len(y)
-    b = (sum((u - mx) * (v - my) for u, v in zip(x, y, strict=True))
-         / sum((u - mx) ** 2 for u in x))
+    spread = sum((u - mx) ** 2 for u in x)
+    if spread == 0:  # one size only (or calls that never grew): no slope to fit
+        return my, 0.0
+    b = sum((u - mx) * (v - my) for u, v in zip(x, y, strict=True)) / spread
     if b < 0:
         return my, 0.0
     if my - b * mx >= 0:

@@ -102,6 +102,8 @@ def test_line_fit_keeps_fixed_costs_non_negative():
     assert line_fit([1, 2, 3], [3, 2.5, 2]) == pytest.approx((2.5, 0))  # falling: flat at the mean
     flat = Split(fixed_outside=0.01, per_call_outside=0.0, per_call_model=0.0)
     assert math.isnan(flat.limit_share) and math.isinf(flat.calls_for(0.9, 0.001))
+    assert flat.calls_for(0.9, 0.1) == 0  # the fixed model time alone is 10× the outside time
+    assert line_fit([5, 5], [1.0, 3.0]) == (2.0, 0.0)  # one size: flat at the mean
 
 
 def test_slope_recovers_power_laws():
@@ -231,7 +233,7 @@ def test_sections_run_alone_replace_only_themselves_and_say_when(tmp_path, capsy
     text = out.read_text()
     assert text.startswith("# head") and "first" in text and "old split" not in text
     g = text.split("## (g)")[1]
-    assert "Measured on its own by `python -m benchmarks --mode smoke" in g
+    assert "Measured by `python -m benchmarks --mode smoke" in g and "git commit" in g
     assert "| lstm-8 | importance |" in g
     with pytest.raises(SystemExit):
         main(["--sections", "f", "--out", str(out)])
@@ -242,3 +244,15 @@ def test_end_to_end_runs_only_when_asked_for():
     assert [k for k in SECTIONS if wanted(k, None, False)] == ["a", "c", "d", "e", "g"]
     assert [k for k in SECTIONS if wanted(k, None, True)] == ["a", "b", "c", "d", "e", "g"]
     assert [k for k in SECTIONS if wanted(k, ["b", "d"], False)] == ["b", "d"]
+
+
+def test_end_to_end_rerun_alone_says_when_and_where(tmp_path, monkeypatch):
+    out = tmp_path / "RESULTS.md"
+    write(out, ["# head", ""], [Section("a", "A", ["first"])])
+    monkeypatch.setitem(SECTIONS, "b", lambda plan, device: Section("b", "B", ["timed sweeps"]))
+    assert main(["--mode", "smoke", "--device", "cpu", "--sections", "b", "--out", str(out)]) == 0
+    b = out.read_text().split("## (b) B")[1]
+    assert b.lstrip().startswith("Measured by `python -m benchmarks --mode smoke --device cpu "
+                                 "--sections b")
+    assert "(cpu, " in b and "git commit" in b and "timed sweeps" in b
+    assert "first" in out.read_text()

@@ -18,9 +18,10 @@ DENSE_RANGE = 2  # ids counted in a table while their range is at most this many
 
 def distinct(values: Tensor, bound: int) -> tuple[Tensor, Tensor]:
     """(the distinct values, sorted; the index of each value among them) for `values` in
-    [0, bound): exactly `torch.unique(values, return_inverse=True)`. CPU ids in a range of at
-    most DENSE_RANGE × their number are counted in a table, others sorted."""
-    if values.device.type != "cpu" or bound > DENSE_RANGE * len(values):
+    [0, bound): exactly `torch.unique(values, return_inverse=True)`. CPU int64 ids in a range
+    of at most DENSE_RANGE × their number are counted in a table, others sorted."""
+    if (values.device.type != "cpu" or values.dtype != torch.long
+            or bound > DENSE_RANGE * len(values)):
         return torch.unique(values, return_inverse=True)
     seen = torch.bincount(values, minlength=bound) > 0
     position = seen.cumsum(0) - 1
