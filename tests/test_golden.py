@@ -1,0 +1,153 @@
+"""Refactoring guard: every method's answers on fixed cases, bit for bit.
+
+A restructuring of the estimators must not change a single number. This test runs every method
+(and `hitting_time_distribution`, `ground_truth`) on a fixed set of (model, histories, queries,
+options, seed) — a Markov chain, the tiny LSTM, the tiny GPT-2; hitting times, a-before-b,
+counts, an automaton query, a union built without compiling; sample counts, budgets and
+surrogates — and compares `value`, `stderr`, `model_calls`, `lower`, `upper` with the values
+stored in `golden/estimates.json` as exact float hex strings.
+
+Floating point differs across CPU instruction sets and torch versions (and a sampled path can
+then take another branch), so the comparison runs where the values were recorded (same torch,
+same CPU model) and is skipped elsewhere. After an intended change of numbers, rewrite them:
+
+    SEQQ_WRITE_GOLDEN=1 python -m pytest tests/test_golden.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from pathlib import Path
+
+import pytest
+import torch
+
+import seqq
+from seqq import queries as Q
+from tests.oracles import random_markov, tiny_gpt2, tiny_lstm
+
+GOLDEN = Path(__file__).parent / "golden" / "estimates.json"
+HISTORIES = [[0], [1, 2], [3, 0, 1]]
+BUDGET = 150
+
+
+def _queries() -> dict[str, list]:
+    """Three queries per family, one per history."""
+    zero, rest = Q.Domain(frozenset({0})), Q.Domain(frozenset({0}), complement=True)
+    parity = Q.Automaton((((zero, 1), (rest, 0)), ((zero, 0), (rest, 1))), frozenset({1}))
+    return {
+        "hitting": [Q.hitting_time(2, K=4), Q.hitting_time([1, 3], K=5), Q.hitting_time(4, K=3)],
+        "mixed": [Q.a_before_b([1], [3], K=5), Q.count(2, n=2, K=5, op=">="),
+                  Q.automaton(parity, K=4)],
+        "union": [Q.union(Q.event_at(1, K=2), Q.occurs_within(3, K=4), compile=False)] * 3,
+    }
+
+
+def _cases() -> list[tuple[str, str, str, dict]]:
+    """(case name, method, query family, options); `budget` in options is the budget."""
+    cases = []
+
+    def add(method: str, family: str, **options) -> None:
+        label = ",".join(f"{k}={v}" for k, v in sorted(options.items()))
+        cases.append((f"{method}[{family}|{label}]", method, family, options))
+
+    for family in ("hitting", "mixed"):
+        add("exact", family)
+        for method in ("naive", "uniform", "importance"):
+            add(method, family, samples=40)
+            add(method, family, budget=BUDGET)
+        add("beam", family, beam_width=3)
+        add("beam", family, budget=BUDGET)
+        add("coverage_beam", family, alpha=0.8)
+        add("tail_beam", family, max_width=4)
+        add("tail_beam", family, budget=BUDGET)
+        add("hybrid", family, samples=20, max_width=4)
+        add("hybrid", family, budget=BUDGET)
+        add("hybrid", family, budget=BUDGET, surrogate="markov")
+        add("wor", family, samples=8)
+        add("wor", family, budget=BUDGET)
+        add("wor", family, budget=BUDGET, surrogate="markov")
+        add("wor", family, rel_tol=0.2)
+        add("hindsight_gumbel", family, samples=8, repeats=2)
+        add("hindsight_gumbel", family, budget=BUDGET)
+        add("smc", family, particles=30)
+        add("smc", family, budget=BUDGET)
+        add("smc", family, budget=BUDGET, surrogate="markov")
+        add("randomized_beam", family, top=2, sampled=3)
+        add("randomized_beam", family, budget=BUDGET)
+        add("randomized_beam", family, budget=BUDGET, surrogate="markov")
+        add("twisted", family, samples=30, surrogate="markov")
+        add("twisted", family, budget=BUDGET, surrogate="markov")
+    for method in ("mixture", "klm"):
+        add(method, "union", samples=20)
+        add(method, "union", budget=BUDGET)
+    return cases
+
+
+MODELS = {"markov": lambda: random_markov(V=5, seed=3), "lstm": lambda: tiny_lstm(V=5),
+          "gpt2": lambda: tiny_gpt2(V=5)}
+
+
+def _hex(x: float | None) -> str | None:
+    return None if x is None else float(x).hex()
+
+
+def _record(estimate) -> dict:
+    return {"value": _hex(estimate.value), "stderr": _hex(estimate.stderr),
+            "model_calls": int(estimate.model_calls), "lower": _hex(estimate.lower),
+            "upper": _hex(estimate.upper)}
+
+
+def _machine() -> dict:
+    cpu = platform.processor()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
+                 if line.startswith("model name")]
+        cpu = names[0] if names else cpu
+    return {"torch": torch.__version__, "cpu": cpu}
+
+
+def compute() -> dict[str, list[dict]]:
+    """Every case on every model: the records, keyed "model/case"."""
+    out: dict[str, list[dict]] = {}
+    families = _queries()
+    surrogate = random_markov(V=5, seed=11)
+    for model_name, make in MODELS.items():
+        model = make()
+        for name, method, family, options in _cases():
+            options = dict(options)
+            budget = options.pop("budget", None)
+            if options.get("surrogate") == "markov":
+                options["surrogate"] = surrogate
+            estimates = seqq.estimate_many(model, HISTORIES, families[family], method,
+                                           budget=budget, seed=7, **options)
+            out[f"{model_name}/{name}"] = [_record(e) for e in estimates]
+        reuse = seqq.hitting_time_distribution(model, [1], a=2, K=4, samples=30, seed=7)
+        out[f"{model_name}/hitting_time_distribution"] = [_record(e) for e in reuse]
+        for rule in ("relative", "absolute"):
+            truths = seqq.ground_truth_many(model, HISTORIES, families["mixed"], seed=7,
+                                            exact_max_calls=20, rule=rule, rel_tol=0.1,
+                                            s_low=200, s_step=100, s_high=400)
+            out[f"{model_name}/ground_truth_{rule}"] = [
+                {"value": _hex(t.value), "rel_stderr": _hex(t.rel_stderr), "method": t.method,
+                 "model_calls": int(t.model_calls)} for t in truths]
+    return out
+
+
+def test_every_method_answers_as_recorded() -> None:
+    if os.environ.get("SEQQ_WRITE_GOLDEN"):
+        GOLDEN.parent.mkdir(exist_ok=True)
+        GOLDEN.write_text(json.dumps({"machine": _machine(), "cases": compute()}, indent=1,
+                                     sort_keys=True) + "\n")
+    stored = json.loads(GOLDEN.read_text())
+    if stored["machine"] != _machine():
+        pytest.skip(f"golden values were recorded on {stored['machine']}, this is "
+                    f"{_machine()}; floats differ across CPUs and torch versions")
+    current = compute()
+    assert current.keys() == stored["cases"].keys()
+    changed = [key for key in current if current[key] != stored["cases"][key]]
+    assert not changed, f"{len(changed)} cases changed, first {changed[:5]}: " + json.dumps(
+        {k: {"now": current[k], "stored": stored["cases"][k]} for k in changed[:2]})
