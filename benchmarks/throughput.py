@@ -15,7 +15,6 @@ repeats minutes apart (a load that changes between blocks once read as a slower 
 
 from __future__ import annotations
 
-import inspect
 import math
 import sys
 from collections.abc import Callable
@@ -30,7 +29,7 @@ from benchmarks.timing import StepRecorder, median, model_device, raw_steps, tim
 from benchmarks.zoo import BenchModel, build
 from seqq import queries as Q
 from seqq.estimators import METHODS
-from seqq.estimators.twisted import distill_surrogate
+from seqq.estimators.surrogates import distill_surrogate
 from seqq.models import MarkovModel
 from seqq.models.batching import chunk_rows, measure_chunk_rows
 
@@ -46,7 +45,7 @@ def method_options(method: str, model: BenchModel, samples: int) -> dict:
     shared = {"samples": samples, "particles": samples, "beam_width": samples,
               "max_width": samples, "tail_samples": samples, "top": samples // 2,
               "sampled": samples - samples // 2, "alpha": 0.9}
-    accepted = inspect.signature(METHODS[method]).parameters
+    accepted = METHODS[method].option_names()
     options = {name: value for name, value in shared.items() if name in accepted}
     options.update(EXTRA_OPTIONS.get(method, lambda m: {})(model))
     return options

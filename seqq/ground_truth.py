@@ -19,12 +19,13 @@ from typing import Literal
 import torch
 from tqdm.auto import tqdm
 
-from seqq.estimators.batch import Batch, prepare, subset, tree_calls
-from seqq.estimators.draws import Draws, draw_paths
-from seqq.estimators.exact import exact
-from seqq.estimators.summary import group_logsumexp
-from seqq.estimators.trie import Trie
-from seqq.estimators.wor import wor_until
+from seqq.estimators.driver import run_prepared
+from seqq.estimators.engine.batch import Batch, prepare, subset, tree_calls
+from seqq.estimators.engine.budget import Draws, draw_paths
+from seqq.estimators.engine.memory import consecutive_groups
+from seqq.estimators.engine.summary import group_logsumexp, to_estimates
+from seqq.estimators.engine.trie import Trie
+from seqq.estimators.methods.wor import wor_until
 from seqq.models.protocol import SequenceModel
 from seqq.queries import Query
 
@@ -86,7 +87,7 @@ def ground_truth_many(
     if cheap.any():
         tasks = cheap.nonzero().flatten()
         before = batch.counter.calls.clone()
-        for t, est in zip(tasks.tolist(), exact(subset(batch, tasks)), strict=True):
+        for t, est in zip(tasks.tolist(), run_prepared("exact", subset(batch, tasks)), strict=True):
             results[t] = GroundTruth(est.value, est.log_value, "exact", 0, 0.0,
                                      int(batch.counter.calls[t] - before[t] + 1), est.entropy,
                                      "enumeration")
@@ -127,10 +128,11 @@ def _wor_surrogate(batch: Batch, tasks: torch.Tensor, results: list, rel_tol: fl
     sweep's hard queries would outgrow memory at tight tolerances."""
     before = batch.counter.calls.clone()
     max_calls = _worst_calls(batch, s_high)
-    for group in tasks.split(max(1, TRIE_CALLS // max_calls)):
-        estimates, _ = wor_until(subset(batch, group), rel_tol, max_calls,
-                                 on_stage=_stage_reporter(bar))
-        _record_wor(batch, group, estimates, before, results)
+    for part in consecutive_groups([max_calls] * len(tasks), TRIE_CALLS):
+        group = tasks[part]
+        sub = subset(batch, group)
+        result, _ = wor_until(sub, rel_tol, max_calls, on_stage=_stage_reporter(bar))
+        _record_wor(batch, group, to_estimates(sub, "wor", result, False), before, results)
 
 
 def _stage_reporter(bar) -> Callable[[int], None]:
@@ -159,7 +161,8 @@ def _surrogate(batch: Batch, tasks: torch.Tensor, results: list, delta: float, s
     """Adaptive IS from the restricted proposal, drawn through a prefix trie per group of
     tasks (worst-case calls at most `TRIE_CALLS` per group), so a prefix shared by several
     samples costs one call; the samples and the stopping rule are the paper's."""
-    for group in tasks.split(max(1, TRIE_CALLS // _worst_calls(batch, s_high))):
+    for part in consecutive_groups([_worst_calls(batch, s_high)] * len(tasks), TRIE_CALLS):
+        group = tasks[part]
         _adaptive_importance(subset(batch, group), group, results, delta, s_low, s_step,
                              s_high, bar)
 

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from seqq.experiments.gt_cache import describe_rule
-from seqq.experiments.schema import BUDGET_FROM_HYBRID, ResultRow, to_frame
+from seqq.experiments.schema import BUDGET_FROM_SETTER, ResultRow, to_frame
 from seqq.reports.tables import name_option_sets
 
 RULE = describe_rule({"exact_max_calls": 1000, "rule": "relative", "rel_tol": 0.05,
@@ -19,7 +19,7 @@ RULE = describe_rule({"exact_max_calls": 1000, "rule": "relative", "rel_tol": 0.
 
 
 def panel_rows(*, dataset: str = "toy", model: str = "m", temperature: float = 1.0,
-               query: str = "hitting_time", budget_rule: str = BUDGET_FROM_HYBRID,
+               query: str = "hitting_time", budget_rule: str = BUDGET_FROM_SETTER,
                methods: Sequence[str] = ("hybrid", "importance", "beam"),
                base_methods: Mapping[str, str] | None = None,
                ks: Sequence[int] = (3, 4, 5), levels: Sequence[int] = (10, 100),

@@ -7,7 +7,7 @@ from oracles import PrefixRecording, random_markov, tiny_lstm
 import seqq
 from seqq import queries as Q
 from seqq.errors import BudgetError, QueryError
-from seqq.estimators.allowance import NO_CUT, Allowance
+from seqq.estimators.engine.allowance import NO_CUT, Allowance
 from seqq.models import CallCounter
 
 Recording = PrefixRecording  # counts rows evaluated, independently of seqq's counter

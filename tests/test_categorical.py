@@ -10,9 +10,9 @@ import math
 import pytest
 import torch
 
-from seqq.estimators import categorical
-from seqq.estimators.categorical import Categorical, Excluded, fill_outside, without
-from seqq.estimators.rollout import restrict, sparse_log_mass
+from seqq.estimators.engine import categorical
+from seqq.estimators.engine.categorical import Categorical, Excluded, fill_outside, without
+from seqq.estimators.engine.rollout import restrict, sparse_log_mass
 
 
 def _rows(n: int = 7, V: int = 37, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from seqq.estimators import distinct as module
-from seqq.estimators.distinct import DENSE_RANGE, distinct
+from seqq.estimators.engine import distinct as module
+from seqq.estimators.engine.distinct import DENSE_RANGE, distinct
 
 
 @pytest.mark.parametrize(("count", "bound"), [

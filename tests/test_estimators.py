@@ -163,8 +163,8 @@ def _kept_by_sorting(scores, branch, widths):
 @pytest.mark.parametrize("domain_kind", [None, "mask", "few", "list"])
 def test_block_preselection_keeps_each_branchs_best_candidates(excluded_share, domain_kind):
     # large vocabularies pre-select a branch's best by blocks of symbols, not per-node top-k
-    from seqq.estimators.beam import BLOCKED_VOCAB, CANDIDATE_BLOCK, TopB, best_candidates
-    from seqq.estimators.categorical import Excluded
+    from seqq.estimators.engine.beam_search import BLOCKED_VOCAB, CANDIDATE_BLOCK, TopB, best_candidates
+    from seqq.estimators.engine.categorical import Excluded
     V = BLOCKED_VOCAB + 77  # a shorter last block
     gen = torch.Generator().manual_seed(0)
     nodes_per_branch = torch.tensor([1, 40, 7, 0, 25])
@@ -207,7 +207,7 @@ def test_block_preselection_keeps_each_branchs_best_candidates(excluded_share, d
 
 
 def test_block_preselection_with_no_candidate_keeps_nothing():
-    from seqq.estimators.beam import BLOCKED_VOCAB, TopB, best_candidates
+    from seqq.estimators.engine.beam_search import BLOCKED_VOCAB, TopB, best_candidates
     scores = torch.full((3, BLOCKED_VOCAB + 1), -torch.inf)  # p = 0 for every allowed symbol
     node, token = best_candidates(scores, torch.tensor([0, 0, 1]), 0, TopB(torch.tensor([5, 5])),
                                   torch.full((2,), 3))
@@ -216,7 +216,7 @@ def test_block_preselection_with_no_candidate_keeps_nothing():
 
 @pytest.mark.parametrize("targets", [[1, 2, 3], list(range(40))])  # listed, or a dense mask
 def test_beam_over_a_large_vocabulary_matches_the_per_node_top_k(monkeypatch, targets):
-    from seqq.estimators import beam
+    from seqq.estimators.engine import beam_search as beam
     model = seqq.models.MarkovModel.random(vocab_size=beam.BLOCKED_VOCAB + 5, order=1, seed=3)
     query = Q.hitting_time(targets, 3)
     blocked_calls = []

@@ -1,6 +1,5 @@
 """`exact` against closed forms (i.i.d.), brute force (Markov, LSTM) and forward DP (Markov)."""
 
-import importlib
 import math
 
 import pytest
@@ -128,15 +127,14 @@ def test_enumeration_through_many_row_chunks_equals_brute_force(network, joinabl
     rows whose states are never joined; a child's parents then lie in several chunks (joined
     by `concat`, or stepped apart without it). The answers of several queries at once must
     still be brute force's, and the restricted entropies those of one piece per level."""
+    from seqq.estimators.methods import exact as exact_module
     from seqq.models.batching import set_chunk_rows
-
-    exact_module = importlib.import_module("seqq.estimators.exact")  # the package exports a function `exact`
 
     model = network(V=4, seed=2) if joinable else WithoutConcat(network(V=4, seed=2))
     histories = [[1], [2, 0], [3]]
     queries = [Q.hitting_time(2, 4), Q.a_before_b(0, 3, 3), Q.count(1, 2, 4)]
     whole = seqq.estimate_many(model, histories, queries, "exact")
-    monkeypatch.setattr(exact_module, "CHUNK_ELEMENTS", 5 * model.vocab_size)
+    monkeypatch.setattr(exact_module, "rows_within", lambda width: 5)
     set_chunk_rows(model, 2)
     pieces = seqq.estimate_many(model, histories, queries, "exact")
     for history, query, one, many in zip(histories, queries, whole, pieces, strict=True):

@@ -143,7 +143,7 @@ def test_randomized_beam_is_unbiased_with_excluded_symbol_lists(V):
     # V = 300 lets the lattice list the one excluded symbol per node (`Lattice.excluded`):
     # the domains, the masses left and the tail's domain (head candidates removed) are lists
     # peaked rows: the head holds much of the mass, so a tail that held it too would be biased
-    from seqq.estimators.beam import BLOCKED_VOCAB
+    from seqq.estimators.engine.beam_search import BLOCKED_VOCAB
     assert V < BLOCKED_VOCAB or V == BLOCKED_VOCAB + 5
     model = MarkovModel.random(vocab_size=V, order=1, concentration=0.05, seed=4)
     query = Q.hitting_time(3, 3)
@@ -153,7 +153,7 @@ def test_randomized_beam_is_unbiased_with_excluded_symbol_lists(V):
 
 
 def batch_domains_are_lists(model, query) -> bool:
-    from seqq.estimators.batch import prepare
-    from seqq.estimators.categorical import Excluded
+    from seqq.estimators.engine.batch import prepare
+    from seqq.estimators.engine.categorical import Excluded
     batch = prepare(model, [[0]], [query], seed=0)
     return isinstance(batch.domain(batch.branch_root, sparse=True), Excluded)

@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from seqq.estimators import selection
-from seqq.estimators.selection import top_k
+from seqq.estimators.engine import selection
+from seqq.estimators.engine.selection import top_k
 
 
 def assert_same_as_torch(values: torch.Tensor, k: int, widths_seen: list[int]) -> list[int]:

@@ -130,8 +130,8 @@ def test_bad_options_get_a_clear_error(options, message):
 
 
 def test_tasks_run_in_memory_bounded_groups(monkeypatch):
-    module = importlib.import_module("seqq.estimators.smc")  # the name `smc` is the function
-    monkeypatch.setattr(module, "ROW_ELEMENTS", 1)  # every task its own group
+    module = importlib.import_module("seqq.estimators.methods.smc")
+    monkeypatch.setattr(module, "rows_within", lambda width: 1)  # every task its own group
     model = random_markov(6, 1, seed=8)
     query = Q.a_before_b(2, [3, 4], 4)
     assert_unbiased(replicas(model, [0], query, "smc", particles=6), brute_force(model, [0], query))

@@ -8,9 +8,9 @@ import torch
 from oracles import WithoutConcat, random_markov, tiny_gpt2, tiny_lstm
 
 from seqq import queries as Q
-from seqq.estimators.batch import prepare
-from seqq.estimators.row_blocks import RowBlocks
-from seqq.estimators.trie import Trie
+from seqq.estimators.engine.batch import prepare
+from seqq.estimators.engine.row_blocks import RowBlocks
+from seqq.estimators.engine.trie import Trie
 from seqq.models import MarkovModel
 from seqq.models.batching import set_chunk_rows
 
@@ -149,7 +149,7 @@ def test_wor_draws_never_repeat_across_rounds_and_exhaust_q():
 def test_top_per_group_matches_a_full_sort():
     """The WOR rounds' selection: each group's `count[g]` largest finite values, grouped by g
     and in decreasing order, whatever order the groups arrive in."""
-    from seqq.estimators.trie import _top_per_group
+    from seqq.estimators.engine.trie import _top_per_group
 
     generator = torch.Generator().manual_seed(0)
     for trial in range(50):
@@ -243,7 +243,7 @@ def test_top_children_from_float32_weights_match_the_float64_residual_rows(remov
     the opened blocks' logits. With the same noise that gives the top k of its float64
     residual row: the same symbols, the same keys up to float32 rounding of the weights;
     and a removed leaf is never among them."""
-    from seqq.estimators.trie import _top_truncated_gumbel
+    from seqq.estimators.engine.trie import _top_truncated_gumbel
 
     model = random_markov(300, 1, seed=5)
     trie = Trie(prepare(model, [[0], [7]], [Q.hitting_time(3, 4)] * 2, seed=0))
@@ -277,7 +277,7 @@ def test_residual_masses_are_the_sums_of_the_residual_rows():
     (so log values to 1e-12 absolute), over a vocabulary large enough for the excluded-symbol
     domain, at a root whose domain holds almost no mass (redone from the row), and at nodes
     all of whose allowed children have been removed (mass exactly 0). Both ways are taken."""
-    from seqq.estimators.categorical import logsumexp_
+    from seqq.estimators.engine.categorical import logsumexp_
     from seqq.models import MarkovModel
 
     V = 600

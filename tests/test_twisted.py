@@ -12,7 +12,7 @@ from oracles import PrefixRecording, brute_force, random_markov, tiny_gpt2, tiny
 import seqq
 from seqq import queries as Q
 from seqq.errors import QueryError
-from seqq.estimators.twisted import distill_surrogate, fit_surrogate
+from seqq.estimators.surrogates import distill_surrogate, fit_surrogate
 from seqq.models import MarkovModel
 from seqq.models.hpyp import PAPER_DISCOUNTS, HPYPModel
 
@@ -107,9 +107,9 @@ def as_own_surrogate(make, grouped, method, monkeypatch, **options):
     """Estimates of QUERIES with the model as its own surrogate, and the model.
     `grouped`: messages too big for one batch make every task a group of its own."""
     if grouped:
-        monkeypatch.setattr(importlib.import_module("seqq.estimators.twisted"), "MESSAGE_ELEMENTS", 1)
-        monkeypatch.setattr(importlib.import_module("seqq.estimators.smc"), "MESSAGE_ELEMENTS", 1)
-        monkeypatch.setattr(importlib.import_module("seqq.estimators.smc"), "ROW_ELEMENTS", 1)
+        monkeypatch.setattr(importlib.import_module("seqq.estimators.driver"), "MESSAGE_VALUES", 1)
+        monkeypatch.setattr(importlib.import_module("seqq.estimators.methods.smc"), "rows_within",
+                            lambda width: 1)
     model = make()
     return seqq.estimate_many(model, HISTORIES, QUERIES, method, seed=0, surrogate=model,
                               **options), model
@@ -173,7 +173,7 @@ def test_a_budget_is_spent_in_rounds_through_the_trie():
 def test_messages_are_computed_once_per_surrogate_and_query(monkeypatch):
     """A second call with the same surrogate and queries reads the cached messages (and gives
     the same estimates); another surrogate object computes its own."""
-    twisted_module = importlib.import_module("seqq.estimators.twisted")
+    twisted_module = importlib.import_module("seqq.estimators.engine.twist")
     computed = []
     backward = twisted_module.backward_messages
     monkeypatch.setattr(twisted_module, "backward_messages",

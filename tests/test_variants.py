@@ -15,7 +15,7 @@ from conftest import compose_sweep, tiny_overrides
 from result_frames import panel_rows, results
 
 from seqq.errors import ConfigError
-from seqq.estimators.twisted import DISTILL_SYMBOLS
+from seqq.estimators.surrogates import DISTILL_SYMBOLS
 from seqq.experiments import method_runs as runs_module
 from seqq.experiments import sweep
 from seqq.experiments.method_runs import MethodRun, Surrogate, method_runs, with_surrogates

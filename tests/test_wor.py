@@ -111,7 +111,7 @@ def test_truncated_gumbel_over_half_the_row_conditions_every_value():
     """With k over half the row (30 of 40) every value comes back in symbol order, each
     Gumbel(logits) perturbation conditioned on the row's maximum being the bound (Kool et al.
     2019, App. B), from float64 noise over the whole row."""
-    from seqq.estimators.trie import _top_truncated_gumbel
+    from seqq.estimators.engine.trie import _top_truncated_gumbel
 
     generator = torch.Generator().manual_seed(0)
     logits = torch.randn(5, 40, generator=generator, dtype=torch.float64)
@@ -133,7 +133,7 @@ def test_truncated_gumbel_over_half_the_row_conditions_every_value():
 def test_truncated_gumbel_top_k_is_conditioned_sorted_and_distinct():
     """Below half the row only the top k come back: decreasing, the first one the bound,
     distinct symbols, never a ruled-out symbol while enough others are left."""
-    from seqq.estimators.trie import _top_truncated_gumbel
+    from seqq.estimators.engine.trie import _top_truncated_gumbel
 
     generator = torch.Generator().manual_seed(0)
     logits = torch.randn(50, 400, generator=generator, dtype=torch.float64)
@@ -159,7 +159,7 @@ def test_top_perturbed_draws_plackett_luce_orders_and_a_gumbel_maximum():
     """The top-k of logits + Gumbel noise, drawn top-down through blocks of symbols, has the
     law of independent noise on every symbol: ordered pairs follow Plackett–Luce
     p(i) p(j) / (1 − p(i)), and the largest key is Gumbel(logsumexp(logits))."""
-    from seqq.estimators.trie import BlockLogits, _block_width, _top_perturbed
+    from seqq.estimators.engine.trie import BlockLogits, _block_width, _top_perturbed
 
     logits = torch.tensor([[1.5, -math.inf, 0.2, -1.0, 0.7, -math.inf, -0.3, 0.0]],
                           dtype=torch.float64)
@@ -183,7 +183,7 @@ def test_top_perturbed_draws_plackett_luce_orders_and_a_gumbel_maximum():
 def test_top_perturbed_on_a_wide_row_matches_float64_noise():
     """On a 3 000-symbol row with a near-flat bulk and a shorter last block, the first and the
     k-th key have the same law as under float64 noise for every symbol (two-sample KS)."""
-    from seqq.estimators.trie import BlockLogits, _block_width, _top_perturbed
+    from seqq.estimators.engine.trie import BlockLogits, _block_width, _top_perturbed
 
     generator = torch.Generator().manual_seed(0)
     logits = 0.01 * torch.randn(1, 3000, generator=generator, dtype=torch.float64)
@@ -205,7 +205,7 @@ def test_top_perturbed_on_a_wide_row_matches_float64_noise():
 def test_top_perturbed_with_fewer_live_symbols_than_k():
     """Three live symbols (one in the shorter last block) and k = 5: the three come first,
     then −inf; empty blocks are never opened ahead of live ones."""
-    from seqq.estimators.trie import BlockLogits, _block_width, _top_perturbed
+    from seqq.estimators.engine.trie import BlockLogits, _block_width, _top_perturbed
 
     logits = torch.full((6, 67), -math.inf, dtype=torch.float64)
     logits[:, [5, 40, 66]] = torch.tensor([0.3, -2.0, 1.0], dtype=torch.float64)

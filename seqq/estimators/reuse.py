@@ -8,11 +8,11 @@ from collections.abc import Sequence
 
 import torch
 
-from seqq.estimators.batch import prepare
-from seqq.estimators.categorical import Categorical
+from seqq.estimators.engine.batch import prepare
+from seqq.estimators.engine.categorical import Categorical
+from seqq.estimators.engine.rollout import conditional, restrict
+from seqq.estimators.engine.summary import segment_mean
 from seqq.estimators.estimate import Estimate
-from seqq.estimators.rollout import conditional, restrict
-from seqq.estimators.summary import segment_mean
 from seqq.models.protocol import SequenceModel
 from seqq.queries import Symbols, Vocabulary, hitting_time
 

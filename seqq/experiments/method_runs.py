@@ -19,15 +19,15 @@ from seqq.api import check_method
 from seqq.data import SequenceDataset
 from seqq.errors import ConfigError, QueryError
 from seqq.estimators import METHODS
-from seqq.estimators.twisted import distill_surrogate, fit_surrogate
+from seqq.estimators.surrogates import distill_surrogate, fit_surrogate
 from seqq.models import SequenceModel
 
 # What `surrogate:` may name in a sweep: an HPYP n-gram of `order` n (null: the largest whose
 # table fits) fitted on the training split (`hpyp`, `fit_surrogate`) or on samples of the
 # sweep's model (`distilled`, `distill_surrogate`: no data needed, its calls paid once).
 SURROGATE_KINDS = ("hpyp", "distilled")
-# Methods that cannot run without a surrogate get this one unless the config names one.
-DEFAULT_SURROGATE = {"twisted": "hpyp"}
+# What a method that cannot run without a surrogate gets unless the config names one.
+DEFAULT_SURROGATE = "hpyp"
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,8 @@ def _run(key: str, label: str, method: str, given: Mapping[str, Any]) -> MethodR
     """A run of `method` with the configured options `given` (at `key`): `surrogate: hpyp` and
     its `order` become a `Surrogate` to fit; every other option goes to the method as is."""
     options = dict(given)
-    kind = options.pop("surrogate", None) or DEFAULT_SURROGATE.get(method)
+    required = METHODS[method].surrogate == "required"
+    kind = options.pop("surrogate", None) or (DEFAULT_SURROGATE if required else None)
     order = options.pop("order", None)
     if kind is None and order is not None:
         raise ConfigError(f"{key}.order sets a surrogate's order; add {key}.surrogate=hpyp")

@@ -25,12 +25,13 @@ from tqdm.auto import tqdm
 
 import seqq
 from seqq.errors import BudgetError, ConfigError
+from seqq.estimators.registry import budget_setter
 from seqq.experiments.gt_cache import GroundTruthCache, NoGroundTruth, digest
 from seqq.experiments.method_runs import MethodRun
 from seqq.experiments.query_specs import QuerySpec
 from seqq.experiments.schema import (
-    BUDGET_FROM_HYBRID,
     BUDGET_FROM_SAMPLES,
+    BUDGET_FROM_SETTER,
     CONTEXT,
     KEY,
     NO_BUDGET,
@@ -45,8 +46,8 @@ from seqq.experiments.store import PartStore
 from seqq.ground_truth import GroundTruth
 from seqq.models import SequenceModel
 
-BUDGET_SETTER = "hybrid"
-# the hybrid's calls per query, level and repeat, in one context
+BUDGET_SETTER = budget_setter().name  # its calls at S samples are the others' budget
+# the budget setter's calls per query, level and repeat, in one context
 BUDGET_KEY = (*QUERY, "budget_level", "repeat")
 
 
@@ -222,7 +223,7 @@ class SweepRunner:
     def _budget_rule(self, level: int) -> str:
         if level <= 0:
             return NO_BUDGET
-        return BUDGET_FROM_HYBRID if BUDGET_SETTER in self.runs else BUDGET_FROM_SAMPLES
+        return BUDGET_FROM_SETTER if BUDGET_SETTER in self.runs else BUDGET_FROM_SAMPLES
 
     def _estimate(self, specs: list[QuerySpec], method: str, level: int, repeat: int,
                   budgets: list[int | None], truths: Mapping[tuple, GroundTruth | None],

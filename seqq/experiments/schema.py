@@ -14,6 +14,8 @@ from typing import Any
 
 import pandas as pd
 
+from seqq.estimators.registry import budget_setter
+
 # what determines a model's answer, a query, and a row (the store keeps one row per KEY): the
 # budget rule is part of it, as the same S is another budget with or without the hybrid
 CONTEXT = ("dataset", "model", "temperature")
@@ -23,7 +25,8 @@ KEY = (*CONTEXT, *QUERY, "method", "options", "budget_level", "budget_rule", "re
 KEY_DEFAULTS = {"repeat": 0}
 
 # how a budget level S became a per-query model-call budget (`budget_rule` column)
-BUDGET_FROM_HYBRID = "hybrid"  # the hybrid ran with S tail samples; its calls are the budget
+BUDGET_FROM_SETTER = budget_setter().name  # the budget setter (the hybrid) ran with S samples;
+# its calls are the budget
 BUDGET_FROM_SAMPLES = "samples"  # no hybrid: the calls of S IS samples, 1 + S·(K−1)
 NO_BUDGET = "none"  # level 0: each method runs on its own options
 
@@ -44,7 +47,7 @@ class ResultRow:
     base_method: str  # the seqq method that ran (= method unless a labelled variant)
     options: str  # JSON of the options it ran with, sorted keys
     budget_level: int  # S
-    budget_rule: str  # BUDGET_FROM_HYBRID | BUDGET_FROM_SAMPLES | NO_BUDGET
+    budget_rule: str  # BUDGET_FROM_SETTER | BUDGET_FROM_SAMPLES | NO_BUDGET
     budget_calls: float  # the model-call budget the method got (its own calls when none)
     repeat: int  # which of the sweep's `sweep.repeats` independent runs (its own seed and budget)
     synthetic: bool  # the dataset was the synthetic stand-in

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from seqq.experiments.schema import BUDGET_FROM_HYBRID, BUDGET_FROM_SAMPLES, NO_BUDGET
+from seqq.experiments.schema import BUDGET_FROM_SAMPLES, BUDGET_FROM_SETTER, NO_BUDGET
 from seqq.reports import frontier, tables
 from seqq.reports.figures import FIGURES
 from seqq.reports.plotting import NotApplicable, save
@@ -25,7 +25,7 @@ QUERY_KINDS = {
     "a_before_b": "`a_before_b`: p(τ(A) < τ(B), τ(A) ≤ K), A occurs before B within K steps",
 }
 BUDGET_RULES = {
-    BUDGET_FROM_HYBRID: "**budget: hybrid** — the hybrid runs with S tail samples, and its "
+    BUDGET_FROM_SETTER: "**budget: hybrid** — the hybrid runs with S tail samples, and its "
                         "model calls on a query are every other method's budget on that query",
     BUDGET_FROM_SAMPLES: "**budget: samples** — no hybrid in the sweep: every method gets the "
                          "model calls of S importance samples, 1 + S·(K − 1) per query",

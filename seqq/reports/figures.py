@@ -24,6 +24,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
+from seqq.estimators.registry import paper_methods
 from seqq.reports import frontier
 from seqq.reports.plotting import (
     NotApplicable,
@@ -38,7 +39,6 @@ from seqq.reports.plotting import (
 )
 from seqq.reports.tables import PANEL, Panel, finite, panels, unaccounted_summary
 
-PAPER_METHODS = ("hybrid", "importance", "beam")  # the scatter plots' methods (Fig. 7-9)
 PANELS_PER_ROW = 3  # panels per row where a figure with one row of panels would grow too wide
 
 
@@ -198,7 +198,7 @@ def scatter(results: pd.DataFrame) -> dict[str, Figure]:
 def _scatter_panel(block: pd.DataFrame, title: str, level: int,
                    colors: dict[str, str]) -> Figure:
     ks = _spread(sorted(block.K.unique()), 5)
-    methods = sorted(set(block.method) & set(PAPER_METHODS)) or sorted(block.method.unique())
+    methods = sorted(set(block.method) & set(paper_methods())) or sorted(block.method.unique())
     fig, axes = grid(len(methods) + 1, len(ks), size=(3.0, 2.7))
     for j, k in enumerate(ks):
         at_k = block[block["K"] == k]

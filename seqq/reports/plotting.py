@@ -23,22 +23,22 @@ from matplotlib.ticker import (  # noqa: E402
     NullLocator,
 )
 
-STYLE = {"hybrid": "C0", "importance": "C1", "beam": "C2", "uniform": "C3", "naive": "C4",
-         "coverage_beam": "C5", "tail_beam": "C6", "exact": "k"}
-
+from seqq.estimators.registry import METHODS  # noqa: E402
 
 SPARE = ("C7", "C8", "C9", "indigo", "goldenrod", "teal", "black", "slategray", "lime",
-         "saddlebrown", "magenta", "navy")  # distinct from each other and from STYLE's, except
-# black (exact's), which only a seventh extra method gets: the frontier's, which plots no `exact`
+         "saddlebrown", "magenta", "navy")  # distinct from each other and from the registered
+# colours, except black (exact's), which only a seventh extra method gets: the frontier's, which
+# plots no `exact`
 
 
 def method_colors(methods: Iterable[str]) -> dict[str, str]:
-    """One colour per method, the same in every panel of a figure: the paper's methods keep
-    theirs; any other method (a labelled variant such as `smc_twisted`, or a method with several
-    option sets) takes a spare colour in name order."""
-    others = sorted(set(methods) - set(STYLE))
+    """One colour per method, the same in every panel of a figure: a method with a registered
+    colour (`Method.color`) keeps it; any other (a labelled variant such as `smc_twisted`, a
+    method without one) takes a spare colour in name order."""
+    style = {m.name: m.color for m in METHODS.values() if m.color}
+    others = sorted(set(methods) - set(style))
     spare = [SPARE[i % len(SPARE)] for i in range(len(others))]
-    return {**STYLE, **dict(zip(others, spare, strict=True))}
+    return {**style, **dict(zip(others, spare, strict=True))}
 
 
 class NotApplicable(Exception):

@@ -15,46 +15,51 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 import torch
 from torch import Tensor
 
-from seqq.estimators.allowance import Charge
-from seqq.estimators.batch import Batch
-from seqq.estimators.categorical import Categorical
-from seqq.estimators.estimate import Estimate
-from seqq.estimators.montecarlo import ROW_ELEMENTS, draw_in_rounds
-from seqq.estimators.rollout import (
+from seqq.estimators.engine.allowance import Charge
+from seqq.estimators.engine.batch import Batch
+from seqq.estimators.engine.budget import draw_in_rounds
+from seqq.estimators.engine.categorical import Categorical
+from seqq.estimators.engine.memory import rows_within
+from seqq.estimators.engine.rollout import (
     Paths,
     charge_steps,
     restrict,
     step_unfinished,
 )
-from seqq.estimators.summary import BranchResult, segment_mean, to_estimates
+from seqq.estimators.engine.summary import BranchResult, segment_mean
+from seqq.estimators.method import POSITIVE, Answer, Budgets, Method, Options, option
 
 Weight = Literal["mixture", "klm"]
 
 
-def mixture(batch: Batch, budgets: Sequence[int] | None, samples: int | None = None
-            ) -> list[Estimate]:
+@dataclass(frozen=True)
+class PartSampleOptions(Options):
+    samples: int | None = option(None, POSITIVE, "samples per part of the union (1000)")
+
+
+def mixture(batch: Batch, budgets: Budgets, options: PartSampleOptions, twist: None) -> Answer:
     """Multiple importance sampling with the balance heuristic: `samples` paths from each
     part's restricted proposal q_i (stratified, α_i = 1/J), each weighted
     p(x) / Σ_j q_j(x) per part; the task's estimate sums its parts' means, which is
     J · mean p(x) / Σ_j q_j(x) over all its paths. Unbiased; weights are at most J·p/q_i ≤ J."""
-    return _union_estimate(batch, budgets, samples, "mixture")
+    return _union_estimate(batch, budgets, options.samples, "mixture")
 
 
-def klm(batch: Batch, budgets: Sequence[int] | None, samples: int | None = None
-        ) -> list[Estimate]:
+def klm(batch: Batch, budgets: Budgets, options: PartSampleOptions, twist: None) -> Answer:
     """Karp–Luby–Madras importance sampling: Σ_i mean over `samples` paths x ~ q_i of
     (p(x)/q_i(x)) / N(x), N(x) the number of parts containing x. Unbiased: each path of the
     union is counted once in total, whichever parts hold it."""
-    return _union_estimate(batch, budgets, samples, "klm")
+    return _union_estimate(batch, budgets, options.samples, "klm")
 
 
 def _union_estimate(batch: Batch, budgets: Sequence[int] | None, samples: int | None,
-                    weight: Weight) -> list[Estimate]:
+                    weight: Weight) -> Answer:
     """Draw per part in `draw_in_rounds`' rounds, priced at the task's longest part (a path
     runs until all parts are decided), and sum the parts' mean weights per task."""
     N = len(batch.branch_task)
@@ -63,11 +68,10 @@ def _union_estimate(batch: Batch, budgets: Sequence[int] | None, samples: int | 
     priced = dataclasses.replace(batch, lengths=longest[batch.branch_task])
     siblings, column = _sibling_table(batch)
     row_branch, paths = draw_in_rounds(
-        priced, budgets, samples, weight,
+        priced, budgets, samples,
         lambda rows, charge: _draw(batch, rows, siblings, column, weight, charge))
     log_value, variance, count = segment_mean(paths.log_weight, row_branch, N)
-    return to_estimates(batch, weight, BranchResult(log_value, variance, count.long(), None),
-                        False)
+    return Answer(BranchResult(log_value, variance, count.long(), None))
 
 
 def _sibling_table(batch: Batch) -> tuple[Tensor, Tensor]:
@@ -84,7 +88,7 @@ def _sibling_table(batch: Batch) -> tuple[Tensor, Tensor]:
 def _draw(batch: Batch, row_branch: Tensor, siblings: Tensor, column: Tensor,
           weight: Weight, charge: Charge | None) -> Paths:
     """Roll out every row from its part's proposal, in memory-bounded chunks."""
-    chunk = max(1, ROW_ELEMENTS // (batch.vocab_size * max(1, siblings.shape[1])))
+    chunk = rows_within(batch.vocab_size * max(1, siblings.shape[1]))
     return Paths.cat([_walk(batch, row_branch[part], siblings, column, weight,
                             None if charge is None else charge.select(part))
                       for part in torch.arange(len(row_branch)).split(chunk)])
@@ -159,3 +163,13 @@ def _weigh(log_p: Tensor, log_ratio: Tensor, inside: Tensor, own: Tensor, weight
         log_w = -own_ratio - inside.sum(1).double().log()
     log_w = torch.where(alive, log_w, -torch.inf)
     return Paths(log_p, log_p + torch.where(alive, own_ratio, 0.0), log_w, alive)
+
+
+METHODS = (
+    Method("mixture", mixture, PartSampleOptions,
+           "a union too large to compile (`Q.union(..., compile=False)`): per-part proposals, "
+           "balance-heuristic MIS", "yes", by_part=True),
+    Method("klm", klm, PartSampleOptions,
+           "a union too large to compile: per-part proposals, Karp–Luby–Madras weights", "yes",
+           by_part=True),
+)

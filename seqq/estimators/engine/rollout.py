@@ -15,9 +15,9 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from seqq.estimators.allowance import Charge
-from seqq.estimators.batch import Batch
-from seqq.estimators.categorical import (
+from seqq.estimators.engine.allowance import Charge
+from seqq.estimators.engine.batch import Batch
+from seqq.estimators.engine.categorical import (
     Categorical,
     Domain,
     Excluded,
@@ -26,9 +26,9 @@ from seqq.estimators.categorical import (
     outside_filled,
     unshifted_rows,
 )
-from seqq.estimators.distinct import distinct
-from seqq.estimators.summary import group_logsumexp
-from seqq.models.batching import every_row_in_order
+from seqq.estimators.engine.distinct import distinct
+from seqq.estimators.engine.summary import group_logsumexp
+from seqq.models.batching import every_row_in_order, map_row_chunks
 from seqq.models.protocol import State
 
 Policy = Literal["proposal", "uniform", "model"]
@@ -229,3 +229,18 @@ def _uniform_draw(batch: Batch, nodes: Tensor, log_counts: Tensor) -> tuple[Tens
     at = at.to(device)
     drawn = choice.sample(batch.generator, at)
     return drawn, below[at, drawn] - choice.log_total()[at]
+
+
+def sample_rows(batch: Batch, row_branch: Tensor, policy: Policy,
+                charge: Charge | None = None) -> Paths:
+    """Roll out every row from the root of its branch, in row chunks sized for the device
+    (which also bound memory; `seqq.models.batching`). With a `charge`, calls are paid in
+    draw order (rows past their task's cut stop unaccepted)."""
+    def run(part: Tensor) -> Paths:
+        rows = row_branch[part]
+        tasks = batch.branch_task[rows].to(batch.device)
+        state = batch.counter.select(batch.root_state, tasks)
+        return rollout(batch, batch.branch_root[rows], batch.root_log_probs[tasks], state,
+                       policy, None if charge is None else charge.select(part))
+
+    return Paths.cat(map_row_chunks(batch.counter, torch.arange(len(row_branch)), run))

@@ -14,17 +14,17 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from seqq.estimators.batch import Batch
-from seqq.estimators.categorical import (
+from seqq.estimators.engine.batch import Batch
+from seqq.estimators.engine.categorical import (
     Domain,
     block_maxima,
     few_allowed,
     outside_filled,
     row_counts,
 )
-from seqq.estimators.rollout import conditional, domain_log_mass, restrict
-from seqq.estimators.selection import top_k
-from seqq.estimators.summary import group_logsumexp
+from seqq.estimators.engine.rollout import conditional, domain_log_mass, restrict
+from seqq.estimators.engine.selection import top_k
+from seqq.estimators.engine.summary import group_logsumexp
 from seqq.models.protocol import State
 
 

@@ -15,28 +15,35 @@ of calls per query needs.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from seqq.errors import BudgetError
-from seqq.estimators.batch import Batch, tree_calls
-from seqq.estimators.estimate import Estimate
-from seqq.estimators.rollout import domain_log_mass
-from seqq.estimators.summary import BranchResult, group_logsumexp, to_estimates
+from seqq.estimators.engine.batch import Batch, tree_calls
+from seqq.estimators.engine.memory import rows_within
+from seqq.estimators.engine.rollout import domain_log_mass
+from seqq.estimators.engine.summary import BranchResult, group_logsumexp
+from seqq.estimators.method import POSITIVE, Answer, Budgets, Method, Options, option
 from seqq.models.counting import OwnedState
 
-CHUNK_ELEMENTS = 2**24  # rows × V per expansion step
 DEFAULT_MAX_CALLS = 10_000_000
 
 
-def exact(batch: Batch, budgets=None, max_calls: int = DEFAULT_MAX_CALLS) -> list[Estimate]:
+@dataclass(frozen=True)
+class ExactOptions(Options):
+    max_calls: int = option(DEFAULT_MAX_CALLS, POSITIVE, "refuse a query costing more calls")
+
+
+def exact(batch: Batch, budgets: Budgets, options: ExactOptions, twist: None) -> Answer:
     """Exact p(Q) and H(q) for every task by enumeration. Its cost is known in advance, so a
     query that would need more than `max_calls` model calls is refused instead of hanging."""
+    max_calls = options.max_calls
     cost = tree_calls(batch)
     if (cost > max_calls).any():
         worst = cost.max().item()
-        raise BudgetError(f"exact enumeration of this query costs {worst:.3g} model calls, more "
+        raise BudgetError(f"enumerating this query costs {worst:.3g} model calls, more "
                           f"than max_calls={max_calls:,}; use an estimator (e.g. 'importance' or "
                           f"'hybrid') or pass a larger max_calls=")
     N = len(batch.branch_task)
@@ -49,8 +56,7 @@ def exact(batch: Batch, budgets=None, max_calls: int = DEFAULT_MAX_CALLS) -> lis
                    [batch.counter.select(batch.root_state, tasks)], zero, zero.clone(),
                    log_value, entropy)
     no_gap = torch.full_like(log_value, -math.inf)
-    return to_estimates(batch, "exact", BranchResult(log_value, None, None, entropy, log_value,
-                                                     no_gap), False)
+    return Answer(BranchResult(log_value, None, None, entropy, log_value, no_gap))
 
 
 def _enumerate(batch: Batch, branch: Tensor, nodes: Tensor, log_probs: Tensor,
@@ -85,10 +91,15 @@ def _enumerate(batch: Batch, branch: Tensor, nodes: Tensor, log_probs: Tensor,
         return
     sizes = torch.tensor([len(state.owners) for state in states])
     starts = sizes.cumsum(0) - sizes
-    chunk = max(1, CHUNK_ELEMENTS // batch.vocab_size)
+    chunk = rows_within(batch.vocab_size)
     for r, t in zip(rows.split(chunk), tokens.split(chunk), strict=True):
         source = torch.searchsorted(starts, r, right=True) - 1  # r is sorted: so is its source
         child_probs, child_states = batch.counter.step_parts(
             states, t.to(device), (r - starts[source]).to(device), source)
         _enumerate(batch, branch[r], children[r, t], child_probs, child_states, *joint(r, t),
                    log_value, entropy)
+
+
+METHODS = (Method("exact", exact, ExactOptions,
+                  "enumeration of Q, refused above `max_calls` (the cost is known in advance)",
+                  "exact", "= value", certain_bounds=True, color="k"),)

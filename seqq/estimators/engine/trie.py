@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING, Literal
 import torch
 from torch import Tensor
 
-from seqq.estimators.allowance import NO_CUT, Charge
-from seqq.estimators.batch import Batch
-from seqq.estimators.categorical import (
+from seqq.estimators.engine.allowance import NO_CUT, Charge
+from seqq.estimators.engine.batch import Batch
+from seqq.estimators.engine.categorical import (
     Categorical,
     Domain,
     block_sums,
@@ -40,16 +40,16 @@ from seqq.estimators.categorical import (
     logsumexp_,
     unshifted_rows,
 )
-from seqq.estimators.distinct import distinct
-from seqq.estimators.rollout import conditional
-from seqq.estimators.row_blocks import RowBlocks
-from seqq.estimators.selection import top_k
-from seqq.estimators.summary import group_logsumexp
-from seqq.estimators.twisted import twist_rows
+from seqq.estimators.engine.distinct import distinct
+from seqq.estimators.engine.rollout import conditional
+from seqq.estimators.engine.row_blocks import RowBlocks
+from seqq.estimators.engine.selection import top_k
+from seqq.estimators.engine.summary import group_logsumexp
+from seqq.estimators.engine.twist import twist_rows
 from seqq.models.counting import OwnedState
 
 if TYPE_CHECKING:
-    from seqq.estimators.twisted import Messages
+    from seqq.estimators.engine.twist import Messages
 
 Policy = Literal["proposal", "residual"]
 RESIDUAL_FLOOR = 2.0**-100  # float32 residual weights summing below this are redone in float64

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from seqq.estimators.categorical import Categorical
+from seqq.estimators.engine.categorical import Categorical
 
 
 def resample_groups(log_weights: Tensor, sizes: Tensor, draws: Tensor,

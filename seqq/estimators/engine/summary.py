@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from seqq.estimators.batch import Batch
+from seqq.estimators.engine.batch import Batch
 from seqq.estimators.estimate import Estimate
 
 
@@ -91,3 +91,8 @@ def group_logsumexp(values: Tensor, group: Tensor, num_groups: int) -> Tensor:
     total = torch.zeros(num_groups, dtype=torch.float64).index_add_(
         0, group, torch.exp(values - safe[group]))
     return total.log() + safe
+
+
+def log_one_minus(log_x: Tensor) -> Tensor:
+    """log(1 − x) for x = exp(log_x) ≤ 1; −inf where x ≥ 1."""
+    return torch.log(-torch.expm1(log_x.clamp_max(0))).nan_to_num(nan=-math.inf)

@@ -16,147 +16,63 @@ the exact weight p/q̃ = Π_k Z_k / β_{k+1}(next(c_k, x_k)), Z_k = Σ_{x ∈ V_
 β_{k+1}(next(c_k, x)): unbiased for any surrogate, zero variance when the surrogate is the model.
 On a query lattice β is per lattice node (the automaton's state says what is left to satisfy).
 
-The twist is used by: `twisted` (importance sampling from q̃ through the prefix trie, so shared
-prefixes cost nothing), `wor` and `hindsight_gumbel` with `surrogate=` (their trie draws from
-q̃), and `smc` / `randomized_beam` with `surrogate=` (their particles and beams).
+The twist is a property of the proposal: the driver builds the messages once per task group and
+hands them to every method that takes a surrogate (`twisted`, `hybrid`, `wor`, `smc`,
+`randomized_beam`); the prefix trie, SMC's particles and the beams read them through
+`Messages.log_values` / `SurrogateTwist`.
 """
 
 from __future__ import annotations
 
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-import numpy as np
 import torch
 from torch import Tensor
 
 from seqq.errors import QueryError
-from seqq.estimators.batch import Batch, subset
-from seqq.estimators.estimate import Estimate
+from seqq.estimators.engine.batch import Batch
+from seqq.estimators.engine.memory import values_within
 from seqq.models.automaton import ContextAutomaton
-from seqq.models.hpyp import HPYPModel, indexable
 from seqq.models.markov import MarkovModel
-from seqq.models.protocol import SequenceModel
-from seqq.models.sampling import sample_continuations
 from seqq.queries import Query
 from seqq.queries.lattice import Lattice
 
-MESSAGE_ELEMENTS = 2**25  # float64 message values held at once (256 MB); more run in task groups
+FLOAT64_BYTES = 8
 CACHE_ELEMENTS = 2**27  # message values kept between calls (`MessageCache`, 1 GB): a sweep chunk's
 # queries (64 at K ≤ 11 with the 154k contexts of a distilled Shakespeare surrogate) all fit
-STEP_ELEMENTS = 2**24  # nodes × C × V gathered at once by one DP step
 LOG_FLOOR = -69.0  # log twists are clipped at 1e-30 of a step's largest: a surrogate that rules a
 # path out must not stop the proposal from drawing it, or the estimate would lose that path's mass
-DEFAULT_ORDER = 5  # HPYP order of `fit_surrogate`: 4 symbols of context
-SURROGATE_TABLE = 2**27  # largest C × V table `fit_surrogate` picks an order for (C counted)
-DISTILL_SYMBOLS = 4_000_000  # symbols `distill_surrogate` samples (4× tiny Shakespeare)
-DISTILL_ROWS = 2_000  # sequences it samples side by side (DISTILL_SYMBOLS / rows steps each)
 
 
-def fit_surrogate(sequences: Sequence[Sequence[int]], vocab: Sequence[str],
-                  order: int | None = None, skip_first: bool = True) -> ContextAutomaton:
-    """The twist's surrogate, fitted in seconds: an HPYP model with Kneser–Ney seating (an
-    interpolated-KN n-gram) of `order` n ≥ 2. `order=None` takes the largest n ≤ DEFAULT_ORDER
-    whose table C × V stays within SURROGATE_TABLE entries (C = 1 + the distinct runs of
-    fewer than n symbols in `sequences`); when not even a bigram fits (GPT-2's vocabulary) it
-    is i.i.d., whose flat twist makes `twisted` plain importance sampling. `skip_first`: each
-    sequence starts with a `<BOS>` that is conditioned on, never predicted."""
-    V = len(vocab)
-    if order is not None:
-        return HPYPModel.fit(sequences, vocab, order, skip_first=skip_first)
-    for n in range(DEFAULT_ORDER, 1, -1):
-        if indexable(V, n) and (1 + sum(_distinct_ngrams(sequences, L, V)
-                                        for L in range(1, n))) * V <= SURROGATE_TABLE:
-            return HPYPModel.fit(sequences, vocab, n, skip_first=skip_first)
-    return MarkovModel.iid(torch.ones(V))
-
-
-def _distinct_ngrams(sequences: Sequence[Sequence[int]], length: int, V: int) -> int:
-    """How many distinct runs of `length` symbols `sequences` hold (an order-n HPYP keeps one
-    context per run of length < n), or the bound min(V^length, tokens) where counting them
-    exactly would overflow an int64 key."""
-    tokens = sum(len(s) for s in sequences)
-    if (V + 1) ** length >= 2**62:
-        return min(V**length, tokens)
-    flat = np.concatenate([np.append(np.asarray(s, dtype=np.int64), V) for s in sequences])
-    keys = np.zeros(max(len(flat) - length + 1, 0), dtype=np.int64)
-    for offset in range(length):  # base-(V+1) numbers; V separates sequences
-        keys = keys * (V + 1) + flat[offset:offset + len(keys)]
-    return int(np.unique(keys).size)
-
-
-def distill_surrogate(model: SequenceModel, vocab: Sequence[str], bos: int | None,
-                      order: int | None = None, symbols: int = DISTILL_SYMBOLS,
-                      seed: int = 0) -> ContextAutomaton:
-    """The twist's surrogate fitted on `symbols` symbols sampled from the model itself (from
-    `<BOS>`, or the empty history without one) instead of on data: counting a model's samples
-    estimates the n-gram closest to the *model* in KL, its own habits included, and needs no
-    training data (a Hugging Face model's user rarely has it). It costs `symbols` model calls,
-    once per model (`info["model_calls"]`); seeded. On the authors' Shakespeare LSTM it cut
-    `twisted`'s median RAE at K = 7 and 320 calls from 0.081 (fitted on data) to 0.051
-    (docs/decisions.md §19)."""
-    starts = [[bos] if bos is not None else [] for _ in range(DISTILL_ROWS)]
-    steps = -(-symbols // DISTILL_ROWS)
-    drawn = sample_continuations(model, starts, steps, torch.Generator().manual_seed(seed))
-    first = torch.tensor(starts, dtype=torch.long).reshape(DISTILL_ROWS, int(bos is not None))
-    surrogate = fit_surrogate(torch.cat([first, drawn], 1).tolist(), vocab, order,
-                              skip_first=bos is not None)
-    if isinstance(surrogate, HPYPModel):
-        surrogate.info.update(distilled_symbols=DISTILL_ROWS * steps,
-                              model_calls=DISTILL_ROWS * steps)
-    return surrogate
-
-
-def with_surrogate(batch: Batch, budgets: Sequence[int] | None, surrogate: ContextAutomaton,
-                   method: str, run: Callable[[Batch, Sequence[int] | None, Messages],
-                                              list[Estimate]]) -> list[Estimate]:
-    """Run a twisted method on `batch` in task groups whose messages fit in memory:
-    `run(part, its budgets, its messages)` per group, estimates in task order."""
-    check_surrogate(batch, surrogate, method)
-    estimates: list[Estimate] = []
-    for tasks in task_groups(batch, surrogate):
-        part = subset(batch, tasks)
-        part_budgets = None if budgets is None else [budgets[t] for t in tasks.tolist()]
-        estimates += run(part, part_budgets, Messages.of(part, surrogate))
-    return estimates
-
-
-def check_surrogate(batch: Batch, surrogate: ContextAutomaton | None, method: str) -> None:
-    if surrogate is None:
-        raise QueryError(f"method {method!r} needs surrogate=<ContextAutomaton>; fit one on "
-                         "training sequences with seqq.estimators.twisted.fit_surrogate("
-                         "sequences, vocab)")
+def check_surrogate(batch: Batch, surrogate: object) -> None:
+    """A surrogate must be an exact context model over the model's symbols."""
     if not isinstance(surrogate, ContextAutomaton):
-        raise QueryError(f"{method}: the surrogate must be a ContextAutomaton (HPYPModel, "
-                         f"MarkovModel), got {type(surrogate).__name__}")
+        raise QueryError(f"the surrogate must be a ContextAutomaton (HPYPModel, MarkovModel), "
+                         f"got {type(surrogate).__name__}")
     if surrogate.vocab_size != batch.vocab_size:
         raise QueryError(f"the surrogate has {surrogate.vocab_size} symbols but the model has "
                          f"{batch.vocab_size}; fit it on sequences of the model's vocabulary")
 
 
-def message_cells(batch: Batch, surrogate: ContextAutomaton) -> int:
-    """Message values the batch's lattice needs: nodes × C."""
-    return batch.lattice.num_nodes * surrogate.num_contexts
-
-
-def task_groups(batch: Batch, surrogate: ContextAutomaton) -> list[Tensor]:
-    """Consecutive tasks whose lattices' messages (nodes × C values) take about
-    `MESSAGE_ELEMENTS` at most; usually one group (tasks asking one query share its nodes)."""
+def message_loads(batch: Batch, surrogate: ContextAutomaton) -> Tensor:
+    """[T] message values (lattice nodes × C) each task adds to a group: a query's messages
+    count once, at the first task asking it (tasks asking one query share its nodes)."""
     lattice = batch.lattice
     nodes_per_query = torch.bincount(lattice.query, minlength=len(lattice.roots))
     query_of_task = torch.zeros(batch.num_tasks, dtype=torch.long)
     query_of_task[batch.branch_task] = lattice.query[batch.branch_root]
-    # a query's messages are counted at the first task asking it
     first_task = torch.full((len(lattice.roots),), batch.num_tasks).scatter_reduce(
         0, query_of_task, torch.arange(batch.num_tasks), reduce="amin")
-    first_use = torch.zeros(batch.num_tasks, dtype=torch.long)
+    loads = torch.zeros(batch.num_tasks, dtype=torch.long)
     asked = first_task < batch.num_tasks
-    first_use[first_task[asked]] = nodes_per_query[asked] * surrogate.num_contexts
-    bucket = (torch.cumsum(first_use, 0) - first_use) // MESSAGE_ELEMENTS
-    sizes = torch.unique_consecutive(bucket, return_counts=True)[1]
-    return list(torch.arange(batch.num_tasks).split(sizes.tolist()))
+    loads[first_task[asked]] = nodes_per_query[asked] * surrogate.num_contexts
+    return loads
+
+
+MESSAGE_VALUES = values_within(FLOAT64_BYTES)  # message values one task group may hold
 
 
 def twist_rows(values: Tensor, rows: Tensor) -> Tensor:
@@ -307,7 +223,7 @@ def backward_messages(probs: Tensor, next_context: Tensor, lattice: Lattice, hel
     beta = torch.ones(len(held), C, dtype=torch.float64, device=device)
     open_nodes = held[~lattice.free[held]]
     depths = lattice.depth[open_nodes]
-    chunk = max(1, STEP_ELEMENTS // (C * lattice.vocab_size))
+    chunk = max(1, values_within(FLOAT64_BYTES) // (C * lattice.vocab_size))
     for d in torch.unique(depths).flip(0).tolist():
         for nodes in open_nodes[depths == d].split(chunk):
             children = local[lattice.child_table(nodes).clamp_min(0)].to(device)  # [n, V]

@@ -1,11 +1,5 @@
-"""Sampling without replacement over Q through the prefix trie (UniqueRandomizer, 004), and the
-sum-and-sample estimator (001 Eq. 4) that the hybrid shares.
-
-Sum-and-sample: a head S of distinct paths of Q is summed exactly, and the rest is importance
-sampled from the residual q(· | ∉ S):  p̂ = p(S) + (1 − q(S)) · mean p(x)/q(x),  x ~ q(· | ∉ S).
-It is unbiased for *any* head, however it was chosen (beam search for the hybrid, WOR draws
-here), because the tail draws are fresh given S. When S exhausts Q the estimate is exact. The
-head also gives bounds that hold with certainty: p(S) ≤ p(Q) ≤ p(S) + 1 − q(S) (Thm. 1).
+"""Sampling without replacement over Q through the prefix trie (UniqueRandomizer, 004) and the
+sum-and-sample estimator over its draws (`engine/sum_and_sample.py`).
 
 `wor` grows its head with batched WOR rounds (stochastic beam search over the trie's residual
 masses), then draws the tail; `hindsight_gumbel` spends everything on WOR draws and weights
@@ -17,61 +11,36 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from seqq.errors import BudgetError, QueryError
-from seqq.estimators.batch import Batch
-from seqq.estimators.draws import Draws, affordable, cost_per_draw, iid_draws
-from seqq.estimators.estimate import Estimate
-from seqq.estimators.summary import (
-    BranchResult,
-    group_logsumexp,
-    segment_average,
-    segment_mean,
-    to_estimates,
+from seqq.errors import QueryError
+from seqq.estimators.engine.batch import Batch
+from seqq.estimators.engine.budget import (
+    Draws,
+    affordable,
+    cannot_buy,
+    cost_per_draw,
+    iid_draws,
 )
-from seqq.estimators.trie import Trie
-from seqq.estimators.twisted import Messages, with_surrogate
-from seqq.models.automaton import ContextAutomaton
+from seqq.estimators.engine.sum_and_sample import combine, head_plus_tail
+from seqq.estimators.engine.summary import BranchResult, group_logsumexp, to_estimates
+from seqq.estimators.engine.trie import Trie
+from seqq.estimators.engine.twist import Messages
+from seqq.estimators.method import (
+    OPEN_UNIT,
+    POSITIVE,
+    Answer,
+    Budgets,
+    Method,
+    Options,
+    option,
+)
 
 DEFAULT_WOR_SAMPLES = 100
 DEFAULT_MAX_CALLS = 1_000_000
-
-
-def log_one_minus(log_x: Tensor) -> Tensor:
-    """log(1 − x) for x = exp(log_x) ≤ 1; −inf where x ≥ 1."""
-    return torch.log(-torch.expm1(log_x.clamp_max(0))).nan_to_num(nan=-math.inf)
-
-
-def head_plus_tail(trie: Trie, budgets: Sequence[int] | None, samples: int | Tensor | None,
-                   log_head: Tensor, head_entropy: Tensor,
-                   too_small: Callable[[int], str], active: Tensor | None = None
-                   ) -> BranchResult:
-    """p(S) + R·mean w over tail draws from the trie's residual (S already removed from it).
-
-    `log_head` is log p(S) per branch, `head_entropy` Σ_{x∈S} −q log q; R = the root's
-    residual mass. Branches whose residual is empty are exact (variance 0); only `active`
-    branches (default all) draw."""
-    log_rest = trie.root_residual()
-    eligible = torch.isfinite(log_rest) if active is None else torch.isfinite(log_rest) & active
-    draws = iid_draws(trie, budgets, samples, "residual", eligible, too_small)
-    return _combine(log_head, head_entropy, log_rest, draws)
-
-
-def _combine(log_head: Tensor, head_entropy: Tensor, log_rest: Tensor, draws: Draws
-             ) -> BranchResult:
-    """The sum-and-sample estimate per branch from its head sums and its tail draws."""
-    N = len(log_head)
-    log_tail, var_tail, count = segment_mean(draws.log_w, draws.row_branch, N)
-    has_tail = count > 0
-    log_value = torch.where(has_tail, torch.logaddexp(log_head, log_rest + log_tail), log_head)
-    variance = torch.where(has_tail, var_tail * torch.exp(2 * log_rest), 0.0)
-    tail_entropy = segment_average(-draws.log_q, draws.row_branch, N)
-    entropy = head_entropy + torch.where(has_tail, log_rest.exp() * tail_entropy, 0.0)
-    return BranchResult(log_value, variance, count.long(), entropy, log_head, log_rest)
 
 
 def _grow_head(trie: Trie, draws_per_branch: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -81,8 +50,8 @@ def _grow_head(trie: Trie, draws_per_branch: Tensor) -> tuple[Tensor, Tensor, Te
     return depths, leaves, branch
 
 
-def _wor_rounds(trie: Trie, budgets: Sequence[int] | None, samples: int | None,
-                method: str) -> list[tuple[Tensor, Tensor, Tensor]]:
+def _wor_rounds(trie: Trie, budgets: Sequence[int] | None, samples: int | None
+                ) -> list[tuple[Tensor, Tensor, Tensor]]:
     """WOR rounds: `samples` draws per query in one round, or, with a budget, rounds that
     each draw what the calls left pay for at full price (`samples` then caps the draws)."""
     batch = trie.batch
@@ -94,8 +63,7 @@ def _wor_rounds(trie: Trie, budgets: Sequence[int] | None, samples: int | None,
     m = affordable(budgets, batch, cost)
     if (m < 1).any():
         t = int((m < 1).nonzero()[0])
-        raise BudgetError(f"{method}: a budget of {int(budgets[t])} model calls cannot buy one "
-                          f"sample (that needs {1 + int(cost[t])}); raise the budget")
+        raise cannot_buy(int(budgets[t]), 1 + int(cost[t]))
     rounds, drawn = [], torch.zeros_like(m)
     cap = torch.full_like(m, samples) if samples is not None else None
     while (m > 0).any() and (cost > 0).any():
@@ -122,9 +90,18 @@ def _head_sums(trie: Trie, rounds: list[tuple[Tensor, Tensor, Tensor]], N: int
     return log_head, entropy
 
 
-def wor(batch: Batch, budgets: Sequence[int] | None, samples: int | None = None,
-        tail_samples: int | None = None, rel_tol: float | None = None,
-        surrogate: ContextAutomaton | None = None) -> list[Estimate]:
+@dataclass(frozen=True)
+class WorOptions(Options):
+    samples: int | None = option(None, POSITIVE, "WOR draws per query for the head (100)")
+    tail_samples: int | None = option(None, POSITIVE, "i.i.d. tail draws (as many as samples)")
+    rel_tol: float | None = option(None, OPEN_UNIT, "run until this relative standard error")
+
+    def check_with(self, method: str, twisted: bool) -> None:
+        if twisted and self.rel_tol is not None:
+            raise QueryError(f"{method}: rel_tol and surrogate cannot be combined")
+
+
+def wor(batch: Batch, budgets: Budgets, options: WorOptions, twist: Messages | None) -> Answer:
     """Sum-and-sample over a WOR head: p(S) + (1 − q(S))·mean w, tail drawn from q(· | ∉ S).
 
     Options: `samples` WOR draws per query for the head (default 100) and `tail_samples`
@@ -139,26 +116,19 @@ def wor(batch: Batch, budgets: Sequence[int] | None, samples: int | None = None,
     below it, the head exhausts Q, or the budget (default 10^6 calls) is spent; stopping on
     the observed error makes that mode a (slightly biased) surrogate, as adaptive IS is.
 
-    `surrogate` draws head and tail from the twisted proposal q̃ (twisted.py) instead of q:
-    the same estimator with q̃'s masses, still unbiased. No bounds or entropy are reported
-    then: 1 − q̃(S) does not bound p(Q∖S), as 1 − q(S) does, since q̃ ≥ p fails off the twist.
+    With a twist, head and tail are drawn from the twisted proposal q̃ instead of q: the same
+    estimator with q̃'s masses, still unbiased.
     """
-    if surrogate is not None:
-        if rel_tol is not None:
-            raise QueryError("wor: rel_tol and surrogate cannot be combined")
-        return with_surrogate(batch, budgets, surrogate, "wor", lambda part, b, m: _wor(
-            part, b, samples, tail_samples, m))
-    if rel_tol is not None:
-        if not 0 < rel_tol < 1:
-            raise QueryError(f"wor: rel_tol must lie in (0, 1), got {rel_tol}")
+    if options.rel_tol is not None:
         limit = torch.as_tensor(list(budgets) if budgets is not None
                                 else [DEFAULT_MAX_CALLS] * batch.num_tasks)
-        return wor_until(batch, rel_tol, limit, draws=samples or DEFAULT_WOR_SAMPLES)[0]
-    return _wor(batch, budgets, samples, tail_samples, None)
+        return Answer(wor_until(batch, options.rel_tol, limit,
+                                draws=options.samples or DEFAULT_WOR_SAMPLES)[0])
+    return _wor(batch, budgets, options.samples, options.tail_samples, twist)
 
 
 def _wor(batch: Batch, budgets: Sequence[int] | None, samples: int | None,
-         tail_samples: int | None, messages: Messages | None) -> list[Estimate]:
+         tail_samples: int | None, messages: Messages | None) -> Answer:
     trie = Trie(batch, messages)
     N = len(batch.branch_task)
     if budgets is None:
@@ -169,14 +139,12 @@ def _wor(batch: Batch, budgets: Sequence[int] | None, samples: int | None,
         rounds = _adaptive_head(trie, budgets)
     log_head, head_entropy = _head_sums(trie, rounds, N)
     result = head_plus_tail(trie, budgets, tail_samples, log_head, head_entropy, lambda t: (
-        f"wor: a budget of {int(budgets[t])} model calls leaves none for a tail sample after "
-        "the first head round; raise the budget"))
+        f"a budget of {int(budgets[t])} model calls leaves none for a tail sample after "
+        "the first head round; raise the budget (budget=)"))
     head_sizes = torch.bincount(torch.cat([r[2] for r in rounds]) if rounds else
                                 torch.zeros(0, dtype=torch.long), minlength=N)
     extras = [{"head_size": int(head_sizes[b].sum())} for b in batch.task_branches()]
-    if messages is not None:
-        result = replace(result, entropy=None, log_lower=None, log_gap=None)
-    return to_estimates(batch, "wor", result, False, extras)
+    return Answer(result, extras=extras)
 
 
 def _adaptive_head(trie: Trie, budgets: Sequence[int]) -> list[tuple[Tensor, Tensor, Tensor]]:
@@ -239,8 +207,14 @@ def _exclusive_prefix_and_suffix(log_p: Tensor, log_q: Tensor, branch: Tensor,
     return before.log(), suffix[group, column].log()
 
 
-def hindsight_gumbel(batch: Batch, budgets: Sequence[int] | None, samples: int | None = None,
-                     repeats: int = 1) -> list[Estimate]:
+@dataclass(frozen=True)
+class HindsightOptions(Options):
+    samples: int | None = option(None, POSITIVE, "WOR draws per query (100)")
+    repeats: int = option(1, POSITIVE, "Gumbels κ averaged (repeated HGE)")
+
+
+def hindsight_gumbel(batch: Batch, budgets: Budgets, options: HindsightOptions,
+                     twist: None) -> Answer:
     """The Hindsight Gumbel Estimator (004) over WOR draws s_1..s_n: Σ p(s_i)/q_κ(s_i),
     q_κ(s) = 1 − exp(−q(s)·e^{−κ}), where κ is the (n+1)-th Gumbel of the sampling process,
     drawn in hindsight from the residual masses R_0 = 1, R_1, …, R_n:
@@ -248,12 +222,9 @@ def hindsight_gumbel(batch: Batch, budgets: Sequence[int] | None, samples: int |
     (repeated HGE). Options: `samples` draws per query (default 100), or all the budget's
     calls in WOR rounds. Exact once the draws exhaust Q; bounds [p(S), p(S) + 1 − q(S)].
     """
-    if repeats < 1:
-        raise QueryError(f"hindsight_gumbel: repeats must be ≥ 1, got {repeats}")
     trie = Trie(batch)
     N = len(batch.branch_task)
-    depths, leaves, branch = _in_order(_wor_rounds(trie, budgets, samples,
-                                                   "hindsight_gumbel"))
+    depths, leaves, branch = _in_order(_wor_rounds(trie, budgets, options.samples))
     log_p = trie.node_values(depths, leaves, "log_p")
     log_q = trie.node_values(depths, leaves, "log_q")
     log_head = group_logsumexp(log_p, branch, N)
@@ -263,7 +234,7 @@ def hindsight_gumbel(batch: Batch, budgets: Sequence[int] | None, samples: int |
     count = torch.bincount(branch, minlength=N)
     generator = batch.generator
     values = []
-    for _ in range(repeats):
+    for _ in range(options.repeats):
         e0 = _exponential(N, generator)  # E_0 / R_0 with R_0 = 1
         ei = _exponential(len(branch), generator)
         inv = torch.where(torch.isneginf(log_R), math.inf, ei * torch.exp(-log_R))
@@ -273,8 +244,7 @@ def hindsight_gumbel(batch: Batch, budgets: Sequence[int] | None, samples: int |
         values.append(torch.zeros(N, dtype=torch.float64).index_add_(0, branch, terms))
     value = torch.stack(values).mean(0)
     log_value = torch.where(count > 0, value.log(), -math.inf)
-    result = BranchResult(log_value, None, count, None, log_head, trie.root_residual())
-    return to_estimates(batch, "hindsight_gumbel", result, False)
+    return Answer(BranchResult(log_value, None, count, None, log_head, trie.root_residual()))
 
 
 def _exponential(n: int, generator: torch.Generator) -> Tensor:
@@ -283,7 +253,7 @@ def _exponential(n: int, generator: torch.Generator) -> Tensor:
 
 
 def wor_until(batch: Batch, rel_tol: float, max_calls: int | Tensor, draws: int = 100,
-              on_stage: Callable[[int], None] | None = None) -> tuple[list[Estimate], Tensor]:
+              on_stage: Callable[[int], None] | None = None) -> tuple[BranchResult, Tensor]:
     """Sum-and-sample in doubling stages on one trie until each task's relative standard error
     is below `rel_tol`, its head exhausts Q (exact), or its calls reach `max_calls`.
 
@@ -294,7 +264,8 @@ def wor_until(batch: Batch, rel_tol: float, max_calls: int | Tensor, draws: int 
     a third, the head is frozen and the method becomes importance sampling from the residual
     (high-entropy queries, where WOR draws rarely pay). Stopping on the observed error makes
     this a surrogate (slightly biased, like adaptive IS). Returns each task's estimate and
-    whether it met the target; `on_stage(done)` reports progress (tasks finished so far)."""
+    whether it met the target (per branch; `to_estimates` sums them per task);
+    `on_stage(done)` reports progress (tasks finished so far)."""
     trie = Trie(batch)
     N, T = len(batch.branch_task), batch.num_tasks
     task = batch.branch_task
@@ -302,7 +273,8 @@ def wor_until(batch: Batch, rel_tol: float, max_calls: int | Tensor, draws: int 
     active = torch.ones(T, dtype=torch.bool)
     frozen = torch.zeros(T, dtype=torch.bool)
     met = torch.zeros(T, dtype=torch.bool)
-    final: list[Estimate | None] = [None] * T
+    final: BranchResult | None = None
+    per_task = batch.task_branches()
     rounds: list[tuple[Tensor, Tensor, Tensor]] = []
     tails: list[tuple[int, Draws]] = []
     head_stage = torch.zeros(N, dtype=torch.long)  # tail draws older than this are stale
@@ -313,8 +285,7 @@ def wor_until(batch: Batch, rel_tol: float, max_calls: int | Tensor, draws: int 
         count = torch.where(active, room.clamp_max(draws * 2 ** min(stage, 30)), 0)
         if stage == 0 and (count < 1).any():
             t = int((count < 1).nonzero()[0])
-            raise BudgetError(f"wor: {int(limit[t])} model calls cannot pay for one head and one "
-                              f"tail draw (that needs {1 + 2 * int(cost[t])}); raise the budget")
+            raise cannot_buy(int(limit[t]), 1 + 2 * int(cost[t]), "one head and one tail draw")
         active &= (count > 0) & ((room >= draws) | (stage == 0))  # no dribbling stages
         if not active.any():
             break
@@ -333,11 +304,12 @@ def wor_until(batch: Batch, rel_tol: float, max_calls: int | Tensor, draws: int 
         current = Draws(*(torch.cat([getattr(d, f)[keep] for d, keep in valid])
                           for f in ("row_branch", "log_w", "log_q")))
         log_head, head_entropy = _head_sums(trie, rounds, N)
-        result = _combine(log_head, head_entropy, log_rest, current)
+        result = combine(log_head, head_entropy, log_rest, current)
         estimates = to_estimates(batch, "wor", result, False)
+        final = result if final is None else _updated(final, result, torch.cat(
+            [per_task[t] for t in active.nonzero().flatten().tolist()]))
         for t in active.nonzero().flatten().tolist():
             e = estimates[t]
-            final[t] = e
             exact = e.stderr == 0.0
             precise = e.stderr is not None and e.value > 0 and e.stderr < rel_tol * e.value
             if exact or precise or e.value == 0.0:
@@ -347,3 +319,22 @@ def wor_until(batch: Batch, rel_tol: float, max_calls: int | Tensor, draws: int 
         if on_stage is not None:
             on_stage(int((~active).sum()))
     return final, met  # type: ignore[return-value]
+
+
+def _updated(final: BranchResult, result: BranchResult, branches: Tensor) -> BranchResult:
+    """`final` with the entries of `branches` taken from `result` (a stage's estimate)."""
+    for name in ("log_value", "variance", "samples", "entropy", "log_lower", "log_gap"):
+        getattr(final, name)[branches] = getattr(result, name)[branches]
+    return final
+
+
+WOR = Method(
+    "wor", wor, WorOptions,
+    "sampling without replacement over Q (UniqueRandomizer), sum-and-sample; exact on "
+    "exhaustion", "yes", "p(S), p(S) + 1 − q(S) (untwisted)", surrogate="optional",
+    certain_bounds=True)
+HINDSIGHT_GUMBEL = Method(
+    "hindsight_gumbel", hindsight_gumbel, HindsightOptions,
+    "Hindsight-Gumbel estimator over WOR draws, single or repeated", "yes",
+    "p(S), p(S) + 1 − q(S)", certain_bounds=True)
+METHODS = (WOR, HINDSIGHT_GUMBEL)

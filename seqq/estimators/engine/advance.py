@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from seqq.estimators.batch import Batch
-from seqq.estimators.distinct import distinct
+from seqq.estimators.engine.batch import Batch
+from seqq.estimators.engine.distinct import distinct
 from seqq.models.counting import OwnedState
 
 

@@ -15,7 +15,7 @@ x_k is drawn. Resampling follows particles likely to complete the query, not onl
 prefix is likely. The weights telescope to twisted IS's p/q̃, so the estimate stays unbiased.
 
 Particles on one prefix are identical (same state, same weight), so they are stored once, as a
-row with a count, and the model is called once per distinct prefix of a task (frontier.py).
+row with a count, and the model is called once per distinct prefix of a task (engine/advance.py).
 Resampling and extension use systematic sampling (resample.py), which keeps each expected count
 exact.
 """
@@ -23,89 +23,73 @@ exact.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from seqq.errors import QueryError
-from seqq.estimators.batch import Batch, prefix_reach
-from seqq.estimators.categorical import Categorical
-from seqq.estimators.estimate import Estimate
-from seqq.estimators.frontier import extend
-from seqq.estimators.resample import resample_groups
-from seqq.estimators.rollout import gather_rows, split_ending
-from seqq.estimators.search import widths_for_budget
-from seqq.estimators.summary import BranchResult, group_logsumexp, to_estimates
-from seqq.estimators.twisted import (
-    MESSAGE_ELEMENTS,
-    Messages,
-    SurrogateTwist,
-    check_surrogate,
-    message_cells,
-    twist_rows,
+from seqq.estimators.engine.advance import extend
+from seqq.estimators.engine.batch import Batch, prefix_reach
+from seqq.estimators.engine.budget import particles_within, widths_for_budget
+from seqq.estimators.engine.categorical import Categorical
+from seqq.estimators.engine.memory import consecutive_groups, rows_within
+from seqq.estimators.engine.resample import resample_groups
+from seqq.estimators.engine.rollout import gather_rows, split_ending
+from seqq.estimators.engine.summary import BranchResult, group_logsumexp
+from seqq.estimators.engine.twist import Messages, SurrogateTwist, twist_rows
+from seqq.estimators.method import (
+    FRACTION,
+    POSITIVE,
+    Answer,
+    Budgets,
+    Method,
+    Options,
+    option,
 )
-from seqq.models.automaton import ContextAutomaton
 
 DEFAULT_PARTICLES = 1000
 DEFAULT_ESS_THRESHOLD = 0.5
-ROW_ELEMENTS = 2**26  # particles × V per group of branches run together: bounds memory
 
 
-def smc(batch: Batch, budgets: Sequence[int] | None, particles: int | None = None,
-        ess_threshold: float = DEFAULT_ESS_THRESHOLD,
-        surrogate: ContextAutomaton | None = None) -> list[Estimate]:
+@dataclass(frozen=True)
+class SMCOptions(Options):
+    particles: int | None = option(None, POSITIVE, "particles per query (1000); caps a budget's")
+    ess_threshold: float = option(DEFAULT_ESS_THRESHOLD, FRACTION,
+                                  "resample when ESS < this × particles")
+
+
+def smc(batch: Batch, budgets: Budgets, options: SMCOptions, twist: Messages | None) -> Answer:
     """SMC estimate of p(Q) with `particles` per query. With a budget, it starts with the most
     particles whose worst case (one call per particle per step, at most |prefixes| per step) fits
     it, and whenever shared prefixes left calls unspent, splits its particles into more (before
     extending them; `particles` then caps the count, reported as extras["particles"]).
     `ess_threshold` in [0, 1]: 0 never resamples (stratified importance sampling), 1 resamples
     whenever the weights are uneven. stderr is None: SMC has no simple unbiased variance
-    estimate (its particles are dependent); compare replicas instead. `surrogate` (a
-    `ContextAutomaton`, e.g. from `twisted.fit_surrogate`) twists proposal and weights."""
-    if not 0 <= ess_threshold <= 1:
-        raise QueryError(f"smc option ess_threshold must lie in [0, 1], got {ess_threshold!r}")
-    if particles is not None and particles < 1:
-        raise QueryError(f"smc option particles must be a positive integer, got {particles!r}")
-    if surrogate is not None:
-        check_surrogate(batch, surrogate, "smc")
+    estimate (its particles are dependent); compare replicas instead. A twist steers proposal
+    and weights by the surrogate's chance of completing the query."""
+    particles = options.particles
     if budgets is None:
         counts = torch.full((len(batch.branch_task),), particles or DEFAULT_PARTICLES)
     else:
         cap = particles or max(budgets)
-        counts = widths_for_budget(batch, budgets, cap, "smc")
+        counts = widths_for_budget(batch, budgets, cap, "one particle")
     N = len(batch.branch_task)
     log_value = torch.zeros(N, dtype=torch.float64)
     resamplings = torch.zeros(N, dtype=torch.long)
     budget = None if budgets is None else (torch.as_tensor(list(budgets)), cap)
-    cells = 0 if surrogate is None else message_cells(batch, surrogate)
-    for branches in _groups(batch, counts, cells):
+    per_task = batch.task_branches()
+    loads = [int(counts[b].sum()) for b in per_task]
+    for tasks in consecutive_groups(loads, rows_within(batch.vocab_size)):
+        branches = torch.cat([per_task[t] for t in tasks.tolist()])
         if not len(branches):
             continue  # only empty queries here: p = 0
         part = _branches(batch, branches)
-        twist = None if surrogate is None else Messages.of(part, surrogate).rows(
-            torch.arange(len(branches)))
+        rows = None if twist is None else twist.rows(branches)
         log_value[branches], resamplings[branches], counts[branches] = _run(
-            part, counts[branches], ess_threshold, budget, twist)
+            part, counts[branches], options.ess_threshold, budget, rows)
     extras = [{"particles": counts[b].tolist(), "resamplings": resamplings[b].tolist()}
-              for b in batch.task_branches()]
-    return to_estimates(batch, "smc", BranchResult(log_value, None, counts, None), False, extras)
-
-
-def _groups(batch: Batch, counts: Tensor, cells: int) -> list[Tensor]:
-    """Branches of consecutive whole tasks whose particles
-    × V stay under ROW_ELEMENTS and whose twist messages (`cells` per branch) under
-    MESSAGE_ELEMENTS, at least one task per group."""
-    groups, current, load, held = [], [], 0, 0
-    limit = max(1, ROW_ELEMENTS // batch.vocab_size)
-    for branches in batch.task_branches():
-        task_load, task_cells = int(counts[branches].sum()), cells * len(branches)
-        if current and (load + task_load > limit or held + task_cells > MESSAGE_ELEMENTS):
-            groups.append(torch.cat(current))
-            current, load, held = [], 0, 0
-        current.append(branches)
-        load, held = load + task_load, held + task_cells
-    return [*groups, torch.cat(current)] if current else groups
+              for b in per_task]
+    return Answer(BranchResult(log_value, None, counts, None), extras=extras)
 
 
 def _branches(batch: Batch, branches: Tensor) -> Batch:
@@ -162,7 +146,7 @@ def _run(batch: Batch, particles: Tensor, ess_threshold: float,
         source = source[live.to(device)]
         guide, twist = _keep(guide, twist, live)
         if budget is not None:
-            more = _affordable(batch, reach, budget, depth, branch, particles)
+            more = particles_within(batch, reach, *budget, depth, branch, particles)
             if (more > particles).any():
                 count = _split(branch, count, particles, more, batch.generator)
                 particles = more
@@ -201,27 +185,6 @@ def _keep(guide: Tensor | None, twist: SurrogateTwist | None, rows: Tensor
     return twist_rows(guide, rows.to(guide.device)), twist.select(rows)
 
 
-def _affordable(batch: Batch, reach: Tensor, budget: tuple[Tensor, int], depth: int,
-                branch: Tensor, particles: Tensor) -> Tensor:
-    """The most particles per branch (≤ cap, ≥ now; one number per task) whose worst-case calls
-    from here on fit what is left of each task's budget: P particles evaluate at most
-    min(P, undecided prefixes of length j) prefixes of each length j > depth."""
-    budgets, cap = budget
-    ahead = reach[:, depth + 1:]
-    tasks, task_of = torch.unique(batch.branch_task, return_inverse=True)
-    left = (budgets[tasks] - batch.counter.calls[tasks]).double()
-    low = torch.zeros(len(tasks), dtype=particles.dtype).scatter_reduce(
-        0, task_of, particles, reduce="amax")
-    high = torch.full_like(low, cap).maximum(low)
-    while (low < high).any():  # largest count whose worst case fits, per task
-        mid = (low + high + 1) // 2
-        calls = torch.minimum(ahead, mid[task_of, None].double()).sum(-1)
-        fits = torch.zeros(len(tasks), dtype=torch.float64).index_add_(0, task_of, calls) <= left
-        low = torch.where(fits & (low < high), mid, low)
-        high = torch.where(~fits & (low < high), mid - 1, high)
-    return low[task_of]
-
-
 def _split(branch: Tensor, count: Tensor, particles: Tensor, more: Tensor,
            generator: torch.Generator) -> Tensor:
     """Spread `more` particles over each branch's rows ∝ their counts (systematically), keeping
@@ -250,3 +213,8 @@ def _resample(branch: Tensor, count: Tensor, log_w: Tensor, resample: Tensor, pa
     count[rows], log_w[rows] = new_count, 0.0
     return count, log_w
 
+
+METHODS = (Method(
+    "smc", smc, SMCOptions,
+    "SMC on q (or on the twisted proposal) with ESS-triggered systematic resampling", "yes",
+    surrogate="optional"),)

@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from seqq.errors import QueryError
-from seqq.estimators.categorical import Domain, Excluded
+from seqq.estimators.engine.categorical import Domain, Excluded
 from seqq.models.counting import CallCounter, OwnedState
 from seqq.models.protocol import SequenceModel
 from seqq.queries import Query

@@ -9,7 +9,7 @@ tower property the last depth's exact sum Σ_b ŵ(b)·p(V_K | b) is unbiased for
 `sampled` = 0 this is top-K beam search (a lower bound, no longer unbiased); with `top` = 0 it
 is sequential importance resampling at every step. All tasks' queries run level by level
 together, one batched model call per depth, like beam.py; nodes on one prefix share its call
-(frontier.py). A symbol that decides the query ends its path: its mass is summed exactly.
+(engine/advance.py). A symbol that decides the query ends its path: its mass is summed exactly.
 
 With a `surrogate`, candidates are ranked and drawn by ŵ(c)·ψ(c) instead, ψ(c) = β_{k+1} of c's
 surrogate state (twisted.py's backward messages): the beam keeps the prefixes likely to
@@ -22,48 +22,52 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from seqq.errors import BudgetError, QueryError
-from seqq.estimators.batch import Batch, subset, tree_calls
-from seqq.estimators.beam import TopB, best_candidates
-from seqq.estimators.categorical import Categorical, Domain, row_counts, without
-from seqq.estimators.estimate import Estimate
-from seqq.estimators.frontier import extend
-from seqq.estimators.resample import resample_groups
-from seqq.estimators.rollout import gather_rows, restrict, split_ending
-from seqq.estimators.search import widths_for_budget
-from seqq.estimators.summary import BranchResult, group_logsumexp, to_estimates
-from seqq.estimators.twisted import Messages, check_surrogate, task_groups, twist_rows
-from seqq.models.automaton import ContextAutomaton
+from seqq.errors import BudgetError
+from seqq.estimators.engine.advance import extend
+from seqq.estimators.engine.batch import Batch, tree_calls
+from seqq.estimators.engine.beam_search import TopB, best_candidates
+from seqq.estimators.engine.budget import widths_for_budget
+from seqq.estimators.engine.categorical import Categorical, Domain, row_counts, without
+from seqq.estimators.engine.resample import resample_groups
+from seqq.estimators.engine.rollout import gather_rows, restrict, split_ending
+from seqq.estimators.engine.summary import BranchResult, group_logsumexp
+from seqq.estimators.engine.twist import Messages, twist_rows
+from seqq.estimators.method import (
+    NON_NEGATIVE,
+    Answer,
+    Budgets,
+    Method,
+    Options,
+    option,
+)
 
 DEFAULT_TOP = 5
 DEFAULT_SAMPLED = 5
 
 
-def randomized_beam(batch: Batch, budgets: Sequence[int] | None, top: int | None = None,
-                    sampled: int | None = None, surrogate: ContextAutomaton | None = None
-                    ) -> list[Estimate]:
+@dataclass(frozen=True)
+class RandomizedBeamOptions(Options):
+    top: int | None = option(None, NON_NEGATIVE, "nodes kept exactly per depth (5)")
+    sampled: int | None = option(None, NON_NEGATIVE, "nodes drawn from the rest per depth (5)")
+
+
+def randomized_beam(batch: Batch, budgets: Budgets, options: RandomizedBeamOptions,
+                    twist: Messages | None) -> Answer:
     """Unbiased p̂ from a beam of `top` exact + `sampled` drawn nodes per depth and query.
     With a budget, the widest beam top + sampled that fits (at most one call per node), split
     as asked (`top` or `sampled` fixes that part) or evenly, drawn part rounded up. stderr is
     None: the kept nodes are dependent draws with no simple variance estimate; use replicas.
-    `surrogate` (a `ContextAutomaton`) steers ranking and drawing by its completion chance."""
-    if (top is not None and top < 0) or (sampled is not None and sampled < 0):
-        raise QueryError(f"randomized_beam options top and sampled must be ≥ 0, got "
-                         f"top={top!r}, sampled={sampled!r}")
-    head, drawn = _split(batch, budgets, top, sampled)
-    if surrogate is None:
-        log_value, sizes = _search(batch, head, drawn, None)
-    else:
-        check_surrogate(batch, surrogate, "randomized_beam")
-        log_value, sizes = _twisted_search(batch, head, drawn, surrogate)
+    A twist steers ranking and drawing by the surrogate's completion chance."""
+    head, drawn = _split(batch, budgets, options.top, options.sampled)
+    log_value, sizes = _search(batch, head, drawn, twist)
     extras = [{"top": head[b].tolist(), "sampled": drawn[b].tolist(),
                "beam_sizes": sizes[b].tolist()} for b in batch.task_branches()]
-    return to_estimates(batch, "randomized_beam", BranchResult(log_value, None, None, None),
-                        bool((drawn == 0).all()), extras)
+    return Answer(BranchResult(log_value, None, None, None), bool((drawn == 0).all()), extras)
 
 
 def _split(batch: Batch, budgets: Sequence[int] | None, top: int | None, sampled: int | None
@@ -75,30 +79,13 @@ def _split(batch: Batch, budgets: Sequence[int] | None, top: int | None, sampled
                 torch.full((N,), DEFAULT_SAMPLED if sampled is None else sampled))
     cap = int(tree_calls(batch).max().item()) if top is None or sampled is None else top + sampled
     if cap < 1:
-        raise BudgetError("randomized_beam: top + sampled must be at least 1 with a budget")
-    width = widths_for_budget(batch, budgets, cap, "randomized_beam")
+        raise BudgetError("top + sampled must be at least 1 with a budget")
+    width = widths_for_budget(batch, budgets, cap)
     if top is not None:
         head = torch.clamp(width, max=top)
         return head, width - head
     drawn = width - width // 2 if sampled is None else torch.clamp(width, max=sampled)
     return width - drawn, drawn
-
-
-def _twisted_search(batch: Batch, top: Tensor, sampled: Tensor, surrogate: ContextAutomaton
-                    ) -> tuple[Tensor, Tensor]:
-    """`_search` steered by the surrogate's messages, in task groups that bound their memory."""
-    N = len(batch.branch_task)
-    log_value = torch.empty(N, dtype=torch.float64)
-    sizes = torch.zeros(N, int(batch.lengths.max()) - 1 if N else 0, dtype=torch.long)
-    per_task = batch.task_branches()
-    for tasks in task_groups(batch, surrogate):
-        part = subset(batch, tasks)
-        branches = torch.cat([per_task[t] for t in tasks.tolist()])
-        value, part_sizes = _search(part, top[branches], sampled[branches],
-                                    Messages.of(part, surrogate))
-        log_value[branches] = value
-        sizes[branches, :part_sizes.shape[1]] = part_sizes
-    return log_value, sizes
 
 
 def _search(batch: Batch, top: Tensor, sampled: Tensor, messages: Messages | None
@@ -192,3 +179,9 @@ def _next_beam(batch: Batch, depth: int, branch: Tensor, log_w: Tensor, log_prob
     order = torch.argsort(node * batch.vocab_size + torch.cat([token, drawn_token.cpu()]))
     return (node[order], torch.cat([token, drawn_token.cpu()])[order],
             torch.cat([head_log_w, drawn_log_w])[order])
+
+
+METHODS = (Method(
+    "randomized_beam", randomized_beam, RandomizedBeamOptions,
+    "randomized beam search: top-K1 kept, K2 sampled from the rest (randomized DP)", "yes",
+    surrogate="optional"),)

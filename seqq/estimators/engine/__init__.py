@@ -1,0 +1,1 @@
+"""Machinery the methods share: batches, budgets, proposals, the prefix trie, twists, summaries."""

@@ -1,0 +1,142 @@
+"""What a method is: one frozen declaration that the whole project reads.
+
+A method is a name, a typed options class (defaults and valid values in one place), a run
+function, and what it can do: answer a union from its parts, take a surrogate twist, return
+bounds that hold with certainty, set the budget of a sweep. The API's validation, the sweep's
+defaults, the reports' baseline and colours and the README's table all derive from these
+declarations (`seqq.estimators.registry`), so adding a method is its module and one line.
+
+A run function gets the prepared `Batch`, the budgets (model calls per task, or None), its
+options and the twist (`Messages` of a surrogate, or None); it returns an `Answer` per branch,
+which the driver (`seqq.estimators.driver`) turns into named `Estimate`s.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from seqq.errors import QueryError
+from seqq.estimators.engine.batch import Batch
+from seqq.estimators.engine.summary import BranchResult
+from seqq.estimators.engine.twist import Messages
+
+SurrogateUse = Literal["none", "optional", "required"]
+Budgets = Sequence[int] | None
+
+
+@dataclass(frozen=True)
+class Check:
+    """A rule an option's value must follow, and how to say so when it does not."""
+
+    holds: Callable[[Any], bool]
+    must: str  # completes "<method> option <name> must …"
+
+
+def is_int(x: object) -> bool:
+    """Integers of any kind (Python, NumPy, 0-d integer tensors), but not bools."""
+    if isinstance(x, bool):
+        return False
+    try:
+        operator.index(x)
+    except TypeError:
+        return False
+    return True
+
+
+def _is_real(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+POSITIVE = Check(lambda v: is_int(v) and v >= 1, "be a positive integer (a count)")
+NON_NEGATIVE = Check(lambda v: is_int(v) and v >= 0, "be an integer ≥ 0")
+UNIT = Check(lambda v: _is_real(v) and 0 < v <= 1, "lie in (0, 1]")
+FRACTION = Check(lambda v: _is_real(v) and 0 <= v <= 1, "lie in [0, 1]")
+OPEN_UNIT = Check(lambda v: _is_real(v) and 0 < v < 1, "lie in (0, 1)")
+
+
+def option(default: Any = None, check: Check | None = None, doc: str = "") -> Any:
+    """An options field: its default, the rule for its values (None passes: "the default"),
+    and one line for the documentation."""
+    return field(default=default, metadata={"check": check, "doc": doc})
+
+
+@dataclass(frozen=True)
+class Options:
+    """Base of every method's options: a frozen dataclass of `option` fields."""
+
+    def check_with(self, method: str, twisted: bool) -> None:
+        """Rules between options, or between an option and a twist (none by default)."""
+
+
+@dataclass(frozen=True)
+class NoOptions(Options):
+    pass
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A run's per-branch result: the driver sums branches into tasks and names them."""
+
+    result: BranchResult
+    is_lower_bound: bool = False
+    extras: list[dict] | None = None  # one per task
+
+
+Run = Callable[[Batch, Budgets, Any, Messages | None], Answer]
+
+
+@dataclass(frozen=True)
+class Method:
+    """One estimator, as the rest of seqq sees it."""
+
+    name: str
+    run: Run
+    options: type[Options]
+    computes: str  # one line for the README's table: what it computes
+    unbiased: str  # "yes", "exact", "lower bound" (README)
+    bounds: str = ""  # what `lower` / `upper` are, if any (README)
+    surrogate: SurrogateUse = "none"  # a twist it takes (`surrogate=`), passed by the driver
+    by_part: bool = False  # answers unions built with `union(..., compile=False)` by parts
+    certain_bounds: bool = False  # `lower` ≤ p ≤ `upper` with certainty (untwisted)
+    sets_budget: bool = False  # its calls at S samples are a sweep's budget per level
+    in_paper: bool = False  # one of the paper's three methods (Fig. 3-11)
+    color: str | None = None  # its colour in every figure (else one from a spare palette)
+
+    def option_names(self) -> list[str]:
+        names = [f.name for f in dataclasses.fields(self.options)]
+        return names + (["surrogate"] if self.surrogate != "none" else [])
+
+    def parse_options(self, given: Mapping[str, Any], twisted: bool = False) -> Options:
+        """The options object for `given` (name → value; None means the default), or a
+        one-line `QueryError` naming the method, the option and what it must be."""
+        allowed = set(self.option_names())
+        unknown = sorted(set(given) - allowed)
+        if unknown:
+            raise QueryError(f"method {self.name!r} takes no option {unknown[0]!r}; it takes "
+                             f"{sorted(allowed) or 'none'}")
+        values = {}
+        for f in dataclasses.fields(self.options):
+            value = given.get(f.name)
+            if value is None:
+                continue
+            check = f.metadata.get("check")
+            if check is not None and not check.holds(value):
+                raise QueryError(f"{self.name} option {f.name} must {check.must}, "
+                                 f"got {value!r}")
+            values[f.name] = value
+        if self.surrogate == "required" and not twisted:
+            raise QueryError(f"method {self.name!r} needs surrogate=<ContextAutomaton>; fit one "
+                             "on training sequences with seqq.estimators.surrogates."
+                             "fit_surrogate(sequences, vocab)")
+        options = self.options(**values)
+        options.check_with(self.name, twisted)
+        return options
+
+    def readme_row(self) -> str:
+        options = ", ".join(f"`{n}`" for n in self.option_names()) or ""
+        return (f"| `{self.name}` | {self.computes} | {self.unbiased} | {self.bounds} | "
+                f"{options} |")

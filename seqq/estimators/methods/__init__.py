@@ -1,0 +1,1 @@
+"""One module per family of methods; each ends with its `METHODS` declarations."""

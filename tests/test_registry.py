@@ -1,0 +1,116 @@
+"""The method registry is the one place a method is declared: every method is held against the
+oracles through it (a new method is tested with no test edit), the README's table is its, the
+layout keeps methods apart from each other, and a toy method added with one line runs through
+the API, a sweep and a report."""
+
+from __future__ import annotations
+
+import ast
+import math
+from pathlib import Path
+
+import pytest
+from conftest import REPO, compose_sweep, tiny_overrides
+from toy_method import TOY
+
+import seqq
+from seqq import queries as Q
+from seqq.estimators import METHODS, register, unregister
+from seqq.estimators.registry import readme_table
+from seqq.experiments import sweep
+from seqq.reports.tables import load_results
+from tests.oracles import random_markov
+
+ESTIMATORS = REPO / "seqq" / "estimators"
+COPIES = 200  # independent estimates of one query, in one batch
+
+
+def _case(method):
+    """(model, history, query, options) every registered method can answer: a union built
+    without compiling for the methods that estimate unions by parts, a count otherwise."""
+    model = random_markov(V=5, seed=3)
+    query = (Q.union(Q.event_at(1, K=2), Q.occurs_within(3, K=4), compile=False)
+             if method.by_part else Q.count(2, n=2, K=4, op=">="))
+    options = {"surrogate": random_markov(V=5, seed=11)} if method.surrogate == "required" else {}
+    return model, [0, 4], query, options
+
+
+@pytest.mark.parametrize("name", list(METHODS))
+def test_every_method_against_the_exact_answer(name: str) -> None:
+    """Exact methods are exact; lower bounds stay below; unbiased ones average to the truth
+    (mean of COPIES independent estimates within 4 standard errors); certain bounds hold."""
+    method = METHODS[name]
+    model, history, query, options = _case(method)
+    truth = seqq.exact(model, history, query)
+    if name == "coverage_beam":
+        estimates = seqq.estimate_many(model, [history] * 3, query, name, seed=0, **options)
+    else:
+        estimates = seqq.estimate_many(model, [history] * COPIES, query, name, budget=60,
+                                       seed=0, **options)
+    values = [e.value for e in estimates]
+    if method.unbiased == "exact":
+        assert values[0] == pytest.approx(truth, rel=1e-6)
+    elif method.unbiased == "lower bound":
+        assert max(values) <= truth * (1 + 1e-6)
+    else:
+        mean = sum(values) / len(values)
+        sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+        assert abs(mean - truth) <= 4 * sd / math.sqrt(len(values)) + 1e-9, (mean, truth, sd)
+    if method.certain_bounds:
+        for e in estimates:
+            assert e.lower <= truth * (1 + 1e-6) and truth <= e.upper * (1 + 1e-6) + 1e-12
+
+
+def test_the_readme_table_is_the_registry() -> None:
+    assert readme_table() in (REPO / "README.md").read_text()
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{a.name}" for a in node.names)
+        elif isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+    return names
+
+
+def test_no_method_module_imports_another_and_the_engine_imports_none() -> None:
+    methods = sorted((ESTIMATORS / "methods").glob("*.py"))
+    for path in [*methods, *sorted((ESTIMATORS / "engine").rglob("*.py"))]:
+        imported = {n for n in _imports(path) if n.startswith("seqq.estimators.methods")}
+        assert imported == set(), f"{path.relative_to(REPO)} imports {sorted(imported)}"
+
+
+def test_estimator_modules_stay_small() -> None:
+    for path in sorted(ESTIMATORS.rglob("*.py")):
+        lines = len(path.read_text().splitlines())
+        assert lines <= 400, f"{path.relative_to(REPO)} has {lines} lines; split it"
+
+
+@pytest.fixture
+def toy():
+    register(TOY)  # the one line that adds a method
+    yield TOY
+    unregister(TOY.name)
+
+
+def test_a_registered_toy_method_runs_through_api_sweep_and_report(toy, tmp_path: Path) -> None:
+    model = random_markov(V=5, seed=3)
+    query = Q.hitting_time(2, K=3)
+    truth = seqq.exact(model, [0], query)
+    one = seqq.estimate(model, [0], query, toy.name, pairs=500, seed=1)
+    assert one.method == toy.name and one.stderr > 0
+    assert abs(one.value - truth) < 5 * one.stderr
+    many = seqq.estimate_many(model, [[0], [1]], query, toy.name, budget=40, seed=1)
+    assert [e.model_calls <= 40 for e in many] == [True, True]
+    with pytest.raises(seqq.QueryError, match="takes no option 'samples'"):
+        seqq.estimate(model, [0], query, toy.name, samples=3)
+    out = sweep.run(compose_sweep(tiny_overrides(tmp_path, "toy", f"estimator.methods=[{toy.name}]",
+                                                 "sweep.report=true")))
+    table = load_results([str(out / "results")])
+    assert set(table.method) == {toy.name} and table.rae.notna().all()
+    summary = (out / "report" / "summary.md").read_text()
+    assert toy.name in summary
