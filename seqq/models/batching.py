@@ -1,16 +1,17 @@
-"""Row chunks sized for the device, so that batching many rows never slows the model down.
+"""Row chunks sized for the device, so that batching many rows keeps each step's memory bounded.
 
 Estimators step thousands of independent rows (samples, beams, many tasks at once). One huge batch
-is not the fastest way to step them: on a CPU a 20 000-row step runs slower per row than twenty
-1 000-row steps (the activations fall out of cache), while a GPU wants the largest batch memory
-allows. Every model step of every estimator goes through `CallCounter.step`, which steps rows
+holds every row's activations and the estimators' [rows, V] work at once; chunks bound that memory.
+On a CPU the fastest batch size depends on the model and the host (docs/performance.md), while a
+GPU wants the largest batch memory allows. Every model step of every estimator goes through
+`CallCounter.step`, which steps rows
 in chunks of `chunk_rows(model)` (`step_in_chunks`), so all estimators get this at once. The
 prefix trie and exact enumeration keep each chunk's new state apart (`step_parts`): joining
 them would copy every new state once more.
 
 The chunk size is a fixed default unless set, so a seeded estimate never depends on a timing:
-`CPU_CHUNK_ROWS` for a network on the CPU (the best size measured for LSTMs of 128 and 512 units,
-benchmarks/RESULTS.md (e)), else the memory cap (a GPU wants the largest batch; a model with no
+`CPU_CHUNK_ROWS` for a network on the CPU (chosen on LSTMs of 128 and 512 units; see
+docs/performance.md#row-chunks), else the memory cap (a GPU wants the largest batch; a model with no
 `device`, such as a Markov or HPYP table, gains nothing from chunks). `measure_chunk_rows` times
 `step` at doubling batch sizes and picks the smallest size within `TOLERANCE` of the best
 throughput; `set_chunk_rows(model, measure_chunk_rows(model).rows)` adopts it.

@@ -65,7 +65,7 @@ class CallCounter:
     def step(self, state: OwnedState, tokens: Tensor, rows: Tensor | None = None
              ) -> tuple[Tensor, OwnedState]:
         """p(· | prefix) of every row, stepped in row chunks sized for the device
-        (`seqq.models.batching`): one huge batch would run slower than chunks on a CPU. With
+        (`seqq.models.batching`), which bound the memory of one step. With
         `rows`, row i continues row rows[i] of `state` (a `select` and a step in one, chunk by
         chunk, never copying the whole selected state). Rows that continue every row of `state`
         in order step it as it is, with no copy (deep in a walk, every sample has its own node)."""

@@ -7,13 +7,13 @@ Two settings, applied once when seqq is imported (`SEQQ_KEEP_FREED_MEMORY=0` tur
 
 1. **glibc's mmap and trim thresholds** raised to `THRESHOLD_BYTES`, so blocks below that stay
    on the heap when freed instead of being unmapped (glibc maps anything over at most 32 MiB
-   by default). Measured on SmolLM2 (V = 49 152, 2-core VM): a copy of [200 × V] float32 ran at
-   1.0 G elements/s by default and 3.8 G elements/s with it (docs/decisions.md §23).
+   by default), so a large-vocabulary step's temporaries are not faulted in afresh at every step
+   (docs/decisions.md §23; measurements in docs/performance.md).
 2. **2 MiB huge pages for tensors of ≥ 2 MiB** (PyTorch's `THP_MEM_ALLOC_ENABLE`). glibc 2.36
    (Debian 12) seldom reuses a freed block for a new 64-byte-aligned one of the same size
-   (glibc bug 14581, fixed in 2.38), so the heap kept serving fresh pages: beam search over
-   4 queries of a GPT-2 with V = 50 257 took 350 000 page faults per estimate, and none with
-   huge pages, running 1.5× as fast (docs/decisions.md §25). PyTorch reads the variable at its
+   (glibc bug 14581, fixed in 2.38), so the heap kept serving fresh pages, which huge pages
+   avoid: freed blocks are then reused (docs/decisions.md §25; measurements in
+   docs/performance.md). PyTorch reads the variable at its
    first CPU allocation, so this takes effect only where seqq is imported before any tensor is
    made (the CLI and benchmarks do so), or where the variable is set in the environment.
 """

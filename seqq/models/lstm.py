@@ -73,7 +73,7 @@ class LSTMModel:
         return torch.log_softmax(logits[:, 0].float(), -1), state
 
     def select(self, state: LSTMState, index: Tensor) -> LSTMState:
-        index = index.to(self.device)  # index_select: ~3× faster than state[0][:, index] on CPU
+        index = index.to(self.device)  # index_select: cheaper than state[0][:, index] on CPU
         return state[0].index_select(1, index), state[1].index_select(1, index)
 
     def concat(self, states: Sequence[LSTMState]) -> LSTMState:

@@ -230,7 +230,7 @@ def _best_blocks(scores: Tensor, branch: Tensor, depth: int, k: int, lengths: Te
     of highest maximum, which hold the branch's best k: each of those blocks holds a candidate
     scoring at least T, the k-th highest block maximum, so the k-th best candidate scores ≥ T
     and every better one lies in a block whose maximum is ≥ T. One max pass over [n, V]
-    replaces a per-node top-k, 10× dearer over GPT-2's vocabulary; an `Excluded` domain only
+    replaces a per-node top-k, much dearer over a large vocabulary; an `Excluded` domain only
     redoes the maxima of the blocks holding its symbols, and a mask of few allowed symbols
     takes none: only their blocks are read. Returns the node of each block [R]
     (CPU, grouped by branch), and its candidates' ranking scores and symbols [R, W] (−inf

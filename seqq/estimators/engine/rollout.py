@@ -76,8 +76,8 @@ def domain_log_mass(log_probs: Tensor, domain: Domain) -> Tensor:
 def log_mass_left(log_probs: Tensor, excluded: Excluded) -> Tensor:
     """log p(V_k | prefix) per row, in the rows' dtype, where V_k excludes a few symbols. A
     model's rows are normalised (`counting.check_log_probs`), so the mass left is 1 − p(the
-    excluded symbols): no exp-and-sum pass over [n, V] (4 ms per 100 rows of GPT-2's
-    vocabulary). Where p(excluded) > ½ the difference would lose digits: those rows are summed.
+    excluded symbols): no exp-and-sum pass over [n, V], a sizeable share of a model step over a
+    large vocabulary. Where p(excluded) > ½ the difference would lose digits: those rows are summed.
     The listed symbols of a row must be distinct (each would count once per listing)."""
     symbols = excluded.symbols
     gone = log_probs.gather(1, symbols.clamp_min(0)).double().exp_().mul_(symbols >= 0).sum(-1)
@@ -103,7 +103,7 @@ def _summed_log_mass(masked: Tensor) -> Tensor:
 def sparse_log_mass(log_probs: Tensor, mask: Tensor) -> Tensor:
     """log p(mask | prefix) per row (CPU, float64; −inf where the mask is empty), for masks of
     a few symbols per row, such as those that end a query: gathering them costs one pass over
-    the bool mask, 5× less than masking and reducing [n, V] floats over GPT-2's vocabulary
+    the bool mask, far less than masking and reducing [n, V] floats over a large vocabulary
     (docs/decisions.md §26). A mask over more than 1/SPARSE_SHARE of the entries is reduced
     densely."""
     if not few_allowed(mask):

@@ -1,8 +1,8 @@
 """The k largest entries of long rows, found among the few above a threshold.
 
 A beam keeps the best B of its B·V candidates every step: a top-k with k ≈ 1 000 over a row of
-≈ 100 000 scores, which torch runs on one core as a partial sort (about 0.8 ms on a 2-core
-CPU, a third of a beam step's own work beside the LSTM-128 model). Most of those scores
+≈ 100 000 scores, which torch runs on one core as a partial sort, a large part of a beam step's
+own work beside a small model (docs/performance.md#beam-search). Most of those scores
 are far below the k-th. A strided sample of the row puts a threshold just below it: the
 entries above the threshold are gathered (k and a few standard deviations more), and torch's
 top-k runs on those alone. The result is exact: where the sample misjudges a row (fewer than
