@@ -1,9 +1,8 @@
 """The model outputs of one trie level, kept as the blocks the model produced them in.
 
 A level gains rows walk by walk (a sweep's walks go through the trie a chunk of rows at a
-time), so a single [r, V] tensor would have to be re-allocated and copied as it grows. For a
-large vocabulary that copy cost more than the model step itself: a GPT-2 (V = 50 257)
-importance sampler spent a third of its time growing levels (docs/decisions.md §26). Blocks
+time), so a single [r, V] tensor would have to be re-allocated and copied as it grows, and over
+a large vocabulary that copy can cost more than the model step that made the rows. Blocks
 are never copied; reads select from each block the rows that live there. Row indices are given
 on the CPU (the trie's bookkeeping lives there), so splitting them by block needs no device
 synchronisation.
