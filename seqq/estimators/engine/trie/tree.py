@@ -13,12 +13,11 @@ from torch import Tensor
 
 from seqq.estimators.engine.allowance import Charge
 from seqq.estimators.engine.batch import Batch
-from seqq.estimators.engine.trie import expansion, residual, walks
+from seqq.estimators.engine.trie import expansion, residual, walks, without_replacement
 from seqq.estimators.engine.trie.levels import Level, empty_level
 from seqq.estimators.engine.trie.proposals import Memo, child_steps, normalisers
 from seqq.estimators.engine.trie.row_blocks import RowBlocks
 from seqq.estimators.engine.trie.walks import Policy
-from seqq.estimators.engine.trie.without_replacement import sample_without_replacement
 
 if TYPE_CHECKING:
     from seqq.estimators.engine.twist import Messages
@@ -141,4 +140,4 @@ class Trie:
     def sample_without_replacement(self, draws: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """`draws[b]` distinct leaves per branch from the residual
         (`without_replacement.sample_without_replacement`): (depth, leaf, branch)."""
-        return sample_without_replacement(self, draws)
+        return without_replacement.sample_without_replacement(self, draws)
