@@ -5,12 +5,20 @@ import math
 
 import pytest
 import torch
-from oracles import WithoutConcat, random_markov, tiny_gpt2, tiny_lstm
+from oracles import PrefixRecording, WithoutConcat, random_markov, tiny_gpt2, tiny_lstm
 
 from seqq import queries as Q
 from seqq.estimators.engine.batch import prepare
-from seqq.estimators.engine.row_blocks import RowBlocks
+from seqq.estimators.engine.categorical import logsumexp_
 from seqq.estimators.engine.trie import Trie
+from seqq.estimators.engine.trie.gumbel import top_per_group, top_truncated_gumbel
+from seqq.estimators.engine.trie.residual import (
+    changed_children,
+    residual_masses,
+    residual_proposal,
+)
+from seqq.estimators.engine.trie.row_blocks import RowBlocks
+from seqq.estimators.engine.trie.without_replacement import top_children
 from seqq.models import MarkovModel
 from seqq.models.batching import set_chunk_rows
 
@@ -149,8 +157,6 @@ def test_wor_draws_never_repeat_across_rounds_and_exhaust_q():
 def test_top_per_group_matches_a_full_sort():
     """The WOR rounds' selection: each group's `count[g]` largest finite values, grouped by g
     and in decreasing order, whatever order the groups arrive in."""
-    from seqq.estimators.engine.trie import _top_per_group
-
     generator = torch.Generator().manual_seed(0)
     for trial in range(50):
         n, groups = 1 + trial * 3, 1 + trial % 4
@@ -161,7 +167,7 @@ def test_top_per_group_matches_a_full_sort():
         expected = [i for g in range(groups) for i in sorted(
             (i for i in range(n) if group[i] == g and math.isfinite(values[i])),
             key=lambda i: -values[i])[:int(count[g])]]
-        assert _top_per_group(values, group, count).tolist() == expected
+        assert top_per_group(values, group, count).tolist() == expected
 
 
 def test_levels_grown_by_many_small_walks_stay_consistent():
@@ -192,6 +198,25 @@ def test_levels_grown_by_many_small_walks_stay_consistent():
         log_probs = level.log_probs.index_select(level.row[open_nodes]).double()
         expected = torch.logsumexp(torch.where(allowed, log_probs, -torch.inf), -1)
         torch.testing.assert_close(level.log_mass[level.row[open_nodes]], expected)
+
+
+def test_each_prefix_costs_one_model_call_whatever_draws_reach_it():
+    """Rounds without replacement, walks from q and walks from the residual share the trie's
+    expanded prefixes: the model evaluates each prefix once (a recording wrapper sees no
+    prefix twice), one evaluation per expanded node, as the batch's counter says; once every
+    prefix of Q's tree is expanded, further draws call the model no more."""
+    model = PrefixRecording(random_markov(3, 1, seed=4))
+    trie = Trie(prepare(model, [[0], [2]], [Q.hitting_time(1, 3)] * 2, seed=0))
+    depths, leaves, _ = trie.sample_without_replacement(torch.tensor([4, 4]))  # every path
+    assert bool((depths == 3).all()) and len(leaves) == 8
+    expanded = sum(int((level.row >= 0).sum()) for level in trie.levels)
+    assert expanded == model.rows == 2 + 2 * (2 + 4) and model.distinct()
+    assert int(trie.batch.task_calls().sum()) == model.rows
+    trie.walk(torch.arange(2).repeat(50))
+    trie.remove([(3, leaves[:3])])
+    trie.walk(torch.arange(2).repeat(50), policy="residual")
+    trie.sample_without_replacement(torch.tensor([2, 2]))
+    assert model.rows == expanded and model.distinct()
 
 
 def test_rows_at_distinct_nodes_draw_from_their_own_node():
@@ -243,8 +268,6 @@ def test_top_children_from_float32_weights_match_the_float64_residual_rows(remov
     the opened blocks' logits. With the same noise that gives the top k of its float64
     residual row: the same symbols, the same keys up to float32 rounding of the weights;
     and a removed leaf is never among them."""
-    from seqq.estimators.engine.trie import _top_truncated_gumbel
-
     model = random_markov(300, 1, seed=5)
     trie = Trie(prepare(model, [[0], [7]], [Q.hitting_time(3, 4)] * 2, seed=0))
     depth, k = 1, 60  # 60 of 150 blocks of 2 symbols are opened
@@ -256,13 +279,13 @@ def test_top_children_from_float32_weights_match_the_float64_residual_rows(remov
         trie.expand(depth + 1, children[:1])
         grandchild = trie.child_nodes(depth + 1, children[:1], torch.tensor([5]))
         trie.remove([(depth + 1, children[1:]), (depth + 2, grandchild)])
-        assert len(trie._changed_children(depth, nodes)[0]) == 9
+        assert len(changed_children(trie, depth, nodes)[0]) == 9
     bound = torch.tensor([-0.5, -2.0, -1.0], dtype=torch.float64)
     trie.batch.generator.manual_seed(11)
-    top, token = trie._top_children(depth, nodes, bound, k)
+    top, token = top_children(trie, depth, nodes, bound, k)
     logits = trie.residual_logits(depth, nodes)
-    expected, expected_token = _top_truncated_gumbel(logits, bound,
-                                                     torch.Generator().manual_seed(11), k)
+    expected, expected_token = top_truncated_gumbel(logits, bound,
+                                                    torch.Generator().manual_seed(11), k)
     assert torch.equal(token, expected_token)
     torch.testing.assert_close(top, expected, rtol=0, atol=1e-5)
     assert not bool(torch.isin(token, torch.tensor([3])).any())  # the hit ends, not allowed
@@ -270,16 +293,24 @@ def test_top_children_from_float32_weights_match_the_float64_residual_rows(remov
         assert not (token[:, None, :] == best[:, 1:, None]).any()  # removed: never drawn
 
 
+def _share_of_changed_children(trie: Trie, depth: int) -> torch.Tensor:
+    """[nodes at depth] the share of each node's q that its changed children (a leaf removed
+    at or below them) hold, from the public node fields."""
+    level, child = trie.levels[depth], trie.levels[depth + 1]
+    changed = trie.removed_below.get(depth + 1, torch.zeros(0, dtype=torch.long))
+    parent = child.parent[changed]
+    return torch.zeros(level.size, dtype=torch.float64).index_add_(
+        0, parent, (child.log_q[changed] - level.log_q[parent]).exp())
+
+
 def test_residual_masses_are_the_sums_of_the_residual_rows():
     """`remove` finds each parent's residual without building its float64 row: q(node) less
     its changed children's share where that share is at most ½, else by sums over the row. It
     must equal log Σ exp of `residual_logits` at every expanded node to 1e-12 relative mass
     (so log values to 1e-12 absolute), over a vocabulary large enough for the excluded-symbol
-    domain, at a root whose domain holds almost no mass (redone from the row), and at nodes
-    all of whose allowed children have been removed (mass exactly 0). Both ways are taken."""
-    from seqq.estimators.engine.categorical import logsumexp_
-    from seqq.models import MarkovModel
-
+    domain, at a root whose domain holds almost no mass, and at nodes all of whose allowed
+    children have been removed (mass exactly 0). Nodes with shares on both sides of ½ are
+    checked, so both ways are taken; the masses `remove` stored are the ones checked."""
     V = 600
     model = MarkovModel(torch.rand(V, V, generator=torch.Generator().manual_seed(0)) + 0.01, 1)
     model.log_table[7] = -800.0  # after symbol 7, the query's excluded symbol 2 takes all but
@@ -289,28 +320,46 @@ def test_residual_masses_are_the_sums_of_the_residual_rows():
     for _ in range(3):
         depths, leaves, _ = trie.sample_without_replacement(torch.tensor([50, 50]))
         trie.remove([(int(d), leaves[depths == d]) for d in torch.unique(depths)])
-    summed, by_sums = [], trie._summed_residual_masses
-
-    def counted_sums(depth: int, nodes: torch.Tensor) -> torch.Tensor:
-        summed.append(len(nodes))
-        return by_sums(depth, nodes)
-
-    trie._summed_residual_masses = counted_sums
-    checked = 0
+    checked, shares = 0, []
     for depth, level in enumerate(trie.levels[:-1]):
         nodes = (level.row >= 0).nonzero().flatten()
         if not len(nodes):
             continue
         expected = logsumexp_(trie.residual_logits(depth, nodes)).cpu()
-        got = trie._residual_masses(depth, nodes)
-        assert torch.equal(torch.isneginf(got), torch.isneginf(expected))
-        finite = torch.isfinite(expected)
-        torch.testing.assert_close(got[finite], expected[finite], rtol=0, atol=1e-12)
+        for got in (residual_masses(trie, depth, nodes), level.log_m[nodes]):
+            assert torch.equal(torch.isneginf(got), torch.isneginf(expected))
+            finite = torch.isfinite(expected)
+            torch.testing.assert_close(got[finite], expected[finite], rtol=0, atol=1e-12)
+        shares.append(_share_of_changed_children(trie, depth)[nodes])
         checked += len(nodes)
     assert checked > 100
-    assert 0 < sum(summed) < checked  # some nodes by their share, some by sums
+    share = torch.cat(shares)
+    assert bool((share > 0.5).any()) and bool(((share > 0) & (share <= 0.5)).any())
+    assert trie.levels[0].log_mass[1] < -700  # the root whose domain holds almost no mass
     # the last step allows only symbol 2: a depth-2 node's one leaf removed leaves it empty
     assert (trie.levels[2].log_m[trie.levels[2].row >= 0] == -math.inf).all()
+
+
+def test_a_residual_beyond_float64_exp_is_summed_from_its_float64_row():
+    """A root whose domain holds e^-800 of p (each of its weights underflows float64's exp)
+    and whose changed children hold over half its q: its residual can be found neither as a
+    difference nor as a sum of unshifted weights, and comes from its float64 residual row,
+    exact and finite."""
+    V = 300
+    model = MarkovModel(torch.ones(V, V), 1)
+    model.log_table[7] = -800.0
+    model.log_table[7, 2] = 0.0
+    trie = Trie(prepare(model, [[7]], [Q.hitting_time(2, 2)], seed=0))  # x1 ≠ 2, then x2 = 2
+    depths, leaves, _ = trie.sample_without_replacement(torch.tensor([200]))
+    assert bool((depths == 2).all()) and len(leaves) == 200
+    trie.remove([(2, leaves)])
+    assert trie.levels[0].log_mass[0] < -745  # below float64 exp's range
+    assert float(_share_of_changed_children(trie, 0)[0]) > 0.5
+    expected = logsumexp_(trie.residual_logits(0, torch.tensor([0]))).cpu()
+    assert math.isfinite(trie.root_residual()[0])
+    torch.testing.assert_close(trie.root_residual(), expected, rtol=0, atol=1e-12)
+    torch.testing.assert_close(trie.root_residual().exp(),
+                               torch.tensor([99 / 299], dtype=torch.float64), rtol=1e-12, atol=0)
 
 
 class _Float32:
@@ -335,8 +384,6 @@ def test_residuals_below_float32_are_drawn_from_float64_rows():
     """After removing a node's dominant child, its other children hold e^-120 of its mass:
     their float32 weights underflow, so its draws and top children come from the float64
     residual row, never from the removed child and never empty."""
-    from seqq.models import MarkovModel
-
     V = 300
     markov = MarkovModel(torch.ones(V, V), 1)
     markov.log_table[7] = -120.0
@@ -345,8 +392,8 @@ def test_residuals_below_float32_are_drawn_from_float64_rows():
     root = torch.tensor([0])
     child = trie.child_nodes(0, root, torch.tensor([9]))
     trie.remove([(1, child)])
-    assert trie._residual(0, root) is None and math.isfinite(trie.root_residual()[0])
-    keys, token = trie._top_children(0, root, torch.zeros(1, dtype=torch.float64), 10)
+    assert residual_proposal(trie, 0, root) is None and math.isfinite(trie.root_residual()[0])
+    keys, token = top_children(trie, 0, root, torch.zeros(1, dtype=torch.float64), 10)
     assert torch.isfinite(keys).all() and not (token == 9).any()
     depths, leaves = trie.walk(torch.zeros(200, dtype=torch.long), policy="residual")
     assert (leaves >= 0).all() and (depths == 3).all()

@@ -10,6 +10,12 @@ from oracles import brute_force, random_markov, tiny_gpt2, tiny_lstm
 import seqq
 from seqq import queries as Q
 from seqq.errors import QueryError
+from seqq.estimators.engine.trie.gumbel import (
+    BlockLogits,
+    block_width,
+    top_perturbed,
+    top_truncated_gumbel,
+)
 
 SEEDS = 240
 
@@ -111,13 +117,12 @@ def test_truncated_gumbel_over_half_the_row_conditions_every_value():
     """With k over half the row (30 of 40) every value comes back in symbol order, each
     Gumbel(logits) perturbation conditioned on the row's maximum being the bound (Kool et al.
     2019, App. B), from float64 noise over the whole row."""
-    from seqq.estimators.engine.trie import _top_truncated_gumbel
 
     generator = torch.Generator().manual_seed(0)
     logits = torch.randn(5, 40, generator=generator, dtype=torch.float64)
     logits[:, ::4] = -math.inf
     bound = torch.randn(5, generator=generator, dtype=torch.float64)
-    top, token = _top_truncated_gumbel(logits, bound, torch.Generator().manual_seed(1), 30)
+    top, token = top_truncated_gumbel(logits, bound, torch.Generator().manual_seed(1), 30)
 
     u = torch.rand(logits.shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     g = logits - torch.log(-torch.log(u.clamp_min(1e-300)))
@@ -133,13 +138,12 @@ def test_truncated_gumbel_over_half_the_row_conditions_every_value():
 def test_truncated_gumbel_top_k_is_conditioned_sorted_and_distinct():
     """Below half the row only the top k come back: decreasing, the first one the bound,
     distinct symbols, never a ruled-out symbol while enough others are left."""
-    from seqq.estimators.engine.trie import _top_truncated_gumbel
 
     generator = torch.Generator().manual_seed(0)
     logits = torch.randn(50, 400, generator=generator, dtype=torch.float64)
     logits[:, ::4] = -math.inf
     bound = torch.randn(50, generator=generator, dtype=torch.float64)
-    top, token = _top_truncated_gumbel(logits, bound, torch.Generator().manual_seed(1), 7)
+    top, token = top_truncated_gumbel(logits, bound, torch.Generator().manual_seed(1), 7)
     torch.testing.assert_close(top[:, 0], bound, rtol=0, atol=1e-12)
     assert bool((top[:, 1:] <= top[:, :-1]).all()) and bool(torch.isfinite(top).all())
     assert all(len(set(row)) == 7 for row in token.tolist())
@@ -159,12 +163,11 @@ def test_top_perturbed_draws_plackett_luce_orders_and_a_gumbel_maximum():
     """The top-k of logits + Gumbel noise, drawn top-down through blocks of symbols, has the
     law of independent noise on every symbol: ordered pairs follow Plackett–Luce
     p(i) p(j) / (1 − p(i)), and the largest key is Gumbel(logsumexp(logits))."""
-    from seqq.estimators.engine.trie import BlockLogits, _block_width, _top_perturbed
 
     logits = torch.tensor([[1.5, -math.inf, 0.2, -1.0, 0.7, -math.inf, -0.3, 0.0]],
                           dtype=torch.float64)
     rows = 60_000
-    keys, token = _top_perturbed(BlockLogits.of(logits.expand(rows, -1), _block_width(8, 2)),
+    keys, token = top_perturbed(BlockLogits.of(logits.expand(rows, -1), block_width(8, 2)),
                                  torch.Generator().manual_seed(3), 2)
     p = torch.softmax(logits[0], -1)
     live = torch.isfinite(logits[0]).nonzero().flatten().tolist()
@@ -183,14 +186,13 @@ def test_top_perturbed_draws_plackett_luce_orders_and_a_gumbel_maximum():
 def test_top_perturbed_on_a_wide_row_matches_float64_noise():
     """On a 3 000-symbol row with a near-flat bulk and a shorter last block, the first and the
     k-th key have the same law as under float64 noise for every symbol (two-sample KS)."""
-    from seqq.estimators.engine.trie import BlockLogits, _block_width, _top_perturbed
 
     generator = torch.Generator().manual_seed(0)
     logits = 0.01 * torch.randn(1, 3000, generator=generator, dtype=torch.float64)
     logits[0, :5] += 3.0
     rows, k = 4_000, 5
     wide = logits.expand(rows, -1)
-    keys, _ = _top_perturbed(BlockLogits.of(wide, _block_width(3000, k)),
+    keys, _ = top_perturbed(BlockLogits.of(wide, block_width(3000, k)),
                              torch.Generator().manual_seed(4), k)
     u = torch.rand(wide.shape, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
     dense = (wide - torch.log(-torch.log(u))).topk(k, dim=-1).values
@@ -205,11 +207,10 @@ def test_top_perturbed_on_a_wide_row_matches_float64_noise():
 def test_top_perturbed_with_fewer_live_symbols_than_k():
     """Three live symbols (one in the shorter last block) and k = 5: the three come first,
     then −inf; empty blocks are never opened ahead of live ones."""
-    from seqq.estimators.engine.trie import BlockLogits, _block_width, _top_perturbed
 
     logits = torch.full((6, 67), -math.inf, dtype=torch.float64)
     logits[:, [5, 40, 66]] = torch.tensor([0.3, -2.0, 1.0], dtype=torch.float64)
-    keys, token = _top_perturbed(BlockLogits.of(logits, _block_width(67, 5)),
+    keys, token = top_perturbed(BlockLogits.of(logits, block_width(67, 5)),
                                  torch.Generator().manual_seed(2), 5)
     assert bool(torch.isfinite(keys[:, :3]).all()) and bool(torch.isneginf(keys[:, 3:]).all())
     assert all(sorted(row[:3]) == [5, 40, 66] for row in token.tolist())
