@@ -20,6 +20,7 @@ def estimate_many(
     method: str,
     budget: int | Sequence[int] | None = None,
     seed: int | None = None,
+    level: float = 0.95,
     **options,
 ) -> list[Estimate]:
     """Estimate p(query_i | history_i) for every pair, all pairs sharing batched model calls.
@@ -29,14 +30,20 @@ def estimate_many(
     method].option_names()`; the README's table lists them); `surrogate` (a
     `ContextAutomaton`, e.g. from `seqq.estimators.surrogates.fit_surrogate`) twists the
     proposal of every method that takes one.
+
+    Every estimate carries a `level` confidence interval (`ci_low`, `ci_high`; others from
+    `Estimate.interval(level)`), its weights' diagnostics (effective sample size, Pareto k̂)
+    and a one-sentence `warning` when they say it may be far off.
     """
-    return driver.estimate_many(model, histories, queries, method, budget, seed, **options)
+    return driver.estimate_many(model, histories, queries, method, budget, seed, level,
+                                **options)
 
 
 def estimate(model: SequenceModel, history: Sequence[int], query: Query, method: str,
-             budget: int | None = None, seed: int | None = None, **options) -> Estimate:
+             budget: int | None = None, seed: int | None = None, level: float = 0.95,
+             **options) -> Estimate:
     """Estimate p(X_{1:K} ∈ query | history) with one method."""
-    return estimate_many(model, [history], [query], method, budget, seed, **options)[0]
+    return estimate_many(model, [history], [query], method, budget, seed, level, **options)[0]
 
 
 def exact(model: SequenceModel, history: Sequence[int], query: Query) -> float:

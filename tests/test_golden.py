@@ -7,9 +7,10 @@ counts, an automaton query, a union built without compiling; sample counts, budg
 surrogates — and compares `value`, `stderr`, `model_calls`, `lower`, `upper` with the values
 stored in `golden/estimates.json` as exact float hex strings.
 
-Floating point differs across CPU instruction sets and torch versions (and a sampled path can
-then take another branch), so the comparison runs where the values were recorded (same torch,
-same CPU model) and is skipped elsewhere. After an intended change of numbers, rewrite them:
+Floating point differs across CPU instruction sets, torch versions and thread counts (and a
+sampled path can then take another branch), so the values are computed on one thread and the
+comparison runs where they were recorded (same torch, same CPU model) and is skipped elsewhere.
+After an intended change of numbers, rewrite them:
 
     SEQQ_WRITE_GOLDEN=1 python -m pytest tests/test_golden.py
 """
@@ -97,7 +98,8 @@ def _hex(x: float | None) -> str | None:
 def _record(estimate) -> dict:
     return {"value": _hex(estimate.value), "stderr": _hex(estimate.stderr),
             "model_calls": int(estimate.model_calls), "lower": _hex(estimate.lower),
-            "upper": _hex(estimate.upper)}
+            "upper": _hex(estimate.upper), "ci_low": _hex(estimate.ci_low),
+            "ci_high": _hex(estimate.ci_high)}
 
 
 def _machine() -> dict:
@@ -111,7 +113,16 @@ def _machine() -> dict:
 
 
 def compute() -> dict[str, list[dict]]:
-    """Every case on every model: the records, keyed "model/case"."""
+    """Every case on every model, on one thread: the records, keyed "model/case"."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _compute()
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _compute() -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = {}
     families = _queries()
     surrogate = random_markov(V=5, seed=11)

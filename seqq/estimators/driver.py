@@ -1,5 +1,10 @@
 """The one driver every estimate goes through: look the method up, validate its inputs and
-options, prepare the batch, build the surrogate's twist once per task group, run, name results.
+options, prepare the batch, build the surrogate's twist once per task group, run, name results,
+and give each its uncertainty (`uncertainty.py`).
+
+Methods whose draws are dependent (SMC, randomized beam, Hindsight-Gumbel) declare
+`replicates`: the driver runs that many independent copies of each task in the same batch, each
+with an equal share of the task's budget, and reports their mean with a Student-t interval.
 
 Twisting is a property of the proposal, not of a method: any method that takes a surrogate gets
 the twist (`Messages`) from here, and its answer loses what a twist voids — 1 − q̃(S) does not
@@ -9,6 +14,7 @@ bound p(Q∖S) as 1 − q(S) does, and −log q̃ does not average to H(q).
 from __future__ import annotations
 
 import dataclasses
+import math
 import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -28,6 +34,7 @@ from seqq.estimators.engine.twist import (
 from seqq.estimators.estimate import Estimate
 from seqq.estimators.method import Answer, Method, Options, is_int
 from seqq.estimators.registry import get
+from seqq.estimators.uncertainty import with_uncertainty
 from seqq.models.protocol import SequenceModel
 from seqq.queries import Query
 
@@ -41,29 +48,37 @@ def check_method(method: str, options: Mapping[str, Any]) -> Options:
 def estimate_many(model: SequenceModel, histories: Sequence[Sequence[int]],
                   queries: Sequence[Query] | Query, method: str,
                   budget: int | Sequence[int] | None = None, seed: int | None = None,
-                  **options: Any) -> list[Estimate]:
+                  level: float = 0.95, **options: Any) -> list[Estimate]:
     """Estimate p(query_i | history_i) for every pair with `method`, all pairs sharing batched
-    model calls (see `seqq.estimate_many`)."""
+    model calls, each with a `level` confidence interval (see `seqq.estimate_many`)."""
     declared = get(method)
     surrogate = options.get("surrogate")
     parsed = declared.parse_options(options, twisted=surrogate is not None)
+    if not 0 < level < 1:
+        raise QueryError(f"level must lie in (0, 1), e.g. 0.95, got {level!r}")
     if isinstance(queries, Query):
         queries = [queries] * len(histories)
     _check_queries(queries)
     _check_histories(histories, model.vocab_size)
     budgets = _budgets(budget, len(histories))
+    R = declared.replicates
+    if R:  # R independent copies of every task, each with a 1/R share of its budget
+        histories = [h for h in histories for _ in range(R)]
+        queries = [q for q in queries for _ in range(R)]
+        budgets = None if budgets is None else [b // R for b in budgets for _ in range(R)]
     with torch.inference_mode():
         batch = prepare(model, histories, queries, seed, by_part=declared.by_part)
         if surrogate is None:
-            return _named(declared, batch, _run(declared, batch, budgets, parsed, None))
-        check_surrogate(batch, surrogate)
-        estimates: list[Estimate] = []
-        for tasks in consecutive_groups(message_loads(batch, surrogate), MESSAGE_VALUES):
-            part = subset(batch, tasks)
-            part_budgets = None if budgets is None else [budgets[t] for t in tasks.tolist()]
-            answer = _run(declared, part, part_budgets, parsed, Messages.of(part, surrogate))
-            estimates += _named(declared, part, _untwisted_claims_dropped(answer))
-        return estimates
+            estimates = _answered(declared, batch, budgets, parsed, None, level, R)
+        else:
+            check_surrogate(batch, surrogate)
+            estimates = []
+            for tasks in consecutive_groups(message_loads(batch, surrogate), MESSAGE_VALUES):
+                part = subset(batch, tasks)
+                part_budgets = None if budgets is None else [budgets[t] for t in tasks.tolist()]
+                estimates += _answered(declared, part, part_budgets, parsed,
+                                       Messages.of(part, surrogate), level, R)
+    return _pooled(estimates, R, level) if R else estimates
 
 
 def run_prepared(method: str, batch: Batch, budgets: Sequence[int] | None = None,
@@ -79,11 +94,64 @@ def _run(method: Method, batch: Batch, budgets: Sequence[int] | None, options: O
     try:
         return method.run(batch, budgets, options, twist)
     except BudgetError as err:
-        raise BudgetError(f"{method.name}: {err}") from None
+        shares = (f" (it runs {method.replicates} replicates, each on 1/{method.replicates} "
+                  "of the budget)" if method.replicates and budgets is not None else "")
+        raise BudgetError(f"{method.name}: {err}{shares}") from None
 
 
 def _named(method: Method, batch: Batch, answer: Answer) -> list[Estimate]:
     return to_estimates(batch, method.name, answer.result, answer.is_lower_bound, answer.extras)
+
+
+def _answered(method: Method, batch: Batch, budgets: Sequence[int] | None, options: Options,
+              twist: Messages | None, level: float, replicates: int) -> list[Estimate]:
+    """Run, name, and give every estimate its interval (replicates get theirs when pooled)."""
+    answer = _run(method, batch, budgets, options, twist)
+    if twist is not None:
+        answer = _untwisted_claims_dropped(answer)
+    estimates = _named(method, batch, answer)
+    if replicates:
+        return estimates
+    weights = _task_weights(batch, answer)
+    kind = method.interval_kind
+    return [with_uncertainty(e, "exact" if e.interval_kind == "exact" else
+                             "none" if e.is_lower_bound else kind, level, w)
+            for e, w in zip(estimates, weights, strict=True)]
+
+
+def _task_weights(batch: Batch, answer: Answer) -> list[torch.Tensor | None]:
+    """Each task's draws' log weights (its branches pooled), or None without draws."""
+    if answer.weights is None:
+        return [None] * batch.num_tasks
+    row_branch, log_w = answer.weights
+    task = batch.branch_task[row_branch]
+    return [log_w[task == t] for t in range(batch.num_tasks)]
+
+
+def _pooled(estimates: list[Estimate], R: int, level: float) -> list[Estimate]:
+    """The mean of each task's R replicates, with its standard error and t interval."""
+    pooled = []
+    for start in range(0, len(estimates), R):
+        group = estimates[start:start + R]
+        values = [e.value for e in group]
+        mean = sum(values) / R
+        sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (R - 1))
+        first = group[0]
+        diagnostics = {"replicates": float(R),
+                       "replicate_rel_se": sd / math.sqrt(R) / mean if mean > 0 else 0.0}
+        samples = [e.num_samples for e in group]
+        estimate = Estimate(
+            method=first.method, value=mean, log_value=math.log(mean) if mean > 0 else -math.inf,
+            stderr=sd / math.sqrt(R), model_calls=sum(e.model_calls for e in group),
+            is_lower_bound=first.is_lower_bound, note=first.note,
+            num_samples=None if None in samples else sum(samples),
+            extras={"replicates": values, **first.extras})
+        kind = "none" if first.is_lower_bound else "replicates"
+        if all(e.interval_kind == "exact" for e in group):
+            kind = "exact"
+        pooled.append(with_uncertainty(estimate, kind, level, dof=R - 1,
+                                       diagnostics=diagnostics))
+    return pooled
 
 
 def _untwisted_claims_dropped(answer: Answer) -> Answer:

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
+
+# How an estimate's interval is built (`seqq.estimators.uncertainty`): from its standard error on
+# the log scale, from replicates with Student's t, a one-sided limit for an estimate of 0 from
+# n draws, a point for an exact answer, or none (a deterministic lower bound).
+IntervalKind = Literal["log-normal", "replicates", "zero", "exact", "none"]
 
 
 @dataclass(frozen=True)
@@ -15,7 +21,11 @@ class Estimate:
     estimate it; `model_calls` follows docs/decisions.md §1. `lower`/`upper` are bounds that hold
     with certainty (not confidence intervals) where the method has them: p(S) ≤ p(Q) ≤
     p(S) + 1 − q(S) for any set S of paths of Q it enumerated (beams, WOR samples), because
-    q ≥ p on Q (Thm. 1).
+    q ≥ p on Q (Thm. 1), widened by the model's float tolerance (docs/decisions.md §38).
+
+    `ci_low`/`ci_high` is a confidence interval at `level` (`interval(level)` gives others);
+    `diagnostics` holds the effective sample size and Pareto k̂ of the weights where the method
+    samples, and `warning` says in one sentence why the estimate may not be trusted, or is None.
     """
 
     method: str
@@ -30,3 +40,26 @@ class Estimate:
     lower: float | None = None
     upper: float | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+    ci_low: float | None = None
+    ci_high: float | None = None
+    level: float = 0.95
+    interval_kind: IntervalKind = "none"
+    dof: int | None = None  # degrees of freedom of a replicate interval; draws behind a zero
+    diagnostics: dict[str, float] = field(default_factory=dict)
+    warning: str | None = None
+
+    def interval(self, level: float = 0.95) -> tuple[float, float] | None:
+        """The confidence interval at `level`, built the way this estimate's was."""
+        from seqq.estimators.uncertainty import interval
+
+        return interval(self.interval_kind, self.value, self.stderr, self.dof, level)
+
+    @property
+    def exact(self) -> bool:
+        return self.interval_kind == "exact"
+
+    def __post_init__(self) -> None:
+        if not 0 < self.level < 1:
+            raise ValueError(f"level must lie in (0, 1), got {self.level}")
+        if self.ci_low is not None and math.isnan(self.ci_low):
+            raise ValueError("ci_low is NaN")

@@ -19,6 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from torch import Tensor
+
 from seqq.errors import QueryError
 from seqq.estimators.engine.batch import Batch
 from seqq.estimators.engine.summary import BranchResult
@@ -84,6 +86,7 @@ class Answer:
     result: BranchResult
     is_lower_bound: bool = False
     extras: list[dict] | None = None  # one per task
+    weights: tuple[Tensor, Tensor] | None = None  # (branch, log weight) of each draw behind it
 
 
 Run = Callable[[Batch, Budgets, Any, Messages | None], Answer]
@@ -104,7 +107,17 @@ class Method:
     certain_bounds: bool = False  # `lower` ≤ p ≤ `upper` with certainty (untwisted)
     sets_budget: bool = False  # its calls at S samples are a sweep's budget per level
     in_paper: bool = False  # one of the paper's three methods (Fig. 3-11)
+    replicates: int = 0  # independent copies the driver runs inside the budget, for an interval
     color: str | None = None  # its colour in every figure (else one from a spare palette)
+
+    @property
+    def interval_kind(self) -> str:
+        """How the driver builds this method's intervals (`seqq.estimators.uncertainty`)."""
+        if self.unbiased == "exact":
+            return "exact"
+        if self.unbiased == "lower bound":
+            return "none"
+        return "replicates" if self.replicates else "log-normal"
 
     def option_names(self) -> list[str]:
         names = [f.name for f in dataclasses.fields(self.options)]

@@ -21,16 +21,16 @@ from seqq.estimators.engine.trie import Trie
 def head_plus_tail(trie: Trie, budgets: Sequence[int] | None, samples: int | Tensor | None,
                    log_head: Tensor, head_entropy: Tensor,
                    too_small: Callable[[int], str] | None = None,
-                   active: Tensor | None = None) -> BranchResult:
+                   active: Tensor | None = None) -> tuple[BranchResult, Draws]:
     """p(S) + R·mean w over tail draws from the trie's residual (S already removed from it).
 
     `log_head` is log p(S) per branch, `head_entropy` Σ_{x∈S} −q log q; R = the root's
     residual mass. Branches whose residual is empty are exact (variance 0); only `active`
-    branches (default all) draw."""
+    branches (default all) draw. Returns the result and the tail draws."""
     log_rest = trie.root_residual()
     eligible = torch.isfinite(log_rest) if active is None else torch.isfinite(log_rest) & active
     draws = iid_draws(trie, budgets, samples, "residual", eligible, too_small)
-    return combine(log_head, head_entropy, log_rest, draws)
+    return combine(log_head, head_entropy, log_rest, draws), draws
 
 
 def combine(log_head: Tensor, head_entropy: Tensor, log_rest: Tensor, draws: Draws

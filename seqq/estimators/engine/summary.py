@@ -44,11 +44,23 @@ def segment_average(values: Tensor, group: Tensor, num_groups: int) -> Tensor:
     return torch.zeros(num_groups, dtype=torch.float64).index_add_(0, group, values) / count
 
 
+STEP_ULPS = 16  # a model's log-probabilities may move this many ulps with the batch around them
+
+
+def float_tolerance(batch: Batch, steps: int) -> float:
+    """Relative error a path probability of `steps` model steps may carry: the model's outputs
+    depend on the batch they are computed in (other rows change the order of float sums), by
+    a few ulps of its dtype per step (docs/decisions.md §38)."""
+    return STEP_ULPS * torch.finfo(batch.root_log_probs.dtype).eps * steps
+
+
 def to_estimates(batch: Batch, method: str, result: BranchResult, lower_bound: bool,
                  extras: list[dict] | None = None, groups: list[Tensor] | None = None
                  ) -> list[Estimate]:
     """Sum each task's disjoint products; their estimates are independent, so variances add.
-    `groups` says which entries of `result` belong to each task (its branches by default)."""
+    `groups` says which entries of `result` belong to each task (its branches by default).
+    Certain bounds are widened by the model's float tolerance; an estimate whose enumerated
+    set holds all of Q (no gap left) is exact."""
     estimates = []
     for t, b in enumerate(batch.task_branches() if groups is None else groups):
         if len(b) == 0:
@@ -56,7 +68,8 @@ def to_estimates(batch: Batch, method: str, result: BranchResult, lower_bound: b
                 method=method, value=0.0, log_value=-math.inf, stderr=0.0,
                 model_calls=int(batch.task_calls()[t]), is_lower_bound=lower_bound,
                 note="the query is empty: some position allows no symbol, so p = 0",
-                extras=extras[t] if extras else {}, lower=0.0, upper=0.0))
+                extras=extras[t] if extras else {}, lower=0.0, upper=0.0,
+                interval_kind="exact"))
             continue
         logs = result.log_value[b]
         log_value = torch.logsumexp(logs, 0).item()
@@ -71,15 +84,18 @@ def to_estimates(batch: Batch, method: str, result: BranchResult, lower_bound: b
             entropy = (share * result.entropy[b]).sum().item()
         samples = int(result.samples[b].sum()) if result.samples is not None else None
         lower = upper = None
+        exhausted = False
         if result.log_lower is not None:
             lower = torch.logsumexp(result.log_lower[b], 0).exp().item()
             gap = torch.logsumexp(result.log_gap[b], 0).exp().item()
-            upper = min(1.0, lower + gap)
+            exhausted = gap == 0.0 and not stderr
+            tol = float_tolerance(batch, int(batch.lengths[b].max()))
+            lower, upper = lower * (1 - tol), min(1.0, lower + gap + 2 * tol)
         estimates.append(Estimate(
             method=method, value=math.exp(log_value), log_value=log_value, stderr=stderr,
             model_calls=int(batch.task_calls()[t]), is_lower_bound=lower_bound,
             entropy=entropy, num_samples=samples, extras=extras[t] if extras else {},
-            lower=lower, upper=upper))
+            lower=lower, upper=upper, interval_kind="exact" if exhausted else "none"))
     return estimates
 
 

@@ -48,14 +48,14 @@ def hybrid(batch: Batch, budgets: Budgets, options: HybridOptions,
     trie.remove([(d, level.final.nonzero().flatten()) for d, level in enumerate(levels)])
     samples = options.samples
     tail_samples = samples if budgets is not None else samples or DEFAULT_TAIL_SAMPLES
-    result = head_plus_tail(trie, budgets, tail_samples, log_pB,
+    result, draws = head_plus_tail(trie, budgets, tail_samples, log_pB,
                             _beam_entropy(levels, N), lambda t: (
         f"the beam used {int(batch.task_calls()[t])} of the {int(budgets[t])} model "
         "calls, leaving none for a tail sample"))
     sizes = beam_sizes(levels, N)
     extras = [{"beam_sizes": sizes[b].tolist(), "beam_mass": log_pB[b].exp().sum().item()}
               for b in batch.task_branches()]
-    return Answer(result, extras=extras)
+    return Answer(result, extras=extras, weights=(draws.row_branch, draws.log_w))
 
 
 def _beam_entropy(levels: list[Level], num_branches: int) -> Tensor:

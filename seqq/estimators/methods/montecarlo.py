@@ -47,7 +47,8 @@ def importance(batch: Batch, budgets: Budgets, options: SampleOptions,
     N = len(batch.branch_task)
     log_value, variance, count = segment_mean(draws.log_w, draws.row_branch, N)
     entropy = segment_average(-draws.log_q, draws.row_branch, N)
-    return Answer(BranchResult(log_value, variance, count.long(), entropy))
+    return Answer(BranchResult(log_value, variance, count.long(), entropy),
+                  weights=(draws.row_branch, draws.log_w))
 
 
 def uniform(batch: Batch, budgets: Budgets, options: SampleOptions, twist: None) -> Answer:
@@ -57,7 +58,8 @@ def uniform(batch: Batch, budgets: Budgets, options: SampleOptions, twist: None)
     # a uniform path's weight p(x)/q(x) is p(x)·|Q below its root|
     log_value, variance, count = segment_mean(paths.log_weight, row_branch,
                                               len(batch.branch_task))
-    return Answer(BranchResult(log_value, variance, count.long(), None))
+    return Answer(BranchResult(log_value, variance, count.long(), None),
+                  weights=(row_branch, paths.log_weight))
 
 
 def naive(batch: Batch, budgets: Budgets, options: SampleOptions, twist: None) -> Answer:
@@ -66,7 +68,8 @@ def naive(batch: Batch, budgets: Budgets, options: SampleOptions, twist: None) -
     row_branch, paths = _streamed_draws(batch, budgets, options.samples, "model")
     log_w = torch.where(paths.accepted, 0.0, -torch.inf).double()
     log_value, variance, count = segment_mean(log_w, row_branch, len(batch.branch_task))
-    return Answer(BranchResult(log_value, variance, count.long(), None))
+    return Answer(BranchResult(log_value, variance, count.long(), None),
+                  weights=(row_branch, log_w))
 
 
 METHODS = (

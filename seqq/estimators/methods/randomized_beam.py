@@ -184,4 +184,4 @@ def _next_beam(batch: Batch, depth: int, branch: Tensor, log_w: Tensor, log_prob
 METHODS = (Method(
     "randomized_beam", randomized_beam, RandomizedBeamOptions,
     "randomized beam search: top-K1 kept, K2 sampled from the rest (randomized DP)", "yes",
-    surrogate="optional"),)
+    surrogate="optional", replicates=8),)

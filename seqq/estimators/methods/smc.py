@@ -217,4 +217,4 @@ def _resample(branch: Tensor, count: Tensor, log_w: Tensor, resample: Tensor, pa
 METHODS = (Method(
     "smc", smc, SMCOptions,
     "SMC on q (or on the twisted proposal) with ESS-triggered systematic resampling", "yes",
-    surrogate="optional"),)
+    surrogate="optional", replicates=8),)

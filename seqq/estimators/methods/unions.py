@@ -71,7 +71,8 @@ def _union_estimate(batch: Batch, budgets: Sequence[int] | None, samples: int | 
         priced, budgets, samples,
         lambda rows, charge: _draw(batch, rows, siblings, column, weight, charge))
     log_value, variance, count = segment_mean(paths.log_weight, row_branch, N)
-    return Answer(BranchResult(log_value, variance, count.long(), None))
+    return Answer(BranchResult(log_value, variance, count.long(), None),
+                  weights=(row_branch, paths.log_weight))
 
 
 def _sibling_table(batch: Batch) -> tuple[Tensor, Tensor]:

@@ -138,13 +138,13 @@ def _wor(batch: Batch, budgets: Sequence[int] | None, samples: int | None,
     else:
         rounds = _adaptive_head(trie, budgets)
     log_head, head_entropy = _head_sums(trie, rounds, N)
-    result = head_plus_tail(trie, budgets, tail_samples, log_head, head_entropy, lambda t: (
+    result, draws = head_plus_tail(trie, budgets, tail_samples, log_head, head_entropy, lambda t: (
         f"a budget of {int(budgets[t])} model calls leaves none for a tail sample after "
         "the first head round; raise the budget (budget=)"))
     head_sizes = torch.bincount(torch.cat([r[2] for r in rounds]) if rounds else
                                 torch.zeros(0, dtype=torch.long), minlength=N)
     extras = [{"head_size": int(head_sizes[b].sum())} for b in batch.task_branches()]
-    return Answer(result, extras=extras)
+    return Answer(result, extras=extras, weights=(draws.row_branch, draws.log_w))
 
 
 def _adaptive_head(trie: Trie, budgets: Sequence[int]) -> list[tuple[Tensor, Tensor, Tensor]]:
@@ -336,5 +336,5 @@ WOR = Method(
 HINDSIGHT_GUMBEL = Method(
     "hindsight_gumbel", hindsight_gumbel, HindsightOptions,
     "Hindsight-Gumbel estimator over WOR draws, single or repeated", "yes",
-    "p(S), p(S) + 1 − q(S)", certain_bounds=True)
+    "p(S), p(S) + 1 − q(S)", certain_bounds=True, replicates=8)
 METHODS = (WOR, HINDSIGHT_GUMBEL)

@@ -1,0 +1,122 @@
+"""Every estimate's uncertainty: a confidence interval, diagnostics of its weights, a warning.
+
+Intervals, by what the method can say (docs/decisions.md §38, measured in `python -m benchmarks
+--sections h`):
+
+- sampling with a standard error: a log-normal interval, log p ∈ log p̂ ± z·σ with
+  σ² = log(1 + (SE/p̂)²): never below 0, and wider above than below, as the sampling
+  distribution of a mean of right-skewed weights is;
+- replicates (SMC, randomized beam, Hindsight-Gumbel: dependent draws with no variance
+  formula): Student's t on the replicates' mean, log-normal in shape as above;
+- an estimate of 0 (or 1) from n binary draws that never varied: the one-sided limit
+  −ln(1 − level)/n (the rule of three at 95 %), with no standard error;
+- exact answers: the point; deterministic lower bounds: their certain bounds.
+
+Diagnostics of a sampling estimate: its effective sample size (Σw)²/Σw² and the Pareto k̂ of the
+upper tail of its weights (PSIS, Vehtari et al.; ArviZ's implementation). Where k̂ > 0.7 the
+variance is likely infinite in practice and the standard error cannot be believed: the estimate
+carries a one-sentence `warning` saying what to try.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+from scipy import stats
+from torch import Tensor
+
+from seqq.estimators.estimate import Estimate, IntervalKind
+
+K_HAT_LIMIT = 0.7  # PSIS: above it the tail is too heavy for the estimate's error to be trusted
+MIN_ESS = 10.0  # fewer effective samples than this: the standard error is itself a guess
+MIN_TAIL_DRAWS = 100  # fewer nonzero weights than this: k̂ is too noisy to act on, not fitted
+REPLICATE_SPREAD = 0.5  # replicates' relative standard error above this: they disagree
+
+
+def interval(kind: IntervalKind, value: float, stderr: float | None, dof: int | None,
+             level: float = 0.95) -> tuple[float, float] | None:
+    """The `level` confidence interval of an estimate built by `kind` (see the module doc)."""
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie in (0, 1), got {level}")
+    if kind == "exact":
+        return value, value
+    if kind == "zero":
+        width = -math.log(1 - level) / max(1, dof or 1)
+        return (0.0, min(1.0, width)) if value <= 0.5 else (max(0.0, 1 - width), 1.0)
+    if kind not in ("log-normal", "replicates") or stderr is None or not value > 0:
+        return None
+    q = (1 + level) / 2
+    z = stats.t.ppf(q, dof) if kind == "replicates" else stats.norm.ppf(q)
+    sigma = math.sqrt(math.log1p((stderr / value) ** 2))
+    return value * math.exp(-z * sigma), min(1.0, value * math.exp(z * sigma))
+
+
+def weight_diagnostics(log_w: np.ndarray) -> dict[str, float]:
+    """Draws, nonzero weights, effective sample size and Pareto k̂ of one estimate's weights."""
+    finite = log_w[np.isfinite(log_w)]
+    diagnostics = {"draws": float(len(log_w)), "nonzero": float(len(finite)),
+                   "ess": 0.0, "pareto_k": math.nan}
+    if not len(finite):
+        return diagnostics
+    w = np.exp(finite - finite.max())
+    diagnostics["ess"] = float(w.sum() ** 2 / (w**2).sum())
+    if len(finite) >= MIN_TAIL_DRAWS and np.ptp(finite) > 0:
+        diagnostics["pareto_k"] = float(_pareto_k(finite))
+    return diagnostics
+
+
+def _pareto_k(log_w: np.ndarray) -> float:
+    from arviz_stats.base import array_stats  # imported on first use: it loads scipy's stats
+
+    with np.errstate(all="ignore"):
+        try:
+            return float(array_stats.psislw(-log_w)[1])  # psislw reads negated log weights
+        except ValueError:  # a tail of equal weights (few distinct paths): nothing heavy to fit
+            return math.nan
+
+
+def warning_for(diagnostics: dict[str, float], method: str) -> str | None:
+    """One sentence when the diagnostics say the estimate may be far off, else None."""
+    k = diagnostics.get("pareto_k", math.nan)
+    if k > K_HAT_LIMIT:
+        return (f"the weights are heavy-tailed (Pareto k̂ = {k:.2f} > {K_HAT_LIMIT}), so the "
+                "estimate and its interval may be far off; try a larger budget, method='smc', "
+                "or a surrogate")
+    ess = diagnostics.get("ess")
+    if ess is not None and diagnostics.get("nonzero", 0) > 0 and ess < MIN_ESS:
+        return (f"only {ess:.1f} effective samples carry the estimate, so its interval is a "
+                "guess; try a larger budget or method='smc'")
+    spread = diagnostics.get("replicate_rel_se", math.nan)
+    if spread > REPLICATE_SPREAD:
+        return (f"the {method} replicates disagree (relative standard error {spread:.2f}); "
+                "try a larger budget or a surrogate")
+    return None
+
+
+def with_uncertainty(estimate: Estimate, kind: IntervalKind, level: float,
+                     log_weights: Tensor | None = None, dof: int | None = None,
+                     diagnostics: dict[str, float] | None = None) -> Estimate:
+    """`estimate` with its interval at `level`, diagnostics and warning. A sampling estimate
+    whose draws never varied (all misses, or all hits of binary weights) gets the one-sided
+    limit instead of a standard error of 0."""
+    diagnostics = dict(diagnostics or {})
+    if log_weights is not None:
+        diagnostics.update(weight_diagnostics(log_weights.double().cpu().numpy()))
+    stderr = estimate.stderr
+    if kind in ("log-normal", "replicates") and stderr == 0.0 and estimate.value in (0.0, 1.0):
+        kind, stderr = "zero", None
+        dof = estimate.num_samples or int(diagnostics.get("draws", 0)) or 1
+    bounds = interval(kind, estimate.value, stderr, dof, level)
+    low, high = bounds if bounds is not None else (None, None)
+    if kind == "none" and estimate.lower is not None:  # a deterministic bound: its certain range
+        low, high = estimate.lower, estimate.upper
+    warning = None if kind == "exact" else warning_for(diagnostics, estimate.method)
+    if kind == "zero" and warning is None:
+        known = f"p ≤ {high:.3g}" if estimate.value == 0 else f"p ≥ {low:.3g}"
+        warning = (f"{'none' if estimate.value == 0 else 'all'} of the {dof} draws reached the "
+                   f"query, so only {known} is known ({level:.0%}); try method='importance' or "
+                   "a larger budget")
+    return replace(estimate, stderr=stderr, ci_low=low, ci_high=high, level=level,
+                   interval_kind=kind, dof=dof, diagnostics=diagnostics, warning=warning)

@@ -1,0 +1,108 @@
+"""Every answer's uncertainty: intervals that cover the exact value as often as they claim,
+certain bounds that hold whatever batch a query runs in, diagnostics and warnings that fire
+when the weights are heavy-tailed, and no standard error of 0 for an answer that is not exact."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import seqq
+from seqq import queries as Q
+from seqq.estimators.uncertainty import K_HAT_LIMIT, weight_diagnostics, with_uncertainty
+from tests.oracles import random_markov, tiny_lstm
+
+RUNS = 300  # independent estimates per coverage check
+
+
+def _binomial_limits(p: float, n: int) -> tuple[float, float]:
+    half = 3.5 * math.sqrt(p * (1 - p) / n)
+    return p - half, p + half
+
+
+@pytest.mark.parametrize("method, budget", [("importance", 300), ("hybrid", 300), ("wor", 300),
+                                            ("smc", 400), ("randomized_beam", 400)])
+def test_intervals_cover_the_exact_value_as_claimed(method: str, budget: int) -> None:
+    """RUNS independent estimates (one batch): the 95 % interval of unflagged runs covers the
+    exact value at a rate within binomial limits of 0.95 (or above: replicate t intervals
+    are conservative for skewed replicates)."""
+    model = random_markov(V=6, seed=5)
+    query, history = Q.count(2, n=2, K=5, op=">="), [1]
+    truth = seqq.exact(model, history, query)
+    estimates = seqq.estimate_many(model, [history] * RUNS, query, method, budget=budget, seed=3)
+    kept = [e for e in estimates if e.warning is None]
+    assert len(kept) >= 0.9 * RUNS
+    covered = sum(e.ci_low <= truth <= e.ci_high for e in kept) / len(kept)
+    low, _ = _binomial_limits(0.95, len(kept))
+    assert low <= covered <= 1.0, covered
+
+
+def test_a_narrower_level_gives_a_narrower_interval() -> None:
+    model, query = random_markov(V=6, seed=5), Q.hitting_time(2, K=6)
+    e90 = seqq.estimate(model, [1], query, "importance", samples=200, seed=0, level=0.9)
+    e95 = seqq.estimate(model, [1], query, "importance", samples=200, seed=0)
+    assert e95.ci_low < e90.ci_low < e90.value < e90.ci_high < e95.ci_high
+    assert e90.interval(0.95) == pytest.approx((e95.ci_low, e95.ci_high))
+    assert e95.interval(0.99)[0] < e95.ci_low
+
+
+def test_an_estimate_of_zero_has_a_one_sided_limit_not_a_standard_error_of_zero() -> None:
+    model = random_markov(V=6, seed=5)
+    rare = Q.product([[0], [0], [0], [0], [0], [0], [0], [0]])
+    e = seqq.estimate(model, [1], rare, "naive", samples=100, seed=0)
+    assert e.value == 0 and e.stderr is None and e.interval_kind == "zero"
+    assert (e.ci_low, e.ci_high) == pytest.approx((0.0, -math.log(0.05) / 100))
+    assert "none of the 100 draws" in e.warning
+
+
+@pytest.mark.parametrize("method", list(seqq.estimators.METHODS))
+def test_no_standard_error_of_zero_unless_exact(method: str) -> None:
+    model, query = random_markov(V=5, seed=3), Q.count(2, n=2, K=4, op=">=")
+    options = {"surrogate": random_markov(V=5, seed=11)} if method == "twisted" else {}
+    if method in ("mixture", "klm"):
+        query = Q.union(Q.event_at(1, K=2), Q.occurs_within(3, K=4), compile=False)
+    budget = None if method in ("exact", "coverage_beam") else 200
+    for e in seqq.estimate_many(model, [[0], [1, 2]], query, method, budget=budget, seed=0,
+                                **options):
+        assert e.stderr != 0.0 or e.exact, (method, e)
+        assert e.ci_low is not None and e.ci_low <= e.value <= e.ci_high
+
+
+def test_heavy_tailed_weights_are_flagged() -> None:
+    rng = np.random.default_rng(0)
+    heavy = np.log(rng.pareto(0.6, size=2000) + 1)  # tail index 0.6: k = 1/0.6 > 1
+    light = rng.normal(scale=0.3, size=2000)
+    assert weight_diagnostics(heavy)["pareto_k"] > K_HAT_LIMIT
+    assert weight_diagnostics(light)["pareto_k"] < 0.5
+    e = seqq.estimate(random_markov(V=6, seed=5), [1], Q.hitting_time(2, K=4), "importance",
+                      samples=50, seed=0)
+    import torch
+
+    flagged = with_uncertainty(e, "log-normal", 0.95, torch.as_tensor(heavy))
+    assert "heavy-tailed" in flagged.warning and "Pareto" in flagged.warning
+
+
+def test_uniform_sampling_of_a_peaky_model_is_flagged_end_to_end() -> None:
+    """Uniform proposals over a long horizon put rare huge weights on the model's likely paths."""
+    model = random_markov(V=6, seed=5)
+    e = seqq.estimate(model, [1], Q.occurs_within(2, K=10), "uniform", samples=2000, seed=0)
+    assert e.diagnostics["pareto_k"] > K_HAT_LIMIT and e.warning is not None
+
+
+@pytest.mark.parametrize("method", ["exact", "wor", "hybrid", "beam", "tail_beam"])
+def test_certain_bounds_hold_alone_and_inside_a_batch_of_others(method: str) -> None:
+    """The same query's bounds hold whether it runs alone or beside others (whose rows change
+    the model's float sums), against the exact value computed in yet another batch."""
+    model = tiny_lstm(V=5, seed=1)
+    query, history = Q.count(1, n=2, K=4, op=">="), [2, 0]
+    truth = seqq.estimate_many(model, [[3], history, [1, 1]],
+                               [Q.hitting_time(4, 3), query, Q.event_at(0, 2)], "exact")[1].value
+    others = [[0], [1, 2, 3], [4], [2, 2]]
+    options = {"budget": 120} if method != "exact" else {}
+    alone = seqq.estimate(model, history, query, method, seed=0, **options)
+    batched = seqq.estimate_many(model, [*others, history], [Q.hitting_time(3, 5)] * 4 + [query],
+                                 method, seed=0, **options)[-1]
+    for e in (alone, batched):
+        assert e.lower <= truth <= e.upper, (e.lower, truth, e.upper)
