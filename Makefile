@@ -27,11 +27,13 @@ ALL := $(call resolve,$(DATASETS))
 APPS := $(call resolve,apps)
 MOOCS := $(call resolve,moocs)
 SHAKESPEARE := $(call resolve,shakespeare)
+# Sweep folders live under SWEEPS (the CLI's sweep.root); a rerun with the same SWEEPS resumes.
+SWEEPS ?= outputs/sweeps
 # sweep <preset> <datasets> [overrides]: one Hydra multirun over datasets; report afterwards
 sweep = $(SEQQ) query-sweep -m experiment=$(1) size=$(SIZE) dataset=$(call csv,$(2)) \
-	checkpoint_dir=$(SWEEP_CKPT) sweep.report=false $(3)
+	checkpoint_dir=$(SWEEP_CKPT) sweep.root=$(SWEEPS) sweep.report=false $(3)
 SWEEP_CKPT = $(CKPT)
-report = $(SEQQ) report outputs/sweeps/$(1)$(SUFFIX)/results --out $(FIGS)/$(2) $(3)
+report = $(SEQQ) report $(SWEEPS)/$(1)$(SUFFIX)/results --out $(FIGS)/$(2) $(3)
 # authors <preset> [overrides]: the same sweep on the paper authors' LSTMs (data/models/authors/):
 # Shakespeare on its test split, MOOCs on histories sampled from the model while its raw files are
 # absent; one more panel each ("shakespeare (authors_lstm)", "moocs (authors_lstm) …")
@@ -39,8 +41,14 @@ authors = $(if $(filter shakespeare,$(ALL)),$(call sweep,$(1),shakespeare,model=
 	$(if $(filter %moocs,$(ALL)),$(call sweep,$(1),moocs,model=authors \
 	$(if $(wildcard data/moocs/*),,sweep.histories_from=model) $(2)) &&) true
 
+# MODELS=authors (fig3): only the paper authors' Shakespeare and MOOCs LSTMs, no LSTM of seqq's
+# trained or swept; MODELS=all (default) sweeps both.
+MODELS ?= all
+own = $(if $(filter authors,$(MODELS)),,$(1))
+
 FIGURES := fig3 fig3-exact fig4 fig5 fig6 fig7-9 fig10 fig11 fig12 fig13 fig14 fig14-exact fig15 table2 tables3-6
-.PHONY: help venv test lint bench bench-e2e bench-paper-slice demo paper slurm-local fig-frontier $(FIGURES)
+.PHONY: help venv test lint bench bench-e2e bench-paper-slice demo paper slurm-local fig-frontier \
+	reproduction $(FIGURES)
 
 help:  ## list targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -89,10 +97,18 @@ demo: SIZE = quick
 demo: venv $(CKPT)/shakespeare_lstm.pt  ## train the Shakespeare LSTM, quick sweep, summary + figures
 	$(SEQQ) query-sweep experiment=demo checkpoint_dir=$(CKPT)
 
-fig3: venv $(call checkpoints,$(DATASETS))  ## median RAE vs K, hybrid/IS/beam, S=100
-	$(call sweep,fig3,$(ALL))
+fig3: venv $(call own,$(call checkpoints,$(DATASETS)))  ## median RAE vs K, hybrid/IS/beam, S=100 (MODELS=authors: the authors' LSTMs only)
+	$(call own,$(call sweep,fig3,$(ALL)))
 	$(call authors,fig3)
 	$(call report,fig3,fig3,--figures rae_vs_k_median)
+
+# The paper's Fig. 3 beside seqq's (docs/reproduction.md): from the paper-size fig3 sweep's results
+# (`make fig3 SIZE=paper MODELS=authors`, finished or not), fig3_<dataset>_authors.csv per model,
+# the figure, and the generated tables of docs/reproduction.md.
+REPRODUCTION := docs/reproduction
+reproduction: venv  ## Fig. 3 at paper size on the authors' LSTMs → docs/reproduction/ + docs/reproduction.md
+	$(SEQQ) report $(SWEEPS)/fig3-paper/results --reproduction $(REPRODUCTION) \
+		--doc $(REPRODUCTION).md --models authors_lstm
 
 fig3-exact: venv $(call hpyp_checkpoints,$(DATASETS))  ## Fig. 3 on HPYP models: exact ground truth at every K
 	$(call sweep,fig3_exact,$(ALL))
@@ -100,7 +116,7 @@ fig3-exact: venv $(call hpyp_checkpoints,$(DATASETS))  ## Fig. 3 on HPYP models:
 
 fig4: fig3 $(call checkpoints,apps)  ## RAE vs restricted entropy (fits); RAE vs temperature
 	$(call sweep,temperature,$(APPS))
-	$(SEQQ) report outputs/sweeps/fig3$(SUFFIX)/results outputs/sweeps/temperature$(SUFFIX)/results \
+	$(SEQQ) report $(SWEEPS)/fig3$(SUFFIX)/results $(SWEEPS)/temperature$(SUFFIX)/results \
 		--datasets $(call csv,$(ALL)) --out $(FIGS)/fig4 --figures rae_vs_entropy,rae_vs_temperature
 
 fig5 fig6: venv $(call checkpoints,$(DATASETS))

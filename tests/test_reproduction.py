@@ -1,0 +1,100 @@
+"""`seqq report --reproduction` (`make reproduction`, docs/reproduction.md): the Fig. 3 CSV per
+model with its columns and RAE arithmetic, the figure, and the generated block of the doc."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import compose_sweep, tiny_overrides
+
+from seqq.errors import ResultsError
+from seqq.experiments import sweep
+from seqq.reports import cli, reproduction
+
+DOC = (f"# Reproduction\n\nhand-written intro\n\n{reproduction.BEGIN}\nold\n{reproduction.END}"
+       "\n\nhand-written end\n")
+
+
+def _export(results: Path, out: Path, *extra: str) -> Path:
+    doc = out / "reproduction.md"
+    out.mkdir(parents=True, exist_ok=True)
+    if not doc.exists():
+        doc.write_text(DOC)
+    assert cli.main([str(results), "--reproduction", str(out / "reproduction"), "--doc",
+                     str(doc), "--level", "10", *extra]) == 0
+    return doc
+
+
+def test_export_writes_the_csv_figure_and_doc_block(tmp_path: Path, tiny_sweep: Path) -> None:
+    doc = _export(tiny_sweep / "results", tmp_path)
+    folder = tmp_path / "reproduction"
+    csv = pd.read_csv(folder / "fig3_synthetic_reviews_markov.csv")
+    assert list(csv.columns) == ["history_id", "K", "method", "S", "budget_calls", "model_calls",
+                                 "estimate", "truth", "truth_kind", "truth_rel_stderr", "rae"]
+    # every history at every K by each of the paper's three methods, at the one level asked for
+    assert set(csv.method) == set(reproduction.PAPER_METHODS) and set(csv.S) == {10}
+    cells = csv.groupby("history_id").size()
+    assert (cells == 3 * csv.K.nunique()).all() and len(cells) == 6
+    # RAE = |estimate − truth| / truth, to the CSV's 6 significant digits
+    expected = (csv.estimate - csv.truth).abs() / csv.truth
+    np.testing.assert_allclose(csv.rae, expected, rtol=1e-4, atol=1e-5)
+    assert set(csv.truth_kind) == {"exact"} and (csv.truth_rel_stderr == 0).all()
+    # the hybrid's calls are every method's budget; no method spends more than it
+    hybrid = csv[csv.method == "hybrid"].set_index(["history_id", "K"]).model_calls
+    for method in ("importance", "beam"):
+        rows = csv[csv.method == method].set_index(["history_id", "K"])
+        assert (rows.budget_calls == hybrid.loc[rows.index]).all()
+    assert (folder / "fig3_markov.png").stat().st_size > 0
+    assert (folder / "fig3_markov.pdf").stat().st_size > 0
+    # the block between the markers is replaced; the hand-written text around it is kept
+    text = doc.read_text()
+    assert text.startswith("# Reproduction\n\nhand-written intro\n\n" + reproduction.BEGIN)
+    assert text.endswith(reproduction.END + "\n\nhand-written end\n") and "\nold\n" not in text
+    block = text[text.index(reproduction.BEGIN):]
+    assert "N = 6 of 1000 histories" in block and "(reproduction/fig3_markov.png)" in block
+    assert "[`fig3_synthetic_reviews_markov.csv`](reproduction/" in block
+    # the table's medians are the CSV's
+    median = csv[(csv.method == "hybrid") & (csv.K == 3)].rae.median()
+    assert f"| 3 | exact | 6 | {reproduction._fmt(median)} [" in block
+    # a rerun regenerates the same files
+    before = (folder / "fig3_synthetic_reviews_markov.csv").read_text(), text
+    _export(tiny_sweep / "results", tmp_path)
+    assert ((folder / "fig3_synthetic_reviews_markov.csv").read_text(), doc.read_text()) == before
+
+
+def test_export_refuses_a_missing_level_model_or_markers(tmp_path: Path, tiny_sweep: Path) -> None:
+    with pytest.raises(ResultsError, match="S = 10, 30"):
+        cli.main([str(tiny_sweep / "results"), "--reproduction", str(tmp_path)])  # S = 100
+    with pytest.raises(ResultsError, match="authors_lstm"):
+        _export(tiny_sweep / "results", tmp_path, "--models", "authors_lstm")
+    bare = tmp_path / "bare.md"
+    bare.write_text("# no markers\n")
+    with pytest.raises(ResultsError, match="markers"):
+        cli.main([str(tiny_sweep / "results"), "--reproduction", str(tmp_path / "r"),
+                  "--doc", str(bare), "--level", "30"])
+    assert bare.read_text() == "# no markers\n"
+
+
+def test_other_methods_get_their_own_table_not_the_csv(tmp_path: Path) -> None:
+    overrides = tiny_overrides(tmp_path, "extra", "sweep.report=false", "budget.levels=[10]",
+                               "estimator.methods=[hybrid,importance,beam,wor]")
+    results = sweep.run(compose_sweep(overrides)) / "results"
+    doc = _export(results, tmp_path / "out")
+    csv = pd.read_csv(tmp_path / "out" / "reproduction" / "fig3_synthetic_reviews_markov.csv")
+    assert "wor" not in set(csv.method)
+    block = doc.read_text()
+    assert "Other methods at the same calls" in block and "| K | wor | best of these |" in block
+
+
+def test_median_interval_and_noise_floor() -> None:
+    low, high = reproduction.median_ci(np.arange(1.0, 101.0))
+    assert low < 50.5 < high and (low, high) == (40.0, 61.0)
+    assert reproduction.median_ci(np.array([]))[0] != reproduction.median_ci(np.array([]))[0]
+    # every truth with relative SE σ: a perfect estimator's median RAE is 0.6745·σ
+    assert reproduction.noise_floor(np.full(50, 0.01)) == pytest.approx(0.0067449, rel=1e-4)
+    assert reproduction.noise_floor(np.zeros(5)) == 0.0
+    assert reproduction.model_slug("authors_lstm") == "authors"
+    assert reproduction.model_slug("lstm@1a2b3c4d") == "lstm"
