@@ -111,3 +111,15 @@ def test_markdown_cells() -> None:
     table = pd.DataFrame({"calls": [19001.0, np.nan], "rae": [0.123456, 2.0], "m": ["a", "b"]})
     assert tables.to_markdown(table).splitlines()[2:] == ["| 19001 | 0.1235 | a |",
                                                           "| – | 2 | b |"]
+
+
+def test_summary_states_the_truths_noise_floor_and_marks_medians_below_it(tmp_path: Path) -> None:
+    """Against surrogate truths with 20 % relative SE, a median RAE of ~2 % cannot be told from
+    a perfect estimator's (floor 0.674·0.2 = 0.135): it is marked; a 60 % one is not."""
+    rows = panel_rows(truth_kind="surrogate", ks=(3,), levels=(10,),
+                      estimate=lambda m, s, k, h: 0.05 * (1.02 if m == "hybrid" else 1.6))
+    table = results(rows).assign(truth_rel_stderr=0.2)
+    text = _summary(table, tmp_path)
+    assert "noise floor" in text and "K=3: 0.13" in text
+    median = text[text.index("**median RAE**"):text.index("**mean RAE**")]
+    assert "| hybrid | 3 | 0.02† |" in median and "| importance | 3 | 0.6 |" in median

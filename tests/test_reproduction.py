@@ -12,7 +12,7 @@ from conftest import compose_sweep, tiny_overrides
 
 from seqq.errors import ResultsError
 from seqq.experiments import sweep
-from seqq.reports import cli, reproduction
+from seqq.reports import cli, reproduction, tables
 
 DOC = (f"# Reproduction\n\nhand-written intro\n\n{reproduction.BEGIN}\nold\n{reproduction.END}"
        "\n\nhand-written end\n")
@@ -94,7 +94,7 @@ def test_median_interval_and_noise_floor() -> None:
     assert low < 50.5 < high and (low, high) == (40.0, 61.0)
     assert reproduction.median_ci(np.array([]))[0] != reproduction.median_ci(np.array([]))[0]
     # every truth with relative SE σ: a perfect estimator's median RAE is 0.6745·σ
-    assert reproduction.noise_floor(np.full(50, 0.01)) == pytest.approx(0.0067449, rel=1e-4)
-    assert reproduction.noise_floor(np.zeros(5)) == 0.0
+    assert tables.noise_floor(np.full(50, 0.01)) == pytest.approx(0.0067449, rel=1e-4)
+    assert tables.noise_floor(np.zeros(5)) == 0.0
     assert reproduction.model_slug("authors_lstm") == "authors"
     assert reproduction.model_slug("lstm@1a2b3c4d") == "lstm"

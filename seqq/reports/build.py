@@ -92,22 +92,43 @@ def _what_was_computed(results: pd.DataFrame) -> list[str]:
     return lines
 
 
+BELOW_FLOOR = "†"  # marks a median RAE the ground truth's own noise could explain
+
+
 def _rae_sections(results: pd.DataFrame, summary: pd.DataFrame) -> list[str]:
-    """Median and mean RAE per method × K (rows) × budget level (columns), one block per panel."""
+    """Median and mean RAE per method × K (rows) × budget level (columns), one block per panel,
+    with the ground truth's noise floor per K; a median below it is marked †: against a truth
+    that noisy, it cannot be told from a perfect estimator's."""
     titles, sections = tables.panels(results), ["## RAE per panel\n"]
     histories = results.groupby(tables.PANEL).history_id.nunique()
+    floors = tables.noise_floors(results)
     for key, block in summary.groupby(tables.PANEL, sort=True):
         ks = sorted(block.K.unique())
+        floor = {k: floors.get((*key, k), 0.0) for k in ks}
         sections.append(f"### {titles[key].title}\n")
         sections.append(f"N = {histories[key]} histories · "
                         f"K = {', '.join(map(str, ks))} · "
-                        f"S = {', '.join(map(str, sorted(block.budget_level.unique())))}\n")
+                        f"S = {', '.join(map(str, sorted(block.budget_level.unique())))} · "
+                        f"ground truth's noise floor (median RAE of a perfect estimator): "
+                        + ", ".join(f"K={k}: {floor[k]:.2g}" for k in ks)
+                        + f"; {BELOW_FLOOR} marks a median below it\n")
         for stat in ("median_rae", "mean_rae"):
             pivot = block.pivot_table(index=["method", "K"], columns="budget_level", values=stat)
             pivot.columns = [f"S={c}" for c in pivot.columns]
-            sections += [f"**{stat.replace('_rae', ' RAE')}**\n",
-                         tables.to_markdown(pivot.reset_index()), ""]
+            table = pivot.reset_index()
+            if stat == "median_rae":
+                table = _marked_below_floor(table, floor)
+            sections += [f"**{stat.replace('_rae', ' RAE')}**\n", tables.to_markdown(table), ""]
     return sections
+
+
+def _marked_below_floor(table: pd.DataFrame, floor: dict[int, float]) -> pd.DataFrame:
+    marked = table.astype(object)
+    for column in [c for c in table.columns if str(c).startswith("S=")]:
+        for i, (k, value) in enumerate(zip(table.K, table[column], strict=True)):
+            if isinstance(value, float) and value < floor.get(k, 0.0):
+                marked.at[i, column] = f"{tables._cell(value)}{BELOW_FLOOR}"
+    return marked
 
 
 EXTRA_TABLES = {  # name: (heading in summary.md, table)

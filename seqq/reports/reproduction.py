@@ -34,7 +34,7 @@ from matplotlib.figure import Figure
 
 from seqq.errors import ResultsError
 from seqq.reports.plotting import grid, integer_ticks, panel_title, plt, suptitle
-from seqq.reports.tables import load_results, to_markdown
+from seqq.reports.tables import load_results, noise_floor, to_markdown
 
 PAPER_METHODS = ("hybrid", "importance", "beam")
 COLORS = {"hybrid": "C0", "importance": "C1", "beam": "C2"}
@@ -100,27 +100,6 @@ def median_ci(values: np.ndarray) -> tuple[float, float]:
     low = max(int(math.floor(n / 2 - half)), 1)
     high = min(int(math.ceil(1 + n / 2 + half)), n)
     return float(x[low - 1]), float(x[high - 1])
-
-
-def noise_floor(rel_stderr: np.ndarray) -> float:
-    """The median RAE that a perfect estimator shows against truths with these relative standard
-    errors σ_i: the m with mean_i P(|Z|·σ_i ≤ m) = 1/2, Z ~ N(0, 1). 0 for exact truths."""
-    s = np.asarray(rel_stderr, dtype=float)
-    s = s[np.isfinite(s)]
-    if len(s) == 0 or not (s > 0).any():
-        return 0.0
-    erf = np.vectorize(math.erf)
-
-    def share(m: float) -> float:
-        with np.errstate(divide="ignore"):
-            z = np.where(s > 0, m / np.where(s > 0, s, 1.0), np.inf)
-        return float(np.mean(np.where(np.isinf(z), 1.0, erf(z / math.sqrt(2)))))
-
-    low, high = 0.0, float(s.max()) * 10
-    for _ in range(60):
-        mid = (low + high) / 2
-        low, high = (mid, high) if share(mid) < 0.5 else (low, mid)
-    return (low + high) / 2
 
 
 def select(results: pd.DataFrame, level: int, models: Sequence[str] = ()) -> list[ModelRun]:

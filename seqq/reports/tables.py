@@ -9,6 +9,7 @@ curve or fit ever pools two models or two kinds of question.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,6 +118,36 @@ def overview(results: pd.DataFrame) -> pd.DataFrame:
                                       queries.truth_kind.value_counts().items()),
         })
     return pd.DataFrame(rows)
+
+
+def noise_floor(rel_stderr: np.ndarray) -> float:
+    """The median RAE that a perfect estimator shows against truths with these relative standard
+    errors σ_i: the m with mean_i P(|Z|·σ_i ≤ m) = 1/2, Z ~ N(0, 1). 0 for exact truths."""
+    s = np.asarray(rel_stderr, dtype=float)
+    s = s[np.isfinite(s)]
+    if len(s) == 0 or not (s > 0).any():
+        return 0.0
+    erf = np.vectorize(math.erf)
+
+    def share(m: float) -> float:
+        with np.errstate(divide="ignore"):
+            z = np.where(s > 0, m / np.where(s > 0, s, 1.0), np.inf)
+        return float(np.mean(np.where(np.isinf(z), 1.0, erf(z / math.sqrt(2)))))
+
+    low, high = 0.0, float(s.max()) * 10
+    for _ in range(60):
+        mid = (low + high) / 2
+        low, high = (mid, high) if share(mid) < 0.5 else (low, mid)
+    return (low + high) / 2
+
+
+def noise_floors(results: pd.DataFrame) -> pd.Series:
+    """The ground truth's noise floor per panel × K (`noise_floor` of its queries' relative
+    standard errors; an exact truth has none)."""
+    queries = results.drop_duplicates([*PANEL, *QUERY])
+    rel = queries.truth_rel_stderr.where(queries.truth_kind == "surrogate", 0.0)
+    return rel.groupby([queries[c] for c in [*PANEL, "K"]], observed=True).agg(
+        lambda s: noise_floor(s.to_numpy()))
 
 
 def budget_costs(results: pd.DataFrame) -> pd.DataFrame:

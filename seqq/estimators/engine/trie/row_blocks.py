@@ -3,9 +3,9 @@
 A level gains rows walk by walk (a sweep's walks go through the trie a chunk of rows at a
 time), so a single [r, V] tensor would have to be re-allocated and copied as it grows, and over
 a large vocabulary that copy can cost more than the model step that made the rows
-(docs/performance.md). Blocks are never copied; reads select from each block the rows that live there. Row indices are given
-on the CPU (the trie's bookkeeping lives there), so splitting them by block needs no device
-synchronisation.
+(docs/performance.md). Blocks are never copied; reads select from each block the rows that
+live there. Row indices are given on the CPU (the trie's bookkeeping lives there), so splitting
+them by block needs no device synchronisation.
 """
 
 from __future__ import annotations
