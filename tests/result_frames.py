@@ -59,7 +59,8 @@ def panel_rows(*, dataset: str = "toy", model: str = "m", temperature: float = 1
                             truth_kind=truth_kind, truth_samples=0, truth_rel_stderr=0.0,
                             truth_rule=RULE, rae=abs(est - truth) / truth if has_truth else math.nan,
                             entropy=entropy(k, h) if entropy else k + h / 10, wall_s=0.01,
-                            seed=seed, note="", extras=extras))
+                            seed=seed, note="", extras=extras, ci_low=math.nan,
+                            ci_high=math.nan, ess=math.nan, pareto_k=math.nan, warning=""))
     return rows
 
 

@@ -123,3 +123,13 @@ def test_summary_states_the_truths_noise_floor_and_marks_medians_below_it(tmp_pa
     assert "noise floor" in text and "K=3: 0.13" in text
     median = text[text.index("**median RAE**"):text.index("**mean RAE**")]
     assert "| hybrid | 3 | 0.02† |" in median and "| importance | 3 | 0.6 |" in median
+
+
+def test_summary_counts_flagged_estimates_per_method(tmp_path: Path) -> None:
+    table = results(panel_rows(histories=4, ks=(3,), levels=(10,)))
+    flagged = (table.method == "importance") & (table.history_id < 3)
+    table.loc[flagged, "warning"] = "the weights are heavy-tailed"
+    text = _summary(table, tmp_path)
+    assert "Flagged estimates" in text and "importance 3 of 4" in text
+    assert "hybrid 0" not in text
+    assert "| 3 of 12 |" in text  # the overview's column for the panel

@@ -33,7 +33,8 @@ from seqq.reports.tables import load_results
 
 METHODS, LEVELS, KS, N = {"hybrid", "importance", "beam"}, {10, 30}, {3, 5}, 6
 REQUIRED = ["dataset", "model", "history_id", "K", "query", "method", "budget_level",
-            "model_calls", "estimate", "truth", "truth_kind", "rae", "entropy", "wall_s", "seed"]
+            "model_calls", "estimate", "truth", "truth_kind", "rae", "entropy", "wall_s", "seed",
+            "ci_low", "ci_high", "warning"]
 
 
 def test_sweep_table_is_complete(tiny_sweep: Path) -> None:
@@ -42,6 +43,8 @@ def test_sweep_table_is_complete(tiny_sweep: Path) -> None:
     assert set(table.method) == METHODS and set(table.budget_level) == LEVELS
     assert set(table.K) == KS and table.history_id.nunique() == N
     assert table[REQUIRED].notna().all().all()
+    assert (table.ci_low <= table.estimate).all() and (table.estimate <= table.ci_high).all()
+    assert table[table.method == "importance"].ess.gt(0).all()  # diagnostics are stored
     assert (table.rae >= 0).all() and np.isfinite(table.rae).all()
     assert not table.duplicated(KEY).any()
     assert (tiny_sweep / "logs" / "provenance.json").exists()

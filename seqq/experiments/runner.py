@@ -302,6 +302,11 @@ class SweepRunner:
             seed=seed,
             note=str(est) if failed else est.note,
             extras="{}" if failed else json.dumps(est.extras, default=_jsonable),
+            ci_low=_or_nan(None if failed else est.ci_low),
+            ci_high=_or_nan(None if failed else est.ci_high),
+            ess=_or_nan(None if failed else est.diagnostics.get("ess")),
+            pareto_k=_or_nan(None if failed else est.diagnostics.get("pareto_k")),
+            warning="" if failed or est.warning is None else est.warning,
         )
 
 

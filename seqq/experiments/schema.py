@@ -75,6 +75,11 @@ class ResultRow:
     seed: int
     note: str
     extras: str  # JSON of method-specific extras (e.g. coverage beam sizes)
+    ci_low: float  # the estimate's 95 % confidence interval (NaN where it has none)
+    ci_high: float
+    ess: float  # effective sample size of its weights (NaN without sampled weights)
+    pareto_k: float  # Pareto k̂ of its weights' upper tail (NaN where not fitted)
+    warning: str  # why it may not be trusted ("" when unflagged)
 
 
 COLUMNS = tuple(f.name for f in fields(ResultRow))

@@ -112,6 +112,10 @@ def _rae_sections(results: pd.DataFrame, summary: pd.DataFrame) -> list[str]:
                         f"ground truth's noise floor (median RAE of a perfect estimator): "
                         + ", ".join(f"K={k}: {floor[k]:.2g}" for k in ks)
                         + f"; {BELOW_FLOOR} marks a median below it\n")
+        flagged = _flagged(results, key)
+        if flagged:
+            sections.append(f"Flagged estimates (their `warning` says why; treat their "
+                            f"intervals as unreliable): {flagged}\n")
         for stat in ("median_rae", "mean_rae"):
             pivot = block.pivot_table(index=["method", "K"], columns="budget_level", values=stat)
             pivot.columns = [f"S={c}" for c in pivot.columns]
@@ -120,6 +124,14 @@ def _rae_sections(results: pd.DataFrame, summary: pd.DataFrame) -> list[str]:
                 table = _marked_below_floor(table, floor)
             sections += [f"**{stat.replace('_rae', ' RAE')}**\n", tables.to_markdown(table), ""]
     return sections
+
+
+def _flagged(results: pd.DataFrame, key: tuple) -> str:
+    """Per method, how many of a panel's estimates carry a warning ("" if none do)."""
+    block = results[(results[tables.PANEL] == pd.Series(key, index=tables.PANEL)).all(axis=1)]
+    counts = block.groupby("method").warning.agg(lambda w: int((w != "").sum()))
+    sizes = block.groupby("method").size()
+    return ", ".join(f"{m} {counts[m]} of {sizes[m]}" for m in counts.index if counts[m])
 
 
 def _marked_below_floor(table: pd.DataFrame, floor: dict[int, float]) -> pd.DataFrame:

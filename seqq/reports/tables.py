@@ -116,6 +116,7 @@ def overview(results: pd.DataFrame) -> pd.DataFrame:
             "methods": ", ".join(sorted(block.method.unique())),
             "ground truth": ", ".join(f"{n} {kind}" for kind, n in
                                       queries.truth_kind.value_counts().items()),
+            "flagged": f"{int((block.warning != '').sum())} of {len(block)}",
         })
     return pd.DataFrame(rows)
 
