@@ -13,14 +13,14 @@ from pathlib import Path
 
 import torch
 
-from benchmarks import chunks, e2e, gt_cost, overhead, paper_slice, scaling, throughput
+from benchmarks import chunks, e2e, gt_cost, overhead, paper_slice, rare, scaling, throughput
 from benchmarks.plans import PLANS
 from benchmarks.report import Section, header, measured_at, write
 from benchmarks.timing import set_clock
 
 RESULTS = Path(__file__).parent / "RESULTS.md"
 SECTIONS = {"a": throughput.run, "b": e2e.run, "c": scaling.run, "d": gt_cost.run,
-            "e": chunks.run, "g": overhead.run}  # (b) runs with --e2e or --sections b
+            "e": chunks.run, "g": overhead.run, "i": rare.run}  # (b): --e2e or --sections b
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,10 +78,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+ON_REQUEST = ("i",)  # minutes of exact DP and 2^16-call estimates: only when named
+
+
 def wanted(key: str, sections: list[str] | None, e2e: bool) -> bool:
     """Whether a run measures section `key`: those named by --sections, else all but (b),
-    which takes minutes of real sweeps and runs only with --e2e."""
-    return key in sections if sections is not None else key != "b" or e2e
+    which takes minutes of real sweeps and runs only with --e2e, and those ON_REQUEST."""
+    if sections is not None:
+        return key in sections
+    return (key != "b" or e2e) and key not in ON_REQUEST
 
 
 def _section_keys(text: str) -> list[str]:

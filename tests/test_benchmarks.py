@@ -243,7 +243,7 @@ def test_sections_run_alone_replace_only_themselves_and_say_when(tmp_path, capsy
 def test_end_to_end_runs_only_when_asked_for():
     assert [k for k in SECTIONS if wanted(k, None, False)] == ["a", "c", "d", "e", "g"]
     assert [k for k in SECTIONS if wanted(k, None, True)] == ["a", "b", "c", "d", "e", "g"]
-    assert [k for k in SECTIONS if wanted(k, ["b", "d"], False)] == ["b", "d"]
+    assert [k for k in SECTIONS if wanted(k, ["b", "d", "i"], False)] == ["b", "d", "i"]
 
 
 def test_end_to_end_rerun_alone_says_when_and_where(tmp_path, monkeypatch):
