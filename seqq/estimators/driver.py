@@ -61,11 +61,13 @@ def estimate_many(model: SequenceModel, histories: Sequence[Sequence[int]],
     _check_queries(queries)
     _check_histories(histories, model.vocab_size)
     budgets = _budgets(budget, len(histories))
+    copies = _replicates(declared, queries, budgets)
+    if copies:  # independent copies of every task, each with an equal share of its budget
+        histories = [h for h, n in zip(histories, copies, strict=True) for _ in range(n)]
+        queries = [q for q, n in zip(queries, copies, strict=True) for _ in range(n)]
+        budgets = None if budgets is None else [
+            b // n for b, n in zip(budgets, copies, strict=True) for _ in range(n)]
     R = declared.replicates
-    if R:  # R independent copies of every task, each with a 1/R share of its budget
-        histories = [h for h in histories for _ in range(R)]
-        queries = [q for q in queries for _ in range(R)]
-        budgets = None if budgets is None else [b // R for b in budgets for _ in range(R)]
     with torch.inference_mode():
         batch = prepare(model, histories, queries, seed, by_part=declared.by_part)
         if surrogate is None:
@@ -78,7 +80,7 @@ def estimate_many(model: SequenceModel, histories: Sequence[Sequence[int]],
                 part_budgets = None if budgets is None else [budgets[t] for t in tasks.tolist()]
                 estimates += _answered(declared, part, part_budgets, parsed,
                                        Messages.of(part, surrogate), level, R)
-    return _pooled(estimates, R, level) if R else estimates
+    return _pooled(estimates, copies, level) if copies else estimates
 
 
 def run_prepared(method: str, batch: Batch, budgets: Sequence[int] | None = None,
@@ -128,29 +130,50 @@ def _task_weights(batch: Batch, answer: Answer) -> list[torch.Tensor | None]:
     return [log_w[task == t] for t in range(batch.num_tasks)]
 
 
-def _pooled(estimates: list[Estimate], R: int, level: float) -> list[Estimate]:
-    """The mean of each task's R replicates, with its standard error and t interval."""
-    pooled = []
-    for start in range(0, len(estimates), R):
+def _replicates(method: Method, queries: Sequence[Query], budgets: Sequence[int] | None
+                ) -> list[int]:
+    """Copies of each task a replicate method runs: its `replicates`, fewer where a budget
+    would leave a copy less than two paths' worth of calls (2·(K + 1)); none otherwise."""
+    if not method.replicates:
+        return []
+    if budgets is None:
+        return [method.replicates] * len(queries)
+    return [min(method.replicates, max(1, b // (2 * (q.horizon + 1))))
+            for q, b in zip(queries, budgets, strict=True)]
+
+
+def _pooled(estimates: list[Estimate], copies: Sequence[int], level: float) -> list[Estimate]:
+    """The mean of each task's replicates, with its standard error and t interval (none from a
+    single copy: its budget was too small to split)."""
+    pooled, starts = [], [sum(copies[:i]) for i in range(len(copies))]
+    for start, R in zip(starts, copies, strict=True):
         group = estimates[start:start + R]
         values = [e.value for e in group]
         mean = sum(values) / R
-        sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (R - 1))
+        sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (R - 1)) if R > 1 else math.nan
         first = group[0]
         diagnostics = {"replicates": float(R),
                        "replicate_rel_se": sd / math.sqrt(R) / mean if mean > 0 else 0.0}
+        stderr = sd / math.sqrt(R) if R > 1 else None
         samples = [e.num_samples for e in group]
+        bounded = all(e.lower is not None for e in group)  # each holds: so does their overlap
         estimate = Estimate(
             method=first.method, value=mean, log_value=math.log(mean) if mean > 0 else -math.inf,
-            stderr=sd / math.sqrt(R), model_calls=sum(e.model_calls for e in group),
+            stderr=stderr, model_calls=sum(e.model_calls for e in group),
             is_lower_bound=first.is_lower_bound, note=first.note,
             num_samples=None if None in samples else sum(samples),
+            lower=max(e.lower for e in group) if bounded else None,
+            upper=min(e.upper for e in group) if bounded else None,
             extras={"replicates": values, **first.extras})
         kind = "none" if first.is_lower_bound else "replicates"
         if all(e.interval_kind == "exact" for e in group):
             kind = "exact"
-        pooled.append(with_uncertainty(estimate, kind, level, dof=R - 1,
-                                       diagnostics=diagnostics))
+        answered = with_uncertainty(estimate, kind, level, dof=R - 1, diagnostics=diagnostics)
+        if R == 1 and kind == "replicates":
+            answered = dataclasses.replace(answered, warning=(
+                f"the budget was too small to split into replicates, so {first.method} gives no "
+                "interval; raise the budget or use method='wor'"))
+        pooled.append(answered)
     return pooled
 
 
