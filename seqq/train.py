@@ -52,13 +52,14 @@ HELP = Help(
     "fit an HPYP n-gram (model=hpyp: <checkpoint_dir>/<dataset>_hpyp.pt, in seconds), "
     "or score a pretrained LM on it.",
     groups=[("dataset", "the data"),
-            ("model", "lstm to train; hpyp to fit (order, sweeps: conf/model/hpyp.yaml); "
+            ("model", "lstm to train; hpyp to fit (order, sweeps: seqq/conf/model/hpyp.yaml); "
                       "gpt2 or smollm2 to score"),
             ("trainer", "training schedule (ci: a few minutes)")],
     options=[
         ("device", "auto (cuda when available) | cpu | cuda | cuda:N"),
-        ("checkpoint_dir", "where LSTM checkpoints go (default outputs/checkpoints)"),
-        ("data_root", "folder of raw data (default data)"),
+        ("checkpoint_dir", "where checkpoints go (default <data_root>/checkpoints)"),
+        ("data_root", "raw data, caches, checkpoints (default $SEQQ_DATA, else ./data if "
+                      "present, else ~/.local/share/seqq)"),
         ("seed", "seed of weights, windows and dropout"),
         ("model.hidden_size", "LSTM hidden units (App. F.2: 512, Shakespeare 128)"),
         ("model.num_layers", "LSTM layers"),
@@ -74,7 +75,7 @@ HELP = Help(
         ("trainer.resume", "continue from <checkpoint>.last.pt when present"),
         ("trainer.progress", "progress bars"),
         ("dataset.window", "training window length"),
-        ("dataset.options.*", "loader options, e.g. dataset.options.file=... (see conf/dataset/)"),
+        ("dataset.options.*", "loader options, e.g. dataset.options.file=... (see seqq/conf/dataset/)"),
     ],
 )
 

@@ -17,7 +17,7 @@ from seqq.models.spec import ModelSpec
 
 # Everything below the entry points (seqq/experiments, seqq/train.py, seqq/commands.py, the CLI)
 BELOW = ["seqq/models", "seqq/estimators", "seqq/ground_truth.py", "seqq/queries", "seqq/data",
-         "seqq/training", "seqq/api.py"]
+         "seqq/training", "seqq/api.py", "seqq/paths.py"]
 CONFIG_MODULES = ("omegaconf", "hydra")
 CONFIG_TYPES = {"DictConfig", "ListConfig", "OmegaConf"}
 

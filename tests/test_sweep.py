@@ -277,4 +277,4 @@ def test_missing_checkpoint_names_the_training_command(tmp_path: Path) -> None:
         f"{sweep.QUICK_TRAINING}")
     paper = compose_sweep([*overrides, "size=paper"])
     assert sweep.train_command(sweep.sweep_spec(paper), "apps") == (
-        "seqq train dataset=apps checkpoint_dir=outputs/checkpoints/paper")
+        "seqq train dataset=apps checkpoint_dir=data/checkpoints/paper")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from seqq import config_checks as check
 from seqq.data import SequenceDataset, load_dataset
@@ -23,6 +23,13 @@ from seqq.experiments.method_runs import MethodRun
 from seqq.experiments.query_specs import QueriesSpec
 from seqq.models.device import resolve_device
 from seqq.models.spec import ModelSpec
+from seqq.paths import data_root, shipped
+
+# `${seqq_data_root:}` (the default `data_root`: $SEQQ_DATA, ./data, or the user data dir) and
+# `${seqq_shipped:<path>}` (a file installed with seqq): the configs name paths that depend on
+# where seqq runs and where it is installed, resolved when a command composes its config.
+OmegaConf.register_new_resolver("seqq_data_root", lambda: str(data_root()), replace=True)
+OmegaConf.register_new_resolver("seqq_shipped", lambda path: str(shipped(path)), replace=True)
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ from seqq.experiments.store import PartStore
 from seqq.experiments.sweep_config import HELP, check_config, horizons, sweep_spec
 from seqq.models import SequenceModel, TemperatureModel
 from seqq.models.loading import load_model, trained_checkpoint
+from seqq.paths import data_root
 from seqq.reports.build import build_report
 
 __all__ = ["HELP", "QUICK_TRAINING", "check_config", "horizons", "load_data", "load_sweep_model",
@@ -62,7 +63,7 @@ def train_command(spec: SweepSpec, dataset: str) -> str:
         parts.append(f"model={model.type}")
     if model.checkpoint:
         parts.append(f"model.checkpoint={model.checkpoint}")
-    if str(spec.dataset.root) != "data":
+    if spec.dataset.root != data_root():
         parts.append(f"data_root={spec.dataset.root}")
     if spec.size == "quick" and model.type == "lstm":
         parts.append(QUICK_TRAINING)

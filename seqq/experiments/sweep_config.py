@@ -47,8 +47,10 @@ HELP = Help(
     options=[
         ("size", "quick | paper: presets use small N and ground truth unless paper"),
         ("device", "auto (cuda when available) | cpu | cuda | cuda:N"),
-        ("checkpoint_dir", "LSTM checkpoints (default outputs/checkpoints; size=paper: .../paper)"),
-        ("data_root", "folder of raw data (default data)"),
+        ("checkpoint_dir", "trained checkpoints (default <data_root>/checkpoints; size=paper: "
+                           ".../paper)"),
+        ("data_root", "raw data, caches, checkpoints (default $SEQQ_DATA, else ./data if "
+                      "present, else ~/.local/share/seqq)"),
         ("sweep.name", "sweep folder name under sweep.root"),
         ("sweep.root", "parent of sweep folders (default outputs/sweeps)"),
         ("sweep.dir", "the sweep folder (default <root>/<name>, -paper at size=paper)"),

