@@ -5,19 +5,22 @@ SEQQ := $(VENV)/bin/seqq
 
 # Figures: SIZE=paper for the paper's N, ground truth and LSTMs (hours to days on CPU);
 # SIZE=quick trains small LSTMs (hidden 128) for TRAIN_MINUTES each, and draws each figure in
-# minutes. DATASETS whose raw files are absent under data/ run on their synthetic stand-ins.
+# minutes. DATASETS whose raw files are neither under the data root nor shipped with seqq
+# (seqq/resources/) run on their synthetic stand-ins.
 SIZE ?= quick
 DATASETS ?= reviews apps moocs shakespeare
 TRAIN_MINUTES ?= 3
 TRAIN_quick = trainer=ci model.hidden_size=128 trainer.max_minutes=$(TRAIN_MINUTES)
 TRAIN_paper = trainer=default
-# The CLI's default checkpoint folder (conf/sweep.yaml): README commands find make's LSTMs.
-CKPT := outputs/checkpoints$(if $(filter paper,$(SIZE)),/paper)
+# The CLI's data root and default checkpoint folder when run from here (seqq/conf/sweep.yaml,
+# seqq/paths.py): README commands find make's LSTMs.
+DATA_ROOT := $(or $(SEQQ_DATA),data)
+CKPT := $(DATA_ROOT)/checkpoints$(if $(filter paper,$(SIZE)),/paper)
 SUFFIX := $(if $(filter paper,$(SIZE)),-paper)
 FIGS := outputs/figures$(SUFFIX)
 
 comma := ,
-resolve = $(foreach d,$(1),$(if $(wildcard data/$(d)/*),$(d),synthetic_$(d)))
+resolve = $(foreach d,$(1),$(if $(wildcard $(DATA_ROOT)/$(d)/* seqq/resources/$(d)/*),$(d),synthetic_$(d)))
 csv = $(subst $() ,$(comma),$(strip $(1)))
 checkpoints = $(foreach d,$(call resolve,$(1)),$(CKPT)/$(d)_lstm.pt)
 hpyp_checkpoints = $(foreach d,$(call resolve,$(1)),$(CKPT)/$(d)_hpyp.pt)
@@ -34,12 +37,12 @@ sweep = $(SEQQ) query-sweep -m experiment=$(1) size=$(SIZE) dataset=$(call csv,$
 	checkpoint_dir=$(SWEEP_CKPT) sweep.root=$(SWEEPS) sweep.report=false $(3)
 SWEEP_CKPT = $(CKPT)
 report = $(SEQQ) report $(SWEEPS)/$(1)$(SUFFIX)/results --out $(FIGS)/$(2) $(3)
-# authors <preset> [overrides]: the same sweep on the paper authors' LSTMs (data/models/authors/):
+# authors <preset> [overrides]: the same sweep on the paper authors' LSTMs (seqq/resources/models/authors/):
 # Shakespeare on its test split, MOOCs on histories sampled from the model while its raw files are
 # absent; one more panel each ("shakespeare (authors_lstm)", "moocs (authors_lstm) …")
 authors = $(if $(filter shakespeare,$(ALL)),$(call sweep,$(1),shakespeare,model=authors $(2)) &&) \
 	$(if $(filter %moocs,$(ALL)),$(call sweep,$(1),moocs,model=authors \
-	$(if $(wildcard data/moocs/*),,sweep.histories_from=model) $(2)) &&) true
+	$(if $(wildcard $(DATA_ROOT)/moocs/*),,sweep.histories_from=model) $(2)) &&) true
 
 # MODELS=authors (fig3): only the paper authors' Shakespeare and MOOCs LSTMs, no LSTM of seqq's
 # trained or swept; MODELS=all (default) sweeps both.
@@ -176,9 +179,9 @@ tables3-6: venv $(call checkpoints,$(DATASETS))  ## KL of IS vs ground truth ove
 # 0.565 against the authors' 0.582) in their own folder, apart from the 3-minute quick ones.
 FRONTIER_SYNTHETIC ?= synthetic_shakespeare
 FRONTIER_TRAIN_MINUTES ?= 30
-FRONTIER_CKPT := $(if $(filter paper,$(SIZE)),$(CKPT),outputs/checkpoints/frontier)
-outputs/checkpoints/frontier/%_lstm.pt: | venv
-	$(SEQQ) train dataset=$* checkpoint_dir=outputs/checkpoints/frontier trainer.max_epochs=60 \
+FRONTIER_CKPT := $(if $(filter paper,$(SIZE)),$(CKPT),$(DATA_ROOT)/checkpoints/frontier)
+$(DATA_ROOT)/checkpoints/frontier/%_lstm.pt: | venv
+	$(SEQQ) train dataset=$* checkpoint_dir=$(DATA_ROOT)/checkpoints/frontier trainer.max_epochs=60 \
 		trainer.max_minutes=$(FRONTIER_TRAIN_MINUTES)
 
 fig-frontier: SWEEP_CKPT = $(FRONTIER_CKPT)

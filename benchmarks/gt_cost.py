@@ -17,10 +17,11 @@ from benchmarks.zoo import build
 from seqq import queries as Q
 from seqq.errors import DataError
 from seqq.experiments.histories import sample_histories
+from seqq.paths import shipped
 
 REL_TOL = 0.01
-AUTHORS_VOCAB_FILE = "data/models/authors/shakespeare_vocab.json"
-MAX_HISTORY = 200  # as the sweeps keep it (conf/sweep.yaml)
+AUTHORS_VOCAB_FILE = str(shipped("models/authors/shakespeare_vocab.json"))
+MAX_HISTORY = 200  # as the sweeps keep it (seqq/conf/sweep.yaml)
 
 
 def _histories(name: str, V: int, count: int, horizon: int, from_data: bool

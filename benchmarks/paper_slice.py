@@ -22,7 +22,7 @@ import pandas as pd
 
 from benchmarks.report import Section, describe, table
 
-PAPER_HISTORIES = 1000  # conf/experiment/fig3.yaml: sweep.histories = ${by_size:20,1000}
+PAPER_HISTORIES = 1000  # seqq/conf/experiment/fig3.yaml: sweep.histories = ${by_size:20,1000}
 SEQQ = [sys.executable, "-m", "seqq.cli"]
 
 

@@ -37,7 +37,7 @@ def _lstm(hidden: int, vocab: int = LSTM_VOCAB) -> Callable[[str | None], BenchM
 
 
 def authors_shakespeare(device: str | None) -> BenchModel:
-    """The paper authors' trained Shakespeare LSTM (`model=authors`, data/models/authors/):
+    """The paper authors' trained Shakespeare LSTM (`model=authors`, seqq/resources/models/authors/):
     one-hot input, 2 layers of 128, V = 68."""
     from seqq.models.loading import load_model
 

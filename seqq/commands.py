@@ -30,7 +30,7 @@ EXIT_MISTAKE = 2
 EXIT_BUG = 1
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
 MISTAKES = (SeqqError, HydraException)
-CONF = Path(__file__).resolve().parents[1] / "conf"  # the Hydra config tree of every command
+CONF = Path(__file__).resolve().parent / "conf"  # every command's Hydra configs, installed with seqq
 
 
 class JobFailed(SeqqError):

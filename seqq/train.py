@@ -14,7 +14,10 @@ import dataclasses
 import logging
 import math
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import hydra
 import torch
@@ -24,15 +27,17 @@ from omegaconf import DictConfig, OmegaConf
 
 from seqq import config_checks as check
 from seqq.commands import CONF, Help, hydra_job, run_hydra, wants_help
-from seqq.data import SequenceDataset, load_dataset
+from seqq.data import SequenceDataset
 from seqq.errors import ConfigError, DataError
 from seqq.experiments.provenance import write_provenance
+from seqq.experiments.specs import DatasetSpec, dataset_spec, model_spec
 from seqq.models.checkpoint import load_checkpoint
 from seqq.models.device import resolve_device
 from seqq.models.hf import HFCausalLM
 from seqq.models.hpyp import HPYPModel
 from seqq.models.loading import load_model
 from seqq.models.lstm import LSTMNet
+from seqq.models.spec import ModelSpec
 from seqq.training.artifacts import plot_curves, write_metrics
 from seqq.training.scoring import held_out_windows, nats_per_symbol
 from seqq.training.trainer import Trainer, TrainerConfig, eval_pairs
@@ -47,13 +52,14 @@ HELP = Help(
     "fit an HPYP n-gram (model=hpyp: <checkpoint_dir>/<dataset>_hpyp.pt, in seconds), "
     "or score a pretrained LM on it.",
     groups=[("dataset", "the data"),
-            ("model", "lstm to train; hpyp to fit (order, sweeps: conf/model/hpyp.yaml); "
+            ("model", "lstm to train; hpyp to fit (order, sweeps: seqq/conf/model/hpyp.yaml); "
                       "gpt2 or smollm2 to score"),
             ("trainer", "training schedule (ci: a few minutes)")],
     options=[
         ("device", "auto (cuda when available) | cpu | cuda | cuda:N"),
-        ("checkpoint_dir", "where LSTM checkpoints go (default outputs/checkpoints)"),
-        ("data_root", "folder of raw data (default data)"),
+        ("checkpoint_dir", "where checkpoints go (default <data_root>/checkpoints)"),
+        ("data_root", "raw data, caches, checkpoints (default $SEQQ_DATA, else ./data if "
+                      "present, else ~/.local/share/seqq)"),
         ("seed", "seed of weights, windows and dropout"),
         ("model.hidden_size", "LSTM hidden units (App. F.2: 512, Shakespeare 128)"),
         ("model.num_layers", "LSTM layers"),
@@ -69,24 +75,72 @@ HELP = Help(
         ("trainer.resume", "continue from <checkpoint>.last.pt when present"),
         ("trainer.progress", "progress bars"),
         ("dataset.window", "training window length"),
-        ("dataset.options.*", "loader options, e.g. dataset.options.file=... (see conf/dataset/)"),
+        ("dataset.options.*", "loader options, e.g. dataset.options.file=... (see seqq/conf/dataset/)"),
     ],
 )
 
 
-def check_config(cfg: DictConfig) -> None:
-    """Every value `seqq train` reads, checked before any data or model is loaded."""
-    kind = check.choice(cfg, "model.type", TRAINABLE + PRETRAINED)
+@dataclass(frozen=True)
+class LSTMSpec:
+    """The LSTM `seqq train model=lstm` builds (App. F.2)."""
+
+    hidden_size: int
+    num_layers: int
+    dropout: float
+    embedding_size: int | None
+
+
+@dataclass(frozen=True)
+class HPYPSpec:
+    """The HPYP n-gram `seqq train model=hpyp` fits."""
+
+    order: int
+    discounts: tuple[float, ...]
+    sweeps: int
+
+
+@dataclass(frozen=True)
+class TrainSpec:
+    """One `seqq train` job, checked: everything `train` reads. `lstm` and `trainer` are set
+    for model=lstm, `hpyp` for model=hpyp; pretrained LMs (hf, smollm2) only need `model`.
+    `config` is the resolved config, recorded in the run folder and nowhere read again."""
+
+    model: ModelSpec
+    dataset: DatasetSpec
+    seed: int
+    checkpoint_dir: Path
+    config: Mapping[str, Any]
+    lstm: LSTMSpec | None = None
+    hpyp: HPYPSpec | None = None
+    trainer: TrainerConfig | None = None
+
+    def checkpoint(self, dataset: str) -> Path:
+        """Where the trained model goes: `model.checkpoint`, else
+        `<checkpoint_dir>/<dataset>_<type>.pt`."""
+        if self.model.checkpoint:
+            return Path(to_absolute_path(self.model.checkpoint))
+        return self.checkpoint_dir / f"{dataset}_{self.model.type}.pt"
+
+
+def check_config(cfg: DictConfig) -> TrainSpec:
+    """Every value `seqq train` reads, checked before any data or model is loaded, as a
+    `TrainSpec`: the only place `seqq train` reads its config."""
+    model = model_spec(cfg, TRAINABLE + PRETRAINED)
     resolve_device(check.value(cfg, "device"))
-    check.integer(cfg, "seed")
-    if kind == "hpyp":
-        check.integer(cfg, "model.order", minimum=2)
-        check.integer(cfg, "model.sweeps", minimum=0)
-    if kind == "lstm":
+    seed = check.integer(cfg, "seed")
+    lstm = hpyp = trainer = None
+    if model.type == "hpyp":
+        hpyp = HPYPSpec(order=check.integer(cfg, "model.order", minimum=2),
+                        discounts=tuple(check.value(cfg, "model.discounts")),
+                        sweeps=check.integer(cfg, "model.sweeps", minimum=0))
+    if model.type == "lstm":
         for key in ("model.hidden_size", "model.num_layers", "dataset.window", "dataset.stride"):
             check.integer(cfg, key, minimum=1)
-        check.integer(cfg, "model.embedding_size", minimum=1, optional=True)
-        check.number(cfg, "model.dropout", above=-1e-12, at_most=0.99)
+        lstm = LSTMSpec(hidden_size=check.value(cfg, "model.hidden_size"),
+                        num_layers=check.value(cfg, "model.num_layers"),
+                        embedding_size=check.integer(cfg, "model.embedding_size", minimum=1,
+                                                     optional=True),
+                        dropout=check.number(cfg, "model.dropout", above=-1e-12, at_most=0.99))
         unknown = set(cfg.trainer) - {f.name for f in dataclasses.fields(TrainerConfig)}
         if unknown:
             raise ConfigError(f"trainer.{sorted(unknown)[0]} is not a trainer setting; see "
@@ -98,24 +152,22 @@ def check_config(cfg: DictConfig) -> None:
         check.number(cfg, "trainer.max_minutes", above=0, optional=True)
         check.number(cfg, "trainer.lr", above=0)
         resolve_device(check.value(cfg, "trainer.device"))
+        trainer = TrainerConfig(**check.value(cfg, "trainer"))
+    return TrainSpec(
+        model=model, seed=seed, lstm=lstm, hpyp=hpyp, trainer=trainer,
+        dataset=dataset_spec(cfg, root=to_absolute_path(check.value(cfg, "data_root"))),
+        checkpoint_dir=Path(to_absolute_path(check.value(cfg, "checkpoint_dir"))),
+        config=OmegaConf.to_container(cfg, resolve=True))
 
 
-def _dataset(cfg: DictConfig) -> SequenceDataset:
-    options = OmegaConf.to_container(cfg.dataset.get("options") or {}, resolve=True)
-    return load_dataset(cfg.dataset.name, root=to_absolute_path(cfg.data_root), **options)
-
-
-def train_lstm(cfg: DictConfig, ds: SequenceDataset, run_dir: Path) -> dict:
-    torch.manual_seed(cfg.seed)
-    trainer_cfg = TrainerConfig(**OmegaConf.to_container(cfg.trainer, resolve=True))
-    m = cfg.model
+def train_lstm(spec: TrainSpec, ds: SequenceDataset, run_dir: Path) -> dict:
+    torch.manual_seed(spec.seed)
+    m = spec.lstm
     net = LSTMNet(ds.vocab_size, m.hidden_size, m.num_layers, m.dropout, m.embedding_size)
-    checkpoints = Path(to_absolute_path(cfg.checkpoint_dir))
-    best = Path(to_absolute_path(m.checkpoint)) if m.checkpoint else (
-        checkpoints / f"{ds.name}_lstm.pt")
-    trainer = Trainer(ds, net, trainer_cfg, window=cfg.dataset.window, stride=cfg.dataset.stride,
-                      best_path=best, last_path=best.with_suffix(".last.pt"), seed=cfg.seed,
-                      log=log.info)
+    best = spec.checkpoint(ds.name)
+    trainer = Trainer(ds, net, spec.trainer, window=spec.dataset.window,
+                      stride=spec.dataset.stride, best_path=best,
+                      last_path=best.with_suffix(".last.pt"), seed=spec.seed, log=log.info)
     log.info(f"training LSTM on {ds.title}: V={ds.vocab_size}, {len(ds.train)} train / "
           f"{len(ds.valid)} valid sequences, {trainer.steps_per_epoch} steps per epoch, "
           f"device {trainer.device}")
@@ -133,24 +185,22 @@ def train_lstm(cfg: DictConfig, ds: SequenceDataset, run_dir: Path) -> dict:
     return summary
 
 
-def fit_hpyp(cfg: DictConfig, ds: SequenceDataset) -> dict:
-    m = cfg.model
-    checkpoints = Path(to_absolute_path(cfg.checkpoint_dir))
-    path = Path(to_absolute_path(m.checkpoint)) if m.checkpoint else (
-        checkpoints / f"{ds.name}_hpyp.pt")
+def fit_hpyp(spec: TrainSpec, ds: SequenceDataset) -> dict:
+    m = spec.hpyp
+    path = spec.checkpoint(ds.name)
     start = time.perf_counter()
     model = HPYPModel.fit(ds.train, ds.vocab, order=m.order, skip_first=ds.bos_id is not None,
-                          discounts=list(m.discounts), sweeps=m.sweeps, seed=cfg.seed)
+                          discounts=list(m.discounts), sweeps=m.sweeps, seed=spec.seed)
     seconds = time.perf_counter() - start
     model.info.update(dataset=ds.name, fit_seconds=round(seconds, 2))
     model.save(path)
-    windows = held_out_windows(ds.test, cfg.dataset.window, ds.bos_id)
+    windows = held_out_windows(ds.test, spec.dataset.window, ds.bos_id)
     nats, symbols = nats_per_symbol(model, windows)
     summary = dict(checkpoint=str(path), order=model.order, contexts=model.num_contexts,
                    discounts=[round(d, 4) for d in model.discounts.tolist()], sweeps=m.sweeps,
                    fit_seconds=round(seconds, 2), test_symbols=symbols,
                    test_nats_per_symbol=nats)
-    lstm_path = checkpoints / f"{ds.name}_lstm.pt"
+    lstm_path = spec.checkpoint_dir / f"{ds.name}_lstm.pt"
     versus = ""
     if lstm_path.is_file():
         lstm, _ = load_checkpoint(lstm_path, "cpu", ds.vocab)
@@ -185,26 +235,26 @@ def score_lm(lm: HFCausalLM, ds: SequenceDataset, window: int, limit: int) -> di
                 perplexity=math.exp(nll / count))
 
 
-def check_lm(cfg: DictConfig, ds: SequenceDataset) -> dict:
-    lm = load_model(cfg.model)
-    scores = score_lm(lm, ds, cfg.dataset.get("window", 256), cfg.dataset.get("eval_blocks", 20))
-    log.info(f"{cfg.model.type} model on {ds.title}: next-token accuracy {scores['accuracy']:.4f}, "
+def check_lm(spec: TrainSpec, ds: SequenceDataset) -> dict:
+    lm = load_model(spec.model)
+    scores = score_lm(lm, ds, spec.dataset.window or 256, spec.dataset.eval_blocks or 20)
+    log.info(f"{spec.model.type} model on {ds.title}: next-token accuracy {scores['accuracy']:.4f}, "
           f"perplexity {scores['perplexity']:.2f} over {scores['tokens_scored']} tokens")
     return scores
 
 
-def train(cfg: DictConfig) -> dict:
+def train(spec: TrainSpec) -> dict:
     """Run one `seqq train` job; returns the summary also written to run_info.json."""
     run_dir = Path(HydraConfig.get().runtime.output_dir)
-    ds = _dataset(cfg)
-    if cfg.model.type == "lstm":
-        summary = train_lstm(cfg, ds, run_dir)
-    elif cfg.model.type == "hpyp":
-        summary = fit_hpyp(cfg, ds)
+    ds = spec.dataset.load()
+    if spec.model.type == "lstm":
+        summary = train_lstm(spec, ds, run_dir)
+    elif spec.model.type == "hpyp":
+        summary = fit_hpyp(spec, ds)
     else:
-        summary = check_lm(cfg, ds)
-    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
-    write_provenance(run_dir, OmegaConf.to_container(cfg, resolve=True), cfg.seed,
+        summary = check_lm(spec, ds)
+    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(spec.config))
+    write_provenance(run_dir, spec.config, spec.seed,
                      name="run_info.json", command="seqq train",
                      dataset=dict(name=ds.name, synthetic=ds.synthetic, vocab_size=ds.vocab_size,
                                   description=ds.description, **ds.stats),
@@ -215,8 +265,7 @@ def train(cfg: DictConfig) -> dict:
 @hydra.main(config_path=str(CONF), config_name="train", version_base=None)
 @hydra_job("train")
 def _app(cfg: DictConfig) -> None:
-    check_config(cfg)
-    train(cfg)
+    train(check_config(cfg))
 
 
 def main(argv: list[str]) -> int:

@@ -1,4 +1,4 @@
-"""The paper authors' LSTMs shipped in data/models/authors/ reproduce the reference behaviour
+"""The paper authors' LSTMs shipped in seqq/resources/models/authors/ reproduce the reference behaviour
 recorded with them (README there), through `model=authors` and the dataset mapped to their
 vocabulary; every model seqq loads names its symbols in `vocab`."""
 
@@ -16,11 +16,12 @@ from seqq.experiments import sweep
 from seqq.models import LSTMModel, MarkovModel, TemperatureModel
 from seqq.models.authors import vocab_file
 from seqq.models.loading import load_model
+from seqq.paths import SHIPPED
 from seqq.queries import a_before_b, hitting_time
 from seqq.reports.tables import load_results, panels
 
 DATA = REPO / "data"
-AUTHORS = DATA / "models" / "authors"
+AUTHORS = SHIPPED / "models" / "authors"  # installed with seqq
 ROMEO = "ROMEO:\nBut soft, what light through yonder window"
 
 
@@ -40,7 +41,7 @@ def test_loads_from_the_project_root_by_dataset_name(monkeypatch):
     model = load_model({"type": "authors", "dataset": "shakespeare"})
     assert model.vocab_size == len(model.vocab) == 68
     assert (model.vocab.index("\n"), model.vocab.index(" "), model.vocab.index(BOS)) == (0, 1, 12)
-    assert model.vocab == sorted(set((DATA / "shakespeare" / "tinyshakespeare_input.txt")
+    assert model.vocab == sorted(set((SHIPPED / "shakespeare" / "tinyshakespeare_input.txt")
                                      .read_text(encoding="utf-8")) | {"[", "]", BOS})
 
 
@@ -74,7 +75,7 @@ def test_dataset_follows_the_models_vocabulary(shakespeare_model, shakespeare_da
     ds = shakespeare_data
     assert ds.vocab == shakespeare_model.vocab and ds.bos_id == 12
     assert all(seq[0] == 12 for seq in ds.train + ds.valid + ds.test)
-    text = (DATA / "shakespeare" / "tinyshakespeare_input.txt").read_text(encoding="utf-8")
+    text = (SHIPPED / "shakespeare" / "tinyshakespeare_input.txt").read_text(encoding="utf-8")
     assert "".join(ds.vocab[s] for s in ds.train[0][1:]) in text
     own = load_dataset("shakespeare", DATA)  # seqq's own vocabulary: <BOS> first
     assert own.bos_id == 0 and len(own.vocab) == 66
@@ -111,7 +112,7 @@ def test_every_model_names_its_symbols(shakespeare_model):
     assert markov.vocab == ["0", "1", "2", "3", "4"]
     assert TemperatureModel(shakespeare_model, 2.0).vocab == shakespeare_model.vocab
     config = GPT2Config(n_layer=1, n_embd=8, n_head=1, n_positions=8, vocab_size=50260)
-    tokenizer = AutoTokenizer.from_pretrained(str(DATA / "gpt2_tokenizer"))
+    tokenizer = AutoTokenizer.from_pretrained(str(SHIPPED / "gpt2_tokenizer"))
     lm = HFCausalLM(GPT2LMHeadModel(config), tokenizer, device="cpu")
     assert len(lm.vocab) == 50260 and lm.vocab[50256] == "<|endoftext|>"
     assert lm.vocab[15496] == "Hello" and lm.vocab[tokenizer.encode(" the")[0]] == "Ġthe"
@@ -126,7 +127,7 @@ def test_sweep_on_the_authors_model_is_its_own_panel(tmp_path):
               "sweep.name=fig3", "sweep.histories=3", "sweep.ks=[3]", "sweep.progress=false",
               "sweep.report=false", "budget.levels=[10]", "estimator.methods=[hybrid,importance]"]
     cfg = compose_sweep([*common, "model=authors", "model.device=cpu"])
-    assert cfg.dataset.options.vocab == f"{DATA}/models/authors/shakespeare_vocab.json"
+    assert cfg.dataset.options.vocab == f"{AUTHORS}/shakespeare_vocab.json"
     folder = sweep.run(cfg)
     results = load_results([str(folder / "results")])
     assert set(results.model) == {"authors_lstm"} and (results.truth_kind == "exact").all()

@@ -14,7 +14,7 @@ from seqq.estimators import METHODS
 from seqq.experiments import sweep
 from seqq.experiments.method_runs import method_runs
 from seqq.experiments.query_specs import KINDS
-from seqq.models.loading import DEFAULT_CHECKPOINT_DIR
+from seqq.paths import default_checkpoint_dir
 from seqq.reports.figures import FIGURES
 
 PRESETS = sorted(p.stem for p in (sweep.CONF / "experiment").glob("*.yaml"))
@@ -66,9 +66,13 @@ def _make_dry_run(*args: str) -> str:
 
 
 @pytest.mark.parametrize("size", ["quick", "paper"])
-def test_make_and_the_cli_share_one_checkpoint_folder(size: str) -> None:
-    """`make` trains where `seqq query-sweep` looks by default, so README commands find the
-    LSTMs that `make demo` trained; quick LSTMs train as the missing-checkpoint hint says."""
+def test_make_and_the_cli_share_one_checkpoint_folder(size: str,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make` trains where `seqq query-sweep` looks by default (run from the project root, as
+    `make` runs it), so README commands find the LSTMs that `make demo` trained; quick LSTMs
+    train as the missing-checkpoint hint says."""
+    monkeypatch.chdir(REPO)
+    monkeypatch.delenv("SEQQ_DATA", raising=False)
     script = _make_dry_run("fig3", f"SIZE={size}")
     folders = set(re.findall(r"checkpoint_dir=(\S+)", script))
     default = compose_sweep([f"size={size}"]).checkpoint_dir
@@ -76,7 +80,7 @@ def test_make_and_the_cli_share_one_checkpoint_folder(size: str) -> None:
     trains = [line for line in script.splitlines() if " train " in line]
     assert trains and all((sweep.QUICK_TRAINING in line) == (size == "quick") for line in trains)
     if size == "quick":
-        assert default == str(DEFAULT_CHECKPOINT_DIR) == compose_train().checkpoint_dir
+        assert default == str(default_checkpoint_dir()) == compose_train().checkpoint_dir
 
 
 def _readme_commands(command: str) -> list[list[str]]:

@@ -110,15 +110,28 @@ def test_bad_format_and_options(tmp_path):
         load_dataset("imagenet", tmp_path)
 
 
-@pytest.mark.parametrize("name, hint", [
-    ("moocs", "mooc_actions.tsv"), ("apps", "lsapp.tsv"), ("reviews", "all_csv_files.csv"),
-    ("shakespeare", "tinyshakespeare_input.txt"), ("wikitext", "wiki.test.tokens")])
-def test_missing_raw_files_say_what_to_put_where(tmp_path, name, hint):
+@pytest.mark.parametrize("name, hint, options", [
+    ("moocs", "mooc_actions.tsv", {}), ("apps", "lsapp.tsv", {}),
+    ("reviews", "all_csv_files.csv", {}),
+    # seqq ships tiny Shakespeare and WikiText-2's test/valid splits: only other files are missing
+    ("shakespeare", "shakespeare_input.txt", {"file": "shakespeare_input.txt"}),
+    ("wikitext", "wiki.train.tokens", {"test_file": "wiki.train.tokens"})])
+def test_missing_raw_files_say_what_to_put_where(tmp_path, name, hint, options):
     with pytest.raises(MissingRawData) as info:
-        load_dataset(name, tmp_path)
+        load_dataset(name, tmp_path, **options)
     message = str(info.value)
     assert hint in message and str(tmp_path) in message and "download" in message
     assert "\n" not in message
+
+
+def test_shipped_text_is_found_under_any_root_and_a_users_copy_wins(tmp_path):
+    shipped = load_dataset("shakespeare", tmp_path)  # nothing under the root: the shipped text
+    assert shipped.stats["characters"] == 1_115_394
+    assert list((tmp_path / "cache").glob("shakespeare-*.npz"))  # caches go under the root
+    (tmp_path / "shakespeare").mkdir()
+    (tmp_path / "shakespeare" / "tinyshakespeare_input.txt").write_text("to be or not " * 800)
+    mine = load_dataset("shakespeare", tmp_path)
+    assert mine.stats["characters"] == 13 * 800 and mine.vocab_size == 1 + len(set("to be rn"))
 
 
 def test_cache_prepares_once_and_notices_edits(tmp_path, events, monkeypatch):

@@ -12,6 +12,7 @@ from seqq.data import BOS, DATASETS, load_dataset
 from seqq.data.text import gpt2_tokenizer, wikitext_articles
 from seqq.data.windows import IGNORE, make_batch, window_starts
 from seqq.errors import DataError
+from seqq.paths import SHIPPED
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 WIKI = """ 
@@ -52,7 +53,7 @@ def test_wikitext_articles_and_gpt2_ids(tmp_path):
     (tmp_path / "wikitext2").mkdir()
     (tmp_path / "wikitext2" / "wiki.test.tokens").write_text(WIKI)
     (tmp_path / "wikitext2" / "wiki.valid.tokens").write_text(WIKI.split(" = Du Fu")[0])
-    (tmp_path / "gpt2_tokenizer").symlink_to(DATA / "gpt2_tokenizer")
+    (tmp_path / "gpt2_tokenizer").symlink_to(SHIPPED / "gpt2_tokenizer")
     articles = wikitext_articles(WIKI)
     assert len(articles) == 2 and articles[1].startswith(" = Du Fu = ")
     assert "= = Career = =" in articles[0]  # sub-headings stay inside their article
@@ -122,8 +123,8 @@ def test_wikitext_tokenizer_choice(tmp_path):
     (tmp_path / "wikitext2").mkdir()
     for name in ("wiki.test.tokens", "wiki.valid.tokens"):
         (tmp_path / "wikitext2" / name).write_text(WIKI)
-    (tmp_path / "gpt2_tokenizer").symlink_to(DATA / "gpt2_tokenizer")
-    by_folder = load_dataset("wikitext", tmp_path, tokenizer=str(DATA / "gpt2_tokenizer"))
+    (tmp_path / "gpt2_tokenizer").symlink_to(SHIPPED / "gpt2_tokenizer")
+    by_folder = load_dataset("wikitext", tmp_path, tokenizer=str(SHIPPED / "gpt2_tokenizer"))
     assert by_folder.test == load_dataset("wikitext", tmp_path).test
     with pytest.raises(DataError, match="tokenizer must be"):
         load_dataset("wikitext", tmp_path, tokenizer="no-such-tokenizer")

@@ -1,10 +1,9 @@
-"""The HF adapter on a tiny random GPT-2 with the real GPT-2 tokenizer shipped in data/."""
+"""The HF adapter on a tiny random GPT-2 with the real GPT-2 tokenizer shipped with seqq."""
 
 from __future__ import annotations
 
 import importlib.util
 import warnings
-from pathlib import Path
 
 import pytest
 import torch
@@ -12,8 +11,7 @@ import torch
 from seqq.errors import ModelLoadError, QueryError
 from seqq.models.hf import HFCausalLM
 from seqq.models.protocol import SequenceModel
-
-DATA = Path(__file__).resolve().parents[1] / "data"
+from seqq.paths import SHIPPED
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +20,7 @@ def tiny() -> HFCausalLM:
 
     torch.manual_seed(0)
     config = GPT2Config(n_layer=2, n_embd=32, n_head=2, n_positions=64, vocab_size=50257)
-    tokenizer = AutoTokenizer.from_pretrained(str(DATA / "gpt2_tokenizer"))
+    tokenizer = AutoTokenizer.from_pretrained(str(SHIPPED / "gpt2_tokenizer"))
     return HFCausalLM(GPT2LMHeadModel(config), tokenizer, device="cpu")
 
 

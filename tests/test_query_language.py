@@ -239,9 +239,8 @@ def test_parsed_queries_are_answered_exactly(expr):
 
 
 def _specs(tmp_path: Path, *overrides: str) -> list:
-    cfg = compose_sweep(tiny_overrides(tmp_path, "expr", *overrides))
-    sweep.check_config(cfg)
-    return sweep.make_specs(cfg, sweep.load_data(cfg))
+    spec = sweep.check_config(compose_sweep(tiny_overrides(tmp_path, "expr", *overrides)))
+    return sweep.make_specs(spec, sweep.load_data(spec))
 
 
 def test_an_expr_sweep_asks_what_the_template_says(tmp_path: Path):
@@ -249,7 +248,7 @@ def test_an_expr_sweep_asks_what_the_template_says(tmp_path: Path):
     ours, paper = _specs(tmp_path, "query=expr"), _specs(tmp_path, "query=hitting_time")
     assert [(s.history, s.K) for s in ours] == [(s.history, s.K) for s in paper]
     assert [s.query for s in ours] == [s.query for s in paper]
-    vocab = sweep.load_data(compose_sweep(tiny_overrides(tmp_path, "v"))).vocab
+    vocab = sweep.load_data(sweep.sweep_spec(compose_sweep(tiny_overrides(tmp_path, "v")))).vocab
     first = ours[0]
     assert first.label == f"tau({quote(vocab[first.history.future[first.K - 1]])}) = {first.K}"
     assert {s.kind for s in ours} == {"tau({observed}) = {K}"}
@@ -274,9 +273,9 @@ def test_an_expr_template_fills_every_placeholder(tmp_path: Path):
 def test_an_expr_template_is_checked_before_anything_loads(tmp_path: Path, template, said):
     cfg = compose_sweep(tiny_overrides(tmp_path, "bad", "query=expr", f"query.expr='{template}'"))
     if said is None:
-        sweep.check_config(cfg)
+        spec = sweep.check_config(cfg)
         with pytest.raises(QueryError, match="query.expr: count n must lie in 0..K=3"):
-            sweep.make_specs(cfg, sweep.load_data(cfg))
+            sweep.make_specs(spec, sweep.load_data(spec))
         return
     with pytest.raises(SeqqError, match=re.escape(said)):
         sweep.check_config(cfg)

@@ -271,12 +271,13 @@ def test_query_symbols_are_checked_against_the_vocabulary() -> None:
 def test_missing_checkpoint_names_the_training_command(tmp_path: Path) -> None:
     overrides = [o for o in tiny_overrides(tmp_path, "ck") if "model." not in o]
     cfg = compose_sweep([*overrides, f"checkpoint_dir={tmp_path / 'none'}"])
-    data = sweep.load_data(cfg)
+    spec = sweep.sweep_spec(cfg)
+    data = sweep.load_data(spec)
     with pytest.raises(CheckpointError) as info:
-        sweep.load_sweep_model(cfg, data)
+        sweep.load_sweep_model(spec, data)
     assert str(info.value).endswith(
         f"seqq train dataset=synthetic_reviews checkpoint_dir={tmp_path / 'none'} "
         f"{sweep.QUICK_TRAINING}")
     paper = compose_sweep([*overrides, "size=paper"])
-    assert sweep.train_command(paper, "apps") == (
-        "seqq train dataset=apps checkpoint_dir=outputs/checkpoints/paper")
+    assert sweep.train_command(sweep.sweep_spec(paper), "apps") == (
+        "seqq train dataset=apps checkpoint_dir=data/checkpoints/paper")

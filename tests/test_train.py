@@ -14,6 +14,7 @@ import pytest
 import torch
 from conftest import compose_train
 
+from seqq.commands import CONF
 from seqq.data import load_dataset
 from seqq.errors import CheckpointError
 from seqq.models.checkpoint import load_checkpoint, save_checkpoint
@@ -139,7 +140,7 @@ def test_missing_raw_file_exits_2_with_one_line(tmp_path):
     assert len(lines) == 1 and "mooc_actions.tsv" in lines[0] and "snap.stanford.edu" in lines[0]
 
 
-@pytest.mark.parametrize("dataset", sorted(p.stem for p in (REPO / "conf" / "dataset").glob("*.yaml")))
+@pytest.mark.parametrize("dataset", sorted(p.stem for p in (CONF / "dataset").glob("*.yaml")))
 def test_every_dataset_config_composes(dataset):
     """Each conf/dataset/*.yaml names a registered dataset with options its loader accepts."""
     import inspect
@@ -149,7 +150,7 @@ def test_every_dataset_config_composes(dataset):
 
     from seqq.data import DATASETS
 
-    with initialize_config_dir(str(REPO / "conf"), version_base=None):
+    with initialize_config_dir(str(CONF), version_base=None):
         cfg = compose("train", [f"dataset={dataset}"])
     assert cfg.dataset.name in DATASETS
     options = OmegaConf.to_container(cfg.dataset.options, resolve=True)
@@ -163,7 +164,7 @@ def test_every_dataset_config_composes(dataset):
 def test_wikitext_is_tokenised_for_the_chosen_model(model, tokenizer):
     from hydra import compose, initialize_config_dir
 
-    with initialize_config_dir(str(REPO / "conf"), version_base=None):
+    with initialize_config_dir(str(CONF), version_base=None):
         cfg = compose("train", ["dataset=wikitext", f"model={model}"])
     assert cfg.dataset.options.tokenizer == tokenizer
 

@@ -95,9 +95,10 @@ def test_one_surrogate_fit_per_order_shared_by_every_run(tmp_path: Path,
                    "+estimator.variants.rt={method:randomized_beam,surrogate:hpyp,order:2}",
                    "+estimator.variants.st2={method:smc,surrogate:hpyp,order:3}",
                    "+estimator.options.twisted.order=2")
-    data = sweep.load_data(cfg)
+    spec = sweep.sweep_spec(cfg)
+    data = sweep.load_data(spec)
     runs = {r.label: r for r in with_surrogates(method_runs(cfg), data,
-                                                sweep.load_sweep_model(cfg, data))}
+                                                sweep.load_sweep_model(spec, data))}
     assert sorted(fits) == [2, 3]
     shared = runs["twisted"].options["surrogate"]
     assert runs["st"].options["surrogate"] is shared and runs["rt"].options["surrogate"] is shared
@@ -112,15 +113,17 @@ def test_a_distilled_surrogate_is_fitted_on_the_models_samples(tmp_path: Path) -
     and named so in the `options` column."""
     cfg = _compose(tmp_path, "estimator.methods=[hybrid,dt]",
                    "+estimator.variants.dt={method:smc,surrogate:distilled,order:2}")
-    data = sweep.load_data(cfg)
+    spec = sweep.sweep_spec(cfg)
+    data = sweep.load_data(spec)
     runs = {r.label: r for r in with_surrogates(method_runs(cfg), replace(data, train=[]),
-                                                sweep.load_sweep_model(cfg, data))}
+                                                sweep.load_sweep_model(spec, data))}
     surrogate = runs["dt"].options["surrogate"]
     assert repr(surrogate).endswith(f"distilled from {DISTILL_SYMBOLS:,} model samples)")
     assert surrogate.info["model_calls"] == DISTILL_SYMBOLS
     cfg = _compose(tmp_path, "estimator.methods=[hybrid,twisted]")
     with pytest.raises(ConfigError, match="use surrogate: distilled"):
-        with_surrogates(method_runs(cfg), replace(data, train=[]), sweep.load_sweep_model(cfg, data))
+        with_surrogates(method_runs(cfg), replace(data, train=[]),
+                        sweep.load_sweep_model(sweep.sweep_spec(cfg), data))
 
 
 def test_a_sweep_stores_rows_under_the_label_at_the_hybrids_budgets(tmp_path: Path) -> None:

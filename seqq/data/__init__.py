@@ -1,6 +1,7 @@
-"""Datasets by name: `load_dataset(name, root="data", **options)`.
+"""Datasets by name: `load_dataset(name, root=None, **options)`.
 
-Names: shakespeare, wikitext, moocs, apps, reviews (real raw files under `<root>/<name>/`), and
+Names: shakespeare, wikitext, moocs, apps, reviews (real raw files under `<root>/<name>/`, the
+data root of `seqq.paths`; Shakespeare and WikiText fall back to the copies shipped with seqq), and
 the synthetic stand-ins `synthetic_reviews`, `synthetic_apps`, `synthetic_moocs`,
 `synthetic_shakespeare` (or `synthetic` with `preset=...`).
 """
@@ -17,6 +18,7 @@ from seqq.data.events import load_apps, load_moocs, load_reviews
 from seqq.data.synthetic import PRESETS, load_synthetic
 from seqq.data.text import load_shakespeare, load_wikitext
 from seqq.errors import DataError, MissingRawData
+from seqq.paths import data_root
 
 
 def _synthetic(root: Path, preset: str = "apps", **options) -> SequenceDataset:
@@ -34,16 +36,17 @@ DATASETS: dict[str, Callable[..., SequenceDataset]] = {
 }
 
 
-def load_dataset(name: str, root: str | Path = "data", **options) -> SequenceDataset:
-    """The processed dataset `name`, prepared from its raw files once and cached after that."""
+def load_dataset(name: str, root: str | Path | None = None, **options) -> SequenceDataset:
+    """The processed dataset `name`, prepared from its raw files once and cached after that
+    (under `<root>/cache/`; `root` None: the data root, `seqq.paths.data_root`)."""
     if name not in DATASETS:
         raise DataError(f"unknown dataset {name!r}; choose one of {sorted(DATASETS)}")
-    loader = DATASETS[name]
+    loader, root = DATASETS[name], data_root(root)
     try:
-        inspect.signature(loader).bind(Path(root), **options)
+        inspect.signature(loader).bind(root, **options)
     except TypeError as e:
         raise DataError(f"{name}: bad options {sorted(options)}: {e}") from e
-    return loader(Path(root), **options)
+    return loader(root, **options)
 
 
 __all__ = ["BOS", "DATASETS", "DataError", "MissingRawData", "SequenceDataset", "load_dataset"]

@@ -25,6 +25,7 @@ from seqq.data.tokenizers import (
     smollm2_tokenizer,
 )
 from seqq.errors import DataError
+from seqq.paths import find_data
 
 SHAKESPEARE_URL = "https://cs.stanford.edu/people/karpathy/char-rnn/shakespeare_input.txt"
 WIKITEXT_URL = "https://huggingface.co/datasets/Salesforce/wikitext (wikitext-2-v1)"
@@ -36,11 +37,13 @@ def load_shakespeare(root: Path, *, file: str = "tinyshakespeare_input.txt",
     """Characters of a Shakespeare text cut into contiguous blocks, whole blocks per split.
 
     The default is the shipped tiny Shakespeare (65 characters); `file=shakespeare_input.txt`
-    uses karpathy's full text (67 characters, the paper's) once it is put in data/shakespeare/.
+    uses karpathy's full text (67 characters, the paper's) once it is put in
+    `<root>/shakespeare/` (a file there is read before the shipped one of the same name).
     The vocabulary is `<BOS>` then the sorted characters, unless `vocab` names a model's
-    vocabulary file (the authors' LSTM: `data/models/authors/shakespeare_vocab.json`).
+    vocabulary file (the authors' LSTM: `seqq/resources/models/authors/shakespeare_vocab.json`).
     """
-    path = require(root / "shakespeare" / file, f"Shakespeare text {file!r}", SHAKESPEARE_URL)
+    path = require(find_data(root, Path("shakespeare") / file), f"Shakespeare text {file!r}",
+                   SHAKESPEARE_URL)
     if block_chars < 2:
         raise DataError(f"shakespeare: block_chars must be at least 2, got {block_chars}")
     options = dict(block_chars=block_chars, fractions=list(fractions), seed=seed, vocab=vocab)
@@ -98,9 +101,11 @@ def load_wikitext(root: Path, *, tokenizer: str = "gpt2", test_file: str = "wiki
     """WikiText-2 (v1) articles as token-id blocks, GPT-2 BPE by default (or `smollm2` / a
     tokenizer folder, to query other LMs); no training split (the paper only queries
     pretrained GPT-2 with test-split prefixes)."""
-    folder = root / "wikitext2"
-    test_path = require(folder / test_file, f"WikiText-2 {test_file}", WIKITEXT_URL)
-    valid_path = require(folder / valid_file, f"WikiText-2 {valid_file}", WIKITEXT_URL)
+    folder = Path("wikitext2")  # under the root, else the samples shipped with seqq
+    test_path = require(find_data(root, folder / test_file), f"WikiText-2 {test_file}",
+                        WIKITEXT_URL)
+    valid_path = require(find_data(root, folder / valid_file), f"WikiText-2 {valid_file}",
+                         WIKITEXT_URL)
     tok_files, load_tokenizer = _tokenizer_source(root, tokenizer)
 
     def build() -> SequenceDataset:

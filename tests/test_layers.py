@@ -1,0 +1,84 @@
+"""Config stops at the entry points: models, estimators, ground truth, queries, data loaders and
+training never import OmegaConf/Hydra or take a `DictConfig`; the entry points hand them typed,
+frozen specs (`seqq/experiments/specs.py`, `seqq/models/spec.py`)."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from pathlib import Path
+
+import pytest
+from conftest import REPO, compose_sweep, compose_train, tiny_overrides
+
+from seqq.experiments import sweep
+from seqq.experiments.specs import SweepSpec
+from seqq.models.spec import ModelSpec
+
+# Everything below the entry points (seqq/experiments, seqq/train.py, seqq/commands.py, the CLI)
+BELOW = ["seqq/models", "seqq/estimators", "seqq/ground_truth.py", "seqq/queries", "seqq/data",
+         "seqq/training", "seqq/api.py", "seqq/paths.py"]
+CONFIG_MODULES = ("omegaconf", "hydra")
+CONFIG_TYPES = {"DictConfig", "ListConfig", "OmegaConf"}
+
+
+def _modules() -> list[Path]:
+    files = []
+    for below in BELOW:
+        path = REPO / below
+        files += sorted(path.rglob("*.py")) if path.is_dir() else [path]
+    return files
+
+
+def _config_uses(tree: ast.AST) -> list[str]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.split(".")[0] in CONFIG_MODULES]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in (
+                CONFIG_MODULES):
+            found.append(f"from {node.module}")
+        elif isinstance(node, ast.Name) and node.id in CONFIG_TYPES:
+            found.append(node.id)
+        elif isinstance(node, ast.Attribute) and node.attr in CONFIG_TYPES:
+            found.append(node.attr)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and any(
+                f"{t}" in node.value for t in ("DictConfig", "ListConfig")):
+            found.append(f"string {node.value[:40]!r}")  # a quoted annotation, or a docstring
+    return found
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(REPO)))
+def test_no_config_object_below_the_entry_points(path: Path) -> None:
+    assert _config_uses(ast.parse(path.read_text(encoding="utf-8"))) == []
+
+
+def test_the_check_finds_what_it_looks_for() -> None:
+    source = ("from omegaconf import DictConfig\nimport hydra.utils\n"
+              "def f(cfg: 'DictConfig') -> None: ...\n"
+              "def g(cfg: omegaconf.DictConfig) -> None: ...\n")
+    assert len(_config_uses(ast.parse(source))) == 4
+
+
+def test_a_sweep_config_becomes_one_frozen_spec(tmp_path: Path) -> None:
+    spec = sweep.sweep_spec(compose_sweep(tiny_overrides(tmp_path)))
+    assert isinstance(spec, SweepSpec) and isinstance(spec.model, ModelSpec)
+    assert spec.horizons == (3, 5) and spec.levels == (10, 30) and spec.model.type == "markov"
+    assert [r.label for r in spec.runs] == ["hybrid", "importance", "beam"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.seed = 1  # type: ignore[misc]
+
+
+def test_a_train_config_becomes_one_frozen_spec() -> None:
+    from seqq.train import TrainSpec, check_config
+
+    spec = check_config(compose_train("model=hpyp"))
+    assert isinstance(spec, TrainSpec) and spec.hpyp.order == 5 and spec.lstm is None
+    lstm = check_config(compose_train())
+    assert lstm.lstm.hidden_size == 128 and lstm.trainer.batch_size == 64
+
+
+def test_model_spec_of_a_mapping_keeps_what_loaders_read() -> None:
+    spec = ModelSpec.of({"type": "lstm", "hidden_size": 128, "checkpoint": None, "order": 3})
+    assert spec == ModelSpec(type="lstm", order=3)
+    assert ModelSpec.of(spec) is spec
