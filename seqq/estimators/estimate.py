@@ -6,6 +6,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from scipy import stats
+
 # How an estimate's interval is built (`seqq.estimators.uncertainty`): from its standard error on
 # the log scale, from replicates with Student's t, a one-sided limit for an estimate of 0 from
 # n draws, a point for an exact answer, or none (a deterministic lower bound).
@@ -50,8 +52,6 @@ class Estimate:
 
     def interval(self, level: float = 0.95) -> tuple[float, float] | None:
         """The confidence interval at `level`, built the way this estimate's was."""
-        from seqq.estimators.uncertainty import interval
-
         return interval(self.interval_kind, self.value, self.stderr, self.dof, level)
 
     @property
@@ -63,3 +63,21 @@ class Estimate:
             raise ValueError(f"level must lie in (0, 1), got {self.level}")
         if self.ci_low is not None and math.isnan(self.ci_low):
             raise ValueError("ci_low is NaN")
+
+
+def interval(kind: IntervalKind, value: float, stderr: float | None, dof: int | None,
+             level: float = 0.95) -> tuple[float, float] | None:
+    """The `level` confidence interval of an estimate built by `kind` (see the module doc)."""
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie in (0, 1), got {level}")
+    if kind == "exact":
+        return value, value
+    if kind == "zero":
+        width = -math.log(1 - level) / max(1, dof or 1)
+        return (0.0, min(1.0, width)) if value <= 0.5 else (max(0.0, 1 - width), 1.0)
+    if kind not in ("log-normal", "replicates") or stderr is None or not value > 0:
+        return None
+    q = (1 + level) / 2
+    z = stats.t.ppf(q, dof) if kind == "replicates" else stats.norm.ppf(q)
+    sigma = math.sqrt(math.log1p((stderr / value) ** 2))
+    return value * math.exp(-z * sigma), min(1.0, value * math.exp(z * sigma))

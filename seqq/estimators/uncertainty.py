@@ -1,6 +1,6 @@
 """Every estimate's uncertainty: a confidence interval, diagnostics of its weights, a warning.
 
-Intervals, by what the method can say (docs/decisions.md §38, measured in `python -m benchmarks
+Intervals (`seqq.estimators.estimate.interval`), by what the method can say (docs/decisions.md §38, measured in `python -m benchmarks
 --sections h`):
 
 - sampling with a standard error: a log-normal interval, log p ∈ log p̂ ± z·σ with
@@ -24,33 +24,14 @@ import math
 from dataclasses import replace
 
 import numpy as np
-from scipy import stats
 from torch import Tensor
 
-from seqq.estimators.estimate import Estimate, IntervalKind
+from seqq.estimators.estimate import Estimate, IntervalKind, interval
 
 K_HAT_LIMIT = 0.7  # PSIS: above it the tail is too heavy for the estimate's error to be trusted
 MIN_ESS = 10.0  # fewer effective samples than this: the standard error is itself a guess
 MIN_TAIL_DRAWS = 100  # fewer nonzero weights than this: k̂ is too noisy to act on, not fitted
 REPLICATE_SPREAD = 0.5  # replicates' relative standard error above this: they disagree
-
-
-def interval(kind: IntervalKind, value: float, stderr: float | None, dof: int | None,
-             level: float = 0.95) -> tuple[float, float] | None:
-    """The `level` confidence interval of an estimate built by `kind` (see the module doc)."""
-    if not 0 < level < 1:
-        raise ValueError(f"level must lie in (0, 1), got {level}")
-    if kind == "exact":
-        return value, value
-    if kind == "zero":
-        width = -math.log(1 - level) / max(1, dof or 1)
-        return (0.0, min(1.0, width)) if value <= 0.5 else (max(0.0, 1 - width), 1.0)
-    if kind not in ("log-normal", "replicates") or stderr is None or not value > 0:
-        return None
-    q = (1 + level) / 2
-    z = stats.t.ppf(q, dof) if kind == "replicates" else stats.norm.ppf(q)
-    sigma = math.sqrt(math.log1p((stderr / value) ** 2))
-    return value * math.exp(-z * sigma), min(1.0, value * math.exp(z * sigma))
 
 
 def weight_diagnostics(log_w: np.ndarray) -> dict[str, float]:
