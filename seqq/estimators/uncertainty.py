@@ -1,7 +1,7 @@
 """Every estimate's uncertainty: a confidence interval, diagnostics of its weights, a warning.
 
-Intervals (`seqq.estimators.estimate.interval`), by what the method can say (docs/decisions.md §38, measured in `python -m benchmarks
---sections h`):
+Intervals (`seqq.estimators.estimate.interval`), by what the method can say (docs/decisions.md
+§38, measured in `python -m benchmarks --sections h`):
 
 - sampling with a standard error: a log-normal interval, log p ∈ log p̂ ± z·σ with
   σ² = log(1 + (SE/p̂)²): never below 0, and wider above than below, as the sampling
