@@ -12,7 +12,7 @@ import torch
 from seqq.errors import QueryError
 from seqq.estimators import BY_PART, METHODS, Estimate
 from seqq.estimators.batch import prepare
-from seqq.models.protocol import SequenceModel
+from seqq.models.protocol import SequenceModel, check_protocol
 from seqq.queries import Query
 
 
@@ -49,6 +49,7 @@ def estimate_many(
     docstring in `seqq.estimators` says more.
     """
     check_method(method, options)
+    check_protocol(model)
     if isinstance(queries, Query):
         queries = [queries] * len(histories)
     _check_queries(queries)
