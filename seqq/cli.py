@@ -10,9 +10,11 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from collections.abc import Callable
+from functools import partial
 from importlib import metadata
 
-from seqq.commands import EXIT_BUG, EXIT_MISTAKE, run_command
+from seqq.commands import EXIT_BUG, EXIT_MISTAKE, run_command, wants_help
 
 COMMANDS = {
     "train": ("seqq.train", "train an LSTM (or score a pretrained LM) on a dataset"),
@@ -37,6 +39,16 @@ def version() -> str:
         return "unknown (not installed)"
 
 
+def _with_threads(main: Callable[[list[str]], int | None], argv: list[str]) -> int | None:
+    """`main(argv)` with torch's threads sized by the CPUs this process may use (seqq.threads);
+    `--help` needs no torch."""
+    if not wants_help(argv):
+        from seqq.threads import configure_threads
+
+        configure_threads()
+    return main(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv:
@@ -55,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_MISTAKE
     module = importlib.import_module(COMMANDS[command][0])
     try:
-        return run_command(command, module.main, rest)
+        return run_command(command, partial(_with_threads, module.main), rest)
     except BrokenPipeError:  # output piped into `head`: stop quietly, as Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BUG
