@@ -22,6 +22,7 @@ COMMANDS = {
                     "and a report"),
     "report": ("seqq.reports.cli", "tables and figures from sweep results"),
     "ask": ("seqq.ask", "one question about one model's continuation of one history"),
+    "cache": ("seqq.cache", "list or clear the converted language models seqq keeps"),
 }
 
 
