@@ -13,14 +13,24 @@ from pathlib import Path
 
 import torch
 
-from benchmarks import chunks, e2e, gt_cost, overhead, paper_slice, scaling, throughput
+from benchmarks import (
+    ask_examples,
+    chunks,
+    e2e,
+    gt_cost,
+    overhead,
+    paper_slice,
+    scaling,
+    throughput,
+)
 from benchmarks.plans import PLANS
 from benchmarks.report import Section, header, measured_at, write
 from benchmarks.timing import set_clock
 
 RESULTS = Path(__file__).parent / "RESULTS.md"
 SECTIONS = {"a": throughput.run, "b": e2e.run, "c": scaling.run, "d": gt_cost.run,
-            "e": chunks.run, "g": overhead.run}  # (b) runs with --e2e or --sections b
+            "e": chunks.run, "g": overhead.run, "i": ask_examples.run}
+END_TO_END = {"b", "i"}  # minutes of real commands: only with --e2e or --sections
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,7 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--clock", choices=("auto", "wall", "cpu"), default="auto",
                         help="cpu: this process's CPU time (auto: on a CPU run with one thread)")
-    parser.add_argument("--e2e", action="store_true", help="also time make demo and fig3 (b)")
+    parser.add_argument("--e2e", action="store_true",
+                        help="also time make demo and fig3 (b) and the README's seqq ask "
+                             "examples (i)")
     parser.add_argument("--paper-slice", type=float, metavar="FRACTION",
                         help="only (f): time this fraction of fig3 SIZE=paper on Shakespeare")
     parser.add_argument("--sections", type=_section_keys, metavar="KEYS",
@@ -61,8 +73,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"benchmarks: section ({key}) ...", file=sys.stderr, flush=True)
             section = run(plan, device)
             # a section kept across runs says when, where and by what it was measured: all of
-            # a --sections run (the header stays the last full run's), and (b) always
-            if args.sections is not None or key == "b":
+            # a --sections run (the header stays the last full run's), and (b), (i) always
+            if args.sections is not None or key in END_TO_END:
                 section = Section(key, section.title, [
                     f"Measured by `{command}` ({resolved}, {torch.get_num_threads()} threads), "
                     f"{measured_at()}.", "", *section.body])
@@ -79,9 +91,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def wanted(key: str, sections: list[str] | None, e2e: bool) -> bool:
-    """Whether a run measures section `key`: those named by --sections, else all but (b),
-    which takes minutes of real sweeps and runs only with --e2e."""
-    return key in sections if sections is not None else key != "b" or e2e
+    """Whether a run measures section `key`: those named by --sections, else all but (b) and
+    (i), which take minutes of real commands and run only with --e2e."""
+    return key in sections if sections is not None else key not in END_TO_END or e2e
 
 
 def _section_keys(text: str) -> list[str]:

@@ -114,15 +114,16 @@ def load_gguf(gguf_file: str | Path, device: str | torch.device | None = None,
         raise ModelLoadError(f"GGUF file {gguf_file} not found")
     entry = entry_path(gguf_file)
     if not (entry / MANIFEST).is_file():
-        convert(gguf_file, entry, verbose)
+        model, tokenizer = convert(gguf_file, entry, verbose)  # used as converted: no re-read
+        return HFCausalLM(model.to(dtype), tokenizer, device)
     try:
         model, tokenizer = _read(entry, dtype)
     except (OSError, ValueError) as damaged:  # e.g. a file removed or truncated by hand
         print(f"seqq: the cached conversion in {entry} cannot be read ({_first_line(damaged)}); "
               "converting again", file=sys.stderr)
         shutil.rmtree(entry, ignore_errors=True)
-        convert(gguf_file, entry, verbose)
-        model, tokenizer = _read(entry, dtype)
+        model, tokenizer = convert(gguf_file, entry, verbose)
+        model = model.to(dtype)
     return HFCausalLM(model, tokenizer, device)
 
 
@@ -145,8 +146,9 @@ def _read(entry: Path, dtype: torch.dtype):
     return model, AutoTokenizer.from_pretrained(str(entry), local_files_only=True)
 
 
-def convert(gguf_file: Path, entry: Path, verbose: bool = False) -> None:
-    """De-quantise the GGUF file once into `entry`: float32 safetensors, config, tokenizer.
+def convert(gguf_file: Path, entry: Path, verbose: bool = False):
+    """De-quantise the GGUF file once into `entry`: float32 safetensors, config, tokenizer;
+    returns the (model, tokenizer) it wrote.
     Written into a temporary folder and renamed into place, so a killed conversion leaves no
     entry behind and two processes converting at once both end with a complete one. Unless
     `verbose`, what transformers prints meanwhile (a progress bar no setting turns off) is
@@ -191,6 +193,7 @@ def convert(gguf_file: Path, entry: Path, verbose: bool = False) -> None:
                 raise
     finally:
         shutil.rmtree(partial, ignore_errors=True)
+    return model, tokenizer
 
 
 @contextlib.contextmanager
