@@ -194,6 +194,18 @@ def test_a_bad_thread_count_is_one_line(models: Path):
     assert "SEQQ_THREADS='many' must be a positive whole number" in run.stderr
 
 
+def test_seqq_cache_says_where_it_is_even_when_empty(tmp_path: Path):
+    folder = tmp_path / "cache" / "models"
+    listed = cache(cwd=tmp_path, SEQQ_CACHE=str(tmp_path / "cache"))
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout == f"nothing cached in {folder} (SEQQ_CACHE moves it)\n"
+    cleared = cache("--clear", cwd=tmp_path, SEQQ_CACHE=str(tmp_path / "cache"))
+    assert cleared.returncode == 0 and cleared.stdout == f"nothing cached in {folder}\n"
+    wrong = cache("--all", cwd=tmp_path, SEQQ_CACHE=str(tmp_path / "cache"))
+    assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1
+    assert "unrecognized arguments: --all; see seqq cache --help" in wrong.stderr
+
+
 def test_help_and_usage_mistakes(capsys: pytest.CaptureFixture):
     with pytest.raises(SystemExit) as done:
         cli.main(["ask", "--help"])
