@@ -144,6 +144,7 @@ def test_help_shows_every_default(tmp_path: Path):
     assert "the same seed gives the same answer on one machine with one library version, " \
            "not across hardware" in text.lower()
     assert "SEQQ_THREADS" in text and "SEQQ_CACHE" in text
+    assert "-v, --verbose let transformers and huggingface_hub print their progress bars" in text
 
 
 @pytest.mark.parametrize("args, said", [

@@ -147,12 +147,12 @@ def _read(entry: Path, dtype: torch.dtype):
 
 
 def convert(gguf_file: Path, entry: Path, verbose: bool = False):
-    """De-quantise the GGUF file once into `entry`: float32 safetensors, config, tokenizer;
-    returns the (model, tokenizer) it wrote.
-    Written into a temporary folder and renamed into place, so a killed conversion leaves no
-    entry behind and two processes converting at once both end with a complete one. Unless
-    `verbose`, what transformers prints meanwhile (a progress bar no setting turns off) is
-    dropped: seqq's one line says what is happening."""
+    """De-quantise the GGUF file once into `entry` (float32 safetensors, config, tokenizer) and
+    return the (model, tokenizer) written. The entry is written into a temporary folder and
+    renamed into place, so a killed conversion leaves no entry behind and two processes
+    converting at once both end with a complete one; a cache that cannot be written costs only
+    the caching. Unless `verbose`, what transformers prints meanwhile (a progress bar no
+    setting turns off) is dropped: seqq's one line says what is happening."""
     from safetensors.torch import save_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -172,15 +172,14 @@ def convert(gguf_file: Path, entry: Path, verbose: bool = False):
         except (OSError, ValueError) as e:
             raise ModelLoadError(f"{gguf_file} cannot be read as a causal LM: "
                                  f"{_first_line(e)}") from e
-    entry.parent.mkdir(parents=True, exist_ok=True)
+    if hasattr(model.config, "quantization_config"):  # the weights written are plain float32
+        del model.config.quantization_config
     partial = entry.parent / f".{entry.name}.{os.getpid()}.partial"
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir()
     try:
-        config = model.config
-        if hasattr(config, "quantization_config"):  # the weights written are plain float32
-            del config.quantization_config
-        config.save_pretrained(str(partial))
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir()
+        model.config.save_pretrained(str(partial))
         save_model(model, str(partial / WEIGHTS), metadata={"format": "pt"})
         tokenizer.save_pretrained(str(partial))
         (partial / MANIFEST).write_text(json.dumps({
@@ -191,6 +190,9 @@ def convert(gguf_file: Path, entry: Path, verbose: bool = False):
         except OSError:  # another process finished first: its entry is as good as ours
             if not (entry / MANIFEST).is_file():
                 raise
+    except OSError as e:
+        print(f"seqq: cannot cache the conversion in {entry.parent} ({e.strerror or e}); set "
+              "SEQQ_CACHE to a writable folder", file=sys.stderr)
     finally:
         shutil.rmtree(partial, ignore_errors=True)
     return model, tokenizer
