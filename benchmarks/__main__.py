@@ -13,14 +13,26 @@ from pathlib import Path
 
 import torch
 
-from benchmarks import chunks, e2e, gt_cost, overhead, paper_slice, rare, scaling, throughput
+from benchmarks import (
+    ask_examples,
+    chunks,
+    e2e,
+    gt_cost,
+    overhead,
+    paper_slice,
+    rare,
+    scaling,
+    throughput,
+)
 from benchmarks.plans import PLANS
 from benchmarks.report import Section, header, measured_at, write
 from benchmarks.timing import set_clock
 
 RESULTS = Path(__file__).parent / "RESULTS.md"
 SECTIONS = {"a": throughput.run, "b": e2e.run, "c": scaling.run, "d": gt_cost.run,
-            "e": chunks.run, "g": overhead.run, "i": rare.run}  # (b): --e2e or --sections b
+            "e": chunks.run, "g": overhead.run, "i": ask_examples.run, "j": rare.run}
+END_TO_END = {"b", "i"}  # minutes of real commands: only with --e2e or --sections
+ON_REQUEST = {"j"}  # minutes of exact DP and 2^16-call estimates: only when named
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,7 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--clock", choices=("auto", "wall", "cpu"), default="auto",
                         help="cpu: this process's CPU time (auto: on a CPU run with one thread)")
-    parser.add_argument("--e2e", action="store_true", help="also time make demo and fig3 (b)")
+    parser.add_argument("--e2e", action="store_true",
+                        help="also time make demo and fig3 (b) and the README's seqq ask "
+                             "examples (i)")
     parser.add_argument("--paper-slice", type=float, metavar="FRACTION",
                         help="only (f): time this fraction of fig3 SIZE=paper on Shakespeare")
     parser.add_argument("--sections", type=_section_keys, metavar="KEYS",
@@ -61,8 +75,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"benchmarks: section ({key}) ...", file=sys.stderr, flush=True)
             section = run(plan, device)
             # a section kept across runs says when, where and by what it was measured: all of
-            # a --sections run (the header stays the last full run's), and (b) always
-            if args.sections is not None or key == "b":
+            # a --sections run (the header stays the last full run's), and (b), (i) always
+            if args.sections is not None or key in END_TO_END:
                 section = Section(key, section.title, [
                     f"Measured by `{command}` ({resolved}, {torch.get_num_threads()} threads), "
                     f"{measured_at()}.", "", *section.body])
@@ -78,15 +92,12 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-ON_REQUEST = ("i",)  # minutes of exact DP and 2^16-call estimates: only when named
-
-
 def wanted(key: str, sections: list[str] | None, e2e: bool) -> bool:
-    """Whether a run measures section `key`: those named by --sections, else all but (b),
-    which takes minutes of real sweeps and runs only with --e2e, and those ON_REQUEST."""
+    """Whether a run measures section `key`: those named by --sections, else all but those
+    END_TO_END (minutes of real commands; with --e2e) and ON_REQUEST (only when named)."""
     if sections is not None:
         return key in sections
-    return (key != "b" or e2e) and key not in ON_REQUEST
+    return (key not in END_TO_END or e2e) and key not in ON_REQUEST
 
 
 def _section_keys(text: str) -> list[str]:

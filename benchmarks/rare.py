@@ -1,4 +1,4 @@
-"""(i) Rare events at long horizons with a mismatched surrogate: how close each method gets to
+"""(j) Rare events at long horizons with a mismatched surrogate: how close each method gets to
 exact probabilities from 1e-10 to 1e-3 within 2^16 model calls, when the only surrogate is a
 low-order n-gram (order 2) of a higher-order model (order 5).
 
@@ -86,4 +86,4 @@ def run(plan, device: str | None, size: Size | None = None) -> Section:
     body += ["", f"Best at p < 1e-5: **{best}**. Target (issue 31): median RAE ≤ 0.2 within "
              f"2^16 calls for p from 1e-9 to 1e-5 at K ≥ 10 with a mismatched surrogate.",
              f"torch threads: {torch.get_num_threads()}."]
-    return Section("i", "Rare events at long horizons, mismatched surrogate", body)
+    return Section("j", "Rare events at long horizons, mismatched surrogate", body)

@@ -1,5 +1,11 @@
 """seqq: predictive querying for autoregressive sequence models."""
 
+import os
+
+# Before anything loads torch and its OpenMP runtime: idle threads sleep instead of spinning
+# (seqq/threads.py says why; OMP_WAIT_POLICY set by the user wins).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 from seqq import queries
 from seqq.api import estimate, estimate_many, exact
 from seqq.errors import BudgetError, ModelError, QueryError

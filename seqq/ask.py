@@ -4,9 +4,11 @@ history, answered from the shell.
     seqq ask --model smollm2 --history "The capital of France is" 'choice(" Paris", " Lyon")'
     seqq ask --model outputs/checkpoints/shakespeare_lstm.pt --history-file h.txt 'tau("\\n") <= 30'
 
-`--model` is a registered name (`NAMED_MODELS`), `hf:<hub name or folder>`, or a checkpoint
-written by `seqq train` (LSTM or HPYP). The answer is exact when enumeration is cheap, else an
-unbiased estimate with bounds (`--method auto`); grammar of questions: docs/query-language.md.
+`--model` is a registered name (`NAMED_MODELS`), `hf:<hub name or folder>`, a GGUF file, or a
+checkpoint written by `seqq train` (LSTM or HPYP). The answer is exact when enumeration is cheap,
+else an unbiased estimate with bounds (`--method auto`); grammar of questions:
+docs/query-language.md. GGUF models (SmolLM2) are converted once and read from seqq's cache
+afterwards (`seqq.models.lm_cache`, `seqq cache`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,7 +37,21 @@ AUTO = "auto"
 AUTO_EXACT_CALLS = 20_000  # `auto` enumerates exactly up to this many calls (or --budget)
 AUTO_BUDGET = 2_000  # `auto`'s estimator budget when --budget is not given
 AUTO_ESTIMATOR = "wor"  # unbiased, with bounds, and exact once its draws exhaust the query
+DEFAULT_SEED = 0
 BOS = "<BOS>"
+EMPTY_HISTORY = "(empty history: starting from the model's BOS)"
+HINT_BELOW = 0.01  # answers this small get the leading-space hint when it applies
+HINT_SPACED_SHARE = 0.5  # ... and when at least this much of p(X_1) starts with whitespace
+EPILOG = f"""\
+defaults: --method {AUTO} answers exactly when enumerating the question costs at most
+  {AUTO_EXACT_CALLS:,} model calls (or --budget), else with {AUTO_ESTIMATOR} within --budget (default
+  {AUTO_BUDGET:,} calls); --seed {DEFAULT_SEED}. The same seed gives the same answer on one machine
+  with one library version, not across hardware (float rounding differs, and what is sampled
+  follows it).
+environment: SEQQ_THREADS sets torch's threads (default: OMP_NUM_THREADS when set, else the
+  CPUs available to this process); SEQQ_CACHE moves the cache of converted GGUF models
+  (seqq cache lists it).
+grammar and examples of questions: docs/query-language.md"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -47,28 +64,39 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     from seqq.estimators import METHODS
 
-    parser = _Parser(prog="seqq ask", description=__doc__.split("\n\n")[0],
-                     epilog="grammar and examples of questions: docs/query-language.md")
+    parser = _Parser(prog="seqq ask", description=__doc__.split("\n\n")[0], epilog=EPILOG,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("question", help="a query, e.g. 'tau(\"\\n\") <= 30' or "
                                          "'choice(\" Paris\", \" Lyon\")'")
     parser.add_argument("--model", required=True,
-                        help=f"{', '.join(NAMED_MODELS)}, hf:<hub name or folder>, or a "
-                             "checkpoint written by seqq train (LSTM or HPYP .pt)")
+                        help=f"{', '.join(NAMED_MODELS)}, hf:<hub name or folder>, a .gguf "
+                             "file, or a checkpoint written by seqq train (LSTM or HPYP .pt)")
     given = parser.add_mutually_exclusive_group()
-    given.add_argument("--history", default="", help="the text so far (default: empty)")
+    given.add_argument("--history", default="",
+                       help="the text so far (default: empty, which starts from the model's BOS "
+                            "token; refused for a model without one)")
     given.add_argument("--history-file", type=Path, help="read the text so far from a file")
     parser.add_argument("--method", default=AUTO,
-                        help=f"{AUTO} (exact when enumeration costs at most "
-                             f"{AUTO_EXACT_CALLS:,} calls or --budget, else "
-                             f"{AUTO_ESTIMATOR}), or one of {', '.join(METHODS)}")
-    parser.add_argument("--budget", type=_positive, help="model calls the method may spend "
-                        f"(auto: {AUTO_BUDGET:,})")
-    parser.add_argument("--seed", type=int, default=0, help="seed of sampling methods")
-    parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
+                        help=f"default {AUTO}: exact when enumeration costs at most "
+                             f"{AUTO_EXACT_CALLS:,} model calls (or --budget), else "
+                             f"{AUTO_ESTIMATOR}; or one of {', '.join(METHODS)}")
+    parser.add_argument("--budget", type=_positive,
+                        help=f"model calls the method may spend (default with {AUTO}: "
+                             f"{AUTO_EXACT_CALLS:,} for the exact answer, then "
+                             f"{AUTO_BUDGET:,} for {AUTO_ESTIMATOR}; with a chosen --method: "
+                             "no limit, the method's default sample count)")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED,
+                        help=f"seed of sampling methods (default: {DEFAULT_SEED})")
+    parser.add_argument("--device", default="auto",
+                        help="auto | cpu | cuda | cuda:N (default: auto, the GPU if torch sees "
+                             "one)")
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object: estimate, stderr, lower, upper, method, "
                              "exact, model_calls, seconds (model loading excluded), horizon, "
-                             "history_tokens")
+                             "history_tokens, threads, notes")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="let transformers and huggingface_hub print their progress bars "
+                             "and warnings (default: quiet)")
     return parser
 
 
@@ -78,15 +106,25 @@ def _positive(text: str) -> int:
     return int(text)
 
 
-def load(name: str, device: str) -> SequenceModel:
-    """The model `--model` names: a registered name, `hf:<name or folder>`, or a checkpoint."""
+def load(name: str, device: str, verbose: bool = False) -> SequenceModel:
+    """The model `--model` names: a registered name, `hf:<name or folder>`, a GGUF file, or a
+    checkpoint."""
     from seqq.models.loading import load_model  # transformers and friends: only once asked
 
+    if NAMED_MODELS.get(name, {}).get("type") == "smollm2":  # its GGUF file, through the cache
+        from seqq.data.tokenizers import smollm2_file
+        from seqq.models.lm_cache import load_gguf
+
+        return load_gguf(smollm2_file(), device, verbose=verbose)
     if name in NAMED_MODELS:
         return load_model({**NAMED_MODELS[name], "device": device})
     if name.startswith("hf:"):
         return load_model({"type": "hf", "name_or_path": name[3:], "device": device})
     path = Path(name)
+    if path.suffix.lower() == ".gguf":
+        from seqq.models.lm_cache import load_gguf
+
+        return load_gguf(path, device, verbose=verbose)
     if not path.suffix == ".pt" and not path.exists():
         raise ConfigError(f"--model {name!r} is neither a model name ({', '.join(NAMED_MODELS)}, "
                           "hf:<name>) nor a checkpoint file; train one with seqq train")
@@ -120,37 +158,74 @@ def encode_history(model: SequenceModel, text: str) -> list[int]:
         what = "character" if characters else "symbol"
         raise QueryError(f"the history's {what} {unknown!r} is not in the model's vocabulary of "
                          f"{len(vocab)} symbols")
-    return [index[BOS]] * (BOS in index) + [index[s] for s in symbols]
+    return ([index[BOS]] if BOS in index else []) + [index[s] for s in symbols]
+
+
+def has_bos(model: SequenceModel) -> bool:
+    """Whether an empty history has a start: a tokenizer's BOS token, or `<BOS>` among the
+    symbols of a model that reads its vocabulary (`encode_history` puts it first)."""
+    if getattr(model, "tokenizer", None) is not None:
+        return getattr(model, "bos_id", None) is not None
+    return BOS in (getattr(model, "vocab", None) or ())
 
 
 def answer(model: SequenceModel, history: Sequence[int], question: str, method: str = AUTO,
-           budget: int | None = None, seed: int | None = 0) -> dict[str, Any]:
+           budget: int | None = None, seed: int | None = DEFAULT_SEED) -> dict[str, Any]:
     """The question parsed against the model's symbols and answered: estimate, stderr, bounds,
-    method and model calls."""
-    import seqq
+    method, model calls, and `notes` (the leading-space hint, when it applies)."""
+    import torch
 
+    import seqq
+    from seqq.models.protocol import check_protocol
+
+    check_protocol(model)
     query = seqq.parse(question, getattr(model, "vocab", None), getattr(model, "tokenizer", None))
     if query.lattice(model.vocab_size).roots[0] < 0:
         raise QueryError(f"{question!r} holds for no continuation of {query.horizon} symbols; "
                          "ask something that can happen (a longer horizon, other symbols)")
     if hasattr(model, "check_fits"):
         model.check_fits(len(history), query.horizon)
-    start, priced = time.perf_counter(), 0
-    if method == AUTO:
-        try:
-            est = seqq.estimate(model, history, query, "exact",
-                                max_calls=budget or AUTO_EXACT_CALLS)
-        except BudgetError:  # exact prices itself after encoding the history: one call spent
-            est, priced = seqq.estimate(model, history, query, AUTO_ESTIMATOR,
-                                        budget or AUTO_BUDGET, seed), 1
-    else:
-        est = seqq.estimate(model, history, query, method, budget, seed)
+    start = time.perf_counter()
+    est, priced = _estimate(model, history, query, method, budget, seed)
+    seconds = time.perf_counter() - start
     exact = est.method == "exact" or est.stderr == 0
     lower, upper = (est.value, est.value) if exact else (est.lower, est.upper)
+    hint = leading_space_hint(model, history, query, est.value)
     return dict(question=question, estimate=est.value, stderr=0.0 if exact else est.stderr,
                 lower=lower, upper=upper, method=est.method, exact=exact,
-                model_calls=int(est.model_calls) + priced, seconds=time.perf_counter() - start,
-                horizon=query.horizon, history_tokens=len(history))
+                model_calls=int(est.model_calls) + priced, seconds=seconds,
+                horizon=query.horizon, history_tokens=len(history),
+                threads=torch.get_num_threads(), notes=[hint] if hint else [])
+
+
+def _estimate(model: SequenceModel, history: Sequence[int], query: Any, method: str,
+              budget: int | None, seed: int | None) -> tuple[Any, int]:
+    """(estimate, calls spent outside it). A budget too small for the method says which budget
+    was in force and how to change it."""
+    import seqq
+    from seqq.estimators.exact import DEFAULT_MAX_CALLS
+
+    priced, calls, where = 0, budget, "given with --budget"
+    if method == AUTO:
+        try:
+            return seqq.estimate(model, history, query, "exact",
+                                 max_calls=budget or AUTO_EXACT_CALLS), 0
+        except BudgetError:  # exact prices itself after encoding the history: one call spent
+            method, calls, priced = AUTO_ESTIMATOR, budget or AUTO_BUDGET, 1
+            where = "given with --budget" if budget else f"the default of --method {AUTO}"
+    elif method == "exact" and budget is None:
+        calls, where = DEFAULT_MAX_CALLS, "exact's default limit"
+    try:
+        if method == "exact":
+            est = seqq.estimate(model, history, query, method, max_calls=calls)
+        else:
+            est = seqq.estimate(model, history, query, method, calls, seed)
+    except BudgetError as e:
+        spent = (f"the budget in force is {calls:,} model calls, {where}" if calls
+                 else "no --budget was given")
+        raise BudgetError(f"{e} (seqq ask: {spent}; change it with --budget N, e.g. --budget "
+                          f"{10 * (calls or AUTO_BUDGET)})") from None
+    return est, priced
 
 
 def readable(result: dict[str, Any]) -> str:
@@ -168,11 +243,51 @@ def readable(result: dict[str, Any]) -> str:
     lines.append(f"method: {result['method']}, {result['model_calls']:,} model calls, "
                  f"{result['seconds']:.2f} s after loading (K = {result['horizon']}, history of "
                  f"{result['history_tokens']} tokens)")
-    return "\n".join(lines)
+    return "\n".join([*lines, *result.get("notes", ())])
+
+
+def leading_space_hint(model: SequenceModel, history: Sequence[int], query: Any,
+                       estimate: float) -> str | None:
+    """One line for a tiny answer to a question about a tokenised LM's text whose first token
+    cannot start with whitespace while the model's likely next tokens do: BPE tokenizers glue a
+    word to the space before it, so after "The year was" the model writes " 1", not "1", and
+    /[0-9]+/ (anchored at the first token) asks for an unlikely spelling."""
+    tokenizer = getattr(model, "tokenizer", None)
+    if tokenizer is None or not estimate < HINT_BELOW:
+        return None
+    import torch
+
+    from seqq.queries.text import whitespace_tokens
+
+    try:
+        spaced = sorted(t for t in whitespace_tokens(tokenizer) if t < model.vocab_size)
+    except QueryError:  # a tokenizer whose token texts seqq cannot read: no hint
+        return None
+    lattice = query.lattice(model.vocab_size)
+    index = torch.tensor(spaced, dtype=torch.long)
+    if not spaced or lattice.allowed[int(lattice.roots[0]), index].any():
+        return None
+    log_probs, _ = model.initial_state([list(history)])
+    share = float(log_probs[0, index.to(log_probs.device)].double().exp().sum())
+    if share < HINT_SPACED_SHARE:
+        return None
+    return (f"hint: the next token starts with a space (or other whitespace) with p = "
+            f"{share:.2f}, and no answer to this question can; let it start with one, e.g. "
+            "/ ?[0-9]+/ or \" Paris\", or use `contains`")
+
+
+def quiet_libraries() -> None:
+    """No progress bars or advisory warnings from transformers and huggingface_hub on stderr
+    (`-v` keeps them; a variable the user set wins): seqq says in one line when a step takes
+    long. Both read these variables when first imported, which `seqq ask` does only later."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
+    if not args.verbose:
+        quiet_libraries()
     from seqq.api import check_method
     from seqq.queries.language import check_syntax
 
@@ -187,9 +302,14 @@ def main(argv: list[str]) -> int:
             raise ConfigError(f"--history-file {args.history_file}: {e.strerror}") from e
     else:
         text = args.history
-    model = load(args.model, device)
-    result = answer(model, encode_history(model, text), args.question, args.method,
-                    args.budget, args.seed)
+    model = load(args.model, device, args.verbose)
+    history = encode_history(model, text)
+    if not text and not has_bos(model):
+        raise QueryError("the history is empty and this model has no BOS token to start from; "
+                         "give the text so far with --history or --history-file")
+    result = answer(model, history, args.question, args.method, args.budget, args.seed)
+    if not text:
+        result["notes"].insert(0, EMPTY_HISTORY)
     if args.json:
         print(json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v)
                           for k, v in result.items()}))

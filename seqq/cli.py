@@ -10,9 +10,11 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from collections.abc import Callable
+from functools import partial
 from importlib import metadata
 
-from seqq.commands import EXIT_BUG, EXIT_MISTAKE, run_command
+from seqq.commands import EXIT_BUG, EXIT_MISTAKE, run_command, wants_help
 
 COMMANDS = {
     "train": ("seqq.train", "train an LSTM (or score a pretrained LM) on a dataset"),
@@ -20,6 +22,7 @@ COMMANDS = {
                     "and a report"),
     "report": ("seqq.reports.cli", "tables and figures from sweep results"),
     "ask": ("seqq.ask", "one question about one model's continuation of one history"),
+    "cache": ("seqq.cache", "list or clear the converted language models seqq keeps"),
 }
 
 
@@ -35,6 +38,16 @@ def version() -> str:
         return metadata.version("seqq")
     except metadata.PackageNotFoundError:  # run from a source tree that was never installed
         return "unknown (not installed)"
+
+
+def _with_threads(main: Callable[[list[str]], int | None], argv: list[str]) -> int | None:
+    """`main(argv)` with torch's threads sized by the CPUs this process may use (seqq.threads);
+    `--help` needs no torch."""
+    if not wants_help(argv):
+        from seqq.threads import configure_threads
+
+        configure_threads()
+    return main(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_MISTAKE
     module = importlib.import_module(COMMANDS[command][0])
     try:
-        return run_command(command, module.main, rest)
+        return run_command(command, partial(_with_threads, module.main), rest)
     except BrokenPipeError:  # output piped into `head`: stop quietly, as Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BUG

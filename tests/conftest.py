@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,13 @@ TINY = [
     "ground_truth.s_step=100",
     "ground_truth.s_high=600",
 ]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _seqq_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Models converted by tests (SmolLM2 from its GGUF file) go to a cache of this session,
+    not the user's, unless SEQQ_CACHE names one (seqq.models.lm_cache)."""
+    os.environ.setdefault("SEQQ_CACHE", str(tmp_path_factory.mktemp("seqq-cache")))
 
 
 def tiny_overrides(root: Path, name: str = "tiny", *extra: str) -> list[str]:

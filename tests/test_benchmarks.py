@@ -14,6 +14,7 @@ from omegaconf import OmegaConf
 from benchmarks import e2e, paper_slice
 from benchmarks.__main__ import SECTIONS, main, wanted
 from benchmarks.overhead import Point, Split, line_fit, split
+from benchmarks.plans import PLANS
 from benchmarks.report import Section, write
 from benchmarks.scaling import marginal_exponent, slope
 from benchmarks.throughput import exact_horizon, method_options
@@ -242,8 +243,8 @@ def test_sections_run_alone_replace_only_themselves_and_say_when(tmp_path, capsy
 
 def test_end_to_end_runs_only_when_asked_for():
     assert [k for k in SECTIONS if wanted(k, None, False)] == ["a", "c", "d", "e", "g"]
-    assert [k for k in SECTIONS if wanted(k, None, True)] == ["a", "b", "c", "d", "e", "g"]
-    assert [k for k in SECTIONS if wanted(k, ["b", "d", "i"], False)] == ["b", "d", "i"]
+    assert [k for k in SECTIONS if wanted(k, None, True)] == ["a", "b", "c", "d", "e", "g", "i"]
+    assert [k for k in SECTIONS if wanted(k, ["b", "d", "j"], False)] == ["b", "d", "j"]
 
 
 def test_end_to_end_rerun_alone_says_when_and_where(tmp_path, monkeypatch):
@@ -256,3 +257,24 @@ def test_end_to_end_rerun_alone_says_when_and_where(tmp_path, monkeypatch):
                                  "--sections b")
     assert "(cpu, " in b and "git commit" in b and "timed sweeps" in b
     assert "first" in out.read_text()
+
+
+def test_ask_examples_are_timed_as_commands(monkeypatch):
+    from benchmarks import ask_examples
+
+    answer = {"estimate": 0.773367, "exact": True, "stderr": 0.0, "method": "exact",
+              "model_calls": 42, "seconds": 1.25}
+    seen = []
+
+    def fake_run(args, env, folder):
+        seen.append((args, env["SEQQ_CACHE"]))
+        return 2.5, 1100, answer
+
+    monkeypatch.setattr(ask_examples, "_run", fake_run)
+    section = ask_examples.run(PLANS["smoke"], None)
+    assert len(seen) == len(ask_examples.EXAMPLES) and len({cache for _, cache in seen}) == 1
+    assert seen[-1][0][3].endswith("/h.txt")  # the history file written for the LSTM example
+    rows = [line for line in section.body if line.startswith("| SmolLM2, first load")]
+    assert rows == ["| SmolLM2, first load (empty cache) | `seqq ask --model smollm2 --history "
+                    "'The capital of France is' 'choice(\" Paris\", \" Lyon\")'` | 2.5 | 1,100 | "
+                    "0.773367 (exact), exact, 42 calls | 1.25 |"]

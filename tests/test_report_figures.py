@@ -181,3 +181,13 @@ def test_log_axes_label_at_least_two_ticks_on_any_range(low: float, high: float)
         shown = [t.get_text() for t, at in zip(axis.get_ticklabels(), axis.get_ticklocs(),
                                                 strict=True) if low <= at <= high]
         assert sum(bool(text) for text in shown) >= 2, shown
+
+
+@pytest.mark.parametrize("query, named", [
+    ("hitting_time", "p(τ(a) = K)"),
+    ("count({observed}, {K}) >= 2", "count({observed}, {K}) >= 2"),  # a query.expr template
+])
+def test_every_panel_names_its_query(query: str, named: str) -> None:
+    fig = _only(FIGURES["rae_vs_k_median"](results(panel_rows(query=query))))
+    titles = [ax.get_title() for ax in _panels(fig)]
+    assert titles and all(named in t.splitlines()[0] for t in titles)

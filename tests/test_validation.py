@@ -41,6 +41,63 @@ def test_protocol_violations_raise_model_error(damage, message, method):
         seqq.estimate(model, [0], Q.hitting_time(2, 3), method, seed=0)
 
 
+class Counted:
+    """A correct model that counts its calls, with one protocol member replaced."""
+
+    def __init__(self, model, **replaced):
+        self.model, self.vocab_size, self.calls = model, model.vocab_size, 0
+        for name, value in replaced.items():
+            setattr(self, name, value)
+
+    def initial_state(self, histories):
+        self.calls += 1
+        return self.model.initial_state(histories)
+
+    def step(self, state, tokens):
+        self.calls += 1
+        return self.model.step(state, tokens)
+
+    def select(self, state, index):
+        return self.model.select(state, index)
+
+
+class NoSelect:
+    """A model that forgot `select`."""
+
+    def __init__(self, model):
+        self.model, self.vocab_size = model, model.vocab_size
+
+    def initial_state(self, histories):
+        return self.model.initial_state(histories)
+
+    def step(self, state, tokens):
+        return self.model.step(state, tokens)
+
+
+@pytest.mark.parametrize("replaced, message", [
+    ({"select": None}, r"Counted has no select method \(or it is None\); implement it as in "
+                       r"seqq/models/protocol.py: def select\(self, state, index\)"),
+    ({"step": 3}, r"Counted.step is 3, not a method; implement it"),
+    ({"initial_state": None}, r"Counted has no initial_state method"),
+    ({"vocab_size": None}, r"Counted has no vocab_size; set it to the number of symbols"),
+    ({"vocab_size": "6"}, r"Counted.vocab_size is '6'; it must be a positive int"),
+    ({"vocab_size": 0}, r"Counted.vocab_size is 0; it must be a positive int"),
+])
+@pytest.mark.parametrize("method", ["exact", "importance", "wor"])
+def test_a_broken_protocol_is_one_model_error_before_any_call(replaced, message, method):
+    model = Counted(random_markov(6, 1), **replaced)
+    with pytest.raises(ModelError, match=message):
+        seqq.estimate(model, [0], Q.hitting_time(2, 3), method, seed=0)
+    assert model.calls == 0
+
+
+def test_a_model_without_select_is_one_model_error():
+    with pytest.raises(ModelError, match="NoSelect has no select method"):
+        seqq.estimate(NoSelect(random_markov(6, 1)), [0], Q.hitting_time(2, 3), "importance")
+    with pytest.raises(ModelError, match="NoSelect has no select method"):
+        seqq.models.CallCounter(NoSelect(random_markov(6, 1)))
+
+
 def test_a_correct_model_passes_the_check():
     model = Broken(random_markov(6, 1), lambda lp: lp.float())
     assert seqq.estimate(model, [0], Q.hitting_time(2, 3), "exact").value > 0

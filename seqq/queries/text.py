@@ -105,6 +105,7 @@ class TokenTexts:
 
     vocabulary: outlines_core.Vocabulary  # token bytes -> ids (no special or empty tokens), MARK
     end: int  # ids from here on are no token's: outlines-core's end of text and MARK
+    spaced: frozenset[int]  # ordinary tokens whose text starts with whitespace (" Paris", "\n")
 
 
 # A character no token writes, appended to every regex: outlines-core 0.2.14 drops tokens that
@@ -130,9 +131,17 @@ def token_texts(tokenizer) -> TokenTexts:
         by_text[b].append(i)
     end = max(tokenizer.get_vocab().values()) + 1
     by_text[MARK.encode()] = [end + 1]
-    out = TokenTexts(outlines_core.Vocabulary(end, dict(by_text)), end)
+    spaced = frozenset(i for i, b in texts.items() if b[:1].isspace())
+    out = TokenTexts(outlines_core.Vocabulary(end, dict(by_text)), end, spaced)
     _CACHE[tokenizer] = out
     return out
+
+
+def whitespace_tokens(tokenizer) -> frozenset[int]:
+    """Ids of the ordinary tokens whose text starts with whitespace. BPE tokenizers glue a word
+    to the space before it (" Paris", " 1"), so after most text the likely next tokens are
+    these, and a pattern that cannot start with whitespace asks for an unlikely spelling."""
+    return token_texts(tokenizer).spaced
 
 
 def _token_bytes(tokenizer) -> dict[int, bytes]:

@@ -79,7 +79,7 @@ def _cells(axes: np.ndarray, usable: list, keys: list,
     for j, (panel, block) in enumerate(usable):
         for i, key in enumerate(keys):
             ax, rows = axes[i, j], block[select(block, key)]
-            panel_title(ax, panel.title, label(key))
+            panel_title(ax, panel.heading, label(key))
             if rows.empty:
                 empty(ax, f"no runs at {label(key)}")
                 continue
@@ -190,7 +190,7 @@ def scatter(results: pd.DataFrame) -> dict[str, Figure]:
     figures, colors = {}, method_colors(data.method)
     for panel, block in _by_panel(data):
         for level, rows in block.groupby("budget_level"):
-            figures[f"scatter_{panel.slug}_S{level}"] = _scatter_panel(rows, panel.title, level,
+            figures[f"scatter_{panel.slug}_S{level}"] = _scatter_panel(rows, panel.heading, level,
                                                                        colors)
     return figures
 
@@ -271,7 +271,7 @@ def beam_sizes(results: pd.DataFrame) -> dict[str, Figure]:
     for i, (panel, block) in enumerate(usable):
         for j, k in enumerate(ks):
             ax, at_k = axes[i, j], block[block["K"] == k]
-            panel_title(ax, panel.title, f"K={k}")
+            panel_title(ax, panel.heading, f"K={k}")
             if at_k.empty:
                 empty(ax, f"no runs at K={k}")
                 continue
@@ -314,7 +314,7 @@ def unaccounted_vs_k(results: pd.DataFrame) -> dict[str, Figure]:
             ax.plot(rows.K, rows["mean"], "o-", ms=3, color=f"C{n}", label=label)
             ax.fill_between(rows.K, rows.ci99_low, rows.ci99_high, color=f"C{n}", alpha=0.2)
         ax.set(xlabel="horizon K", ylabel="unaccounted probability")
-        panel_title(ax, named[key].title)
+        panel_title(ax, named[key].heading)
         integer_ticks(ax)
     suptitle(fig, "Unaccounted probability, mean over histories:\n"
                   "1 − p̂(τ(A) < τ(B) ≤ K) − p̂(τ(B) < τ(A) ≤ K)")
@@ -340,7 +340,7 @@ def case_study(results: pd.DataFrame) -> dict[str, Figure]:
             ax.errorbar(stats.index, stats["mean"], yerr=1.645 * stats["sem"], fmt="o-", ms=3,
                         capsize=3, color=f"C{n}", label=f"{label} ({method}, S={level})")
         ax.set(xlabel="share of focus symbols A in the history", ylabel="mean estimate p̂")
-        panel_title(ax, panel.title)
+        panel_title(ax, panel.heading)
     suptitle(fig, "Case study: mean estimate vs history composition "
                   "(error bars: 90% CI of the mean)")
     legend(fig, axes)

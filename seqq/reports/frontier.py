@@ -127,7 +127,7 @@ def draw(results: pd.DataFrame) -> dict[str, Figure]:
     for i, (key, block) in enumerate(blocks):
         for j, K in enumerate(ks):
             ax, cell = axes.flat[i * len(ks) + j], block[block["K"] == K]
-            panel_title(ax, titles[key].title, f"K={K}")
+            panel_title(ax, titles[key].heading, f"K={K}")
             if cell.empty:
                 empty(ax, f"no runs at K={K}")
                 continue

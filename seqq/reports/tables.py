@@ -24,14 +24,36 @@ PANEL = ["dataset", "model", "temperature", "query", "budget_rule"]
 Z99 = 2.5758  # two-sided 99% normal quantile: Fig. 14's confidence band
 
 
+# the question each built-in query kind asks (a sweep's `query.expr` is named by its template)
+QUERY_NAMES = {
+    "hitting_time": "p(τ(a) = K)",
+    "event_at": "p(X_K ∈ a)",
+    "count": "p(N_K(a) = n)",
+    "a_before_b": "p(τ(a) < τ(b) ≤ K)",
+}
+
+
 @dataclass(frozen=True)
 class Panel:
-    """How a panel is named: `title` in figures and the summary, `slug` in file names. The
-    dataset is always spelled out; the other parts only where one dataset has several (each
-    dataset's own LSTM is implied; two models of one dataset are named)."""
+    """How a panel is named: `title` in tables and the summary, `slug` in file names,
+    `heading` in figures. The dataset is always spelled out; the other parts only where one
+    dataset has several (each dataset's own LSTM is implied; two models of one dataset are
+    named). A figure's panel also names its query (`query`), which a reader of the figure
+    alone could not know; it is empty where the title names the query already."""
 
     title: str
     slug: str
+    query: str = ""
+
+    @property
+    def heading(self) -> str:
+        return f"{self.title} · {self.query}" if self.query else self.title
+
+
+def query_name(query: str) -> str:
+    """The `query` column as a reader knows it: the question a built-in kind asks, or a
+    `query.expr` template as written."""
+    return QUERY_NAMES.get(query, query)
 
 
 def load_results(paths: Iterable[str | Path], datasets: Iterable[str] = ()) -> pd.DataFrame:
@@ -74,8 +96,9 @@ def panels(results: pd.DataFrame, columns: list[str] = PANEL) -> dict[tuple, Pan
     for key in results.groupby(columns, sort=True).groups:
         values = dict(zip(columns, key, strict=True))
         parts = [_show(c, values[c]) for c in varying]
+        query = "" if "query" in varying or "query" not in values else query_name(values["query"])
         named[key] = Panel(" · ".join([dataset_title(results, values["dataset"]), *parts]),
-                           safe_name("_".join([values["dataset"], *parts])))
+                           safe_name("_".join([values["dataset"], *parts])), query)
     return named
 
 
