@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from seqq.errors import BudgetError, CheckpointError, ConfigError, QueryError
+from seqq.estimators.registry import LONG_HORIZON, LONG_PICK, SHORT_PICK, automatic
 from seqq.models.device import resolve_device
 from seqq.models.protocol import SequenceModel
 
@@ -36,7 +37,6 @@ NAMED_MODELS = {
 AUTO = "auto"
 AUTO_EXACT_CALLS = 20_000  # `auto` enumerates exactly up to this many calls (or --budget)
 AUTO_BUDGET = 2_000  # `auto`'s estimator budget when --budget is not given
-AUTO_ESTIMATOR = "wor"  # unbiased, with bounds, and exact once its draws exhaust the query
 DEFAULT_SEED = 0
 BOS = "<BOS>"
 EMPTY_HISTORY = "(empty history: starting from the model's BOS)"
@@ -44,8 +44,9 @@ HINT_BELOW = 0.01  # answers this small get the leading-space hint when it appli
 HINT_SPACED_SHARE = 0.5  # ... and when at least this much of p(X_1) starts with whitespace
 EPILOG = f"""\
 defaults: --method {AUTO} answers exactly when enumerating the question costs at most
-  {AUTO_EXACT_CALLS:,} model calls (or --budget), else with {AUTO_ESTIMATOR} within --budget (default
-  {AUTO_BUDGET:,} calls); --seed {DEFAULT_SEED}. The same seed gives the same answer on one machine
+  {AUTO_EXACT_CALLS:,} model calls (or --budget), else with {SHORT_PICK[0]} (K ≤ {LONG_HORIZON}) or
+  {LONG_PICK[0]} (longer horizons) within --budget (default {AUTO_BUDGET:,} calls), and says why;
+  --seed {DEFAULT_SEED}. The same seed gives the same answer on one machine
   with one library version, not across hardware (float rounding differs, and what is sampled
   follows it).
 environment: SEQQ_THREADS sets torch's threads (default: OMP_NUM_THREADS when set, else the
@@ -79,11 +80,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--method", default=AUTO,
                         help=f"default {AUTO}: exact when enumeration costs at most "
                              f"{AUTO_EXACT_CALLS:,} model calls (or --budget), else "
-                             f"{AUTO_ESTIMATOR}; or one of {', '.join(METHODS)}")
+                             f"{SHORT_PICK[0]} (K ≤ {LONG_HORIZON}) or {LONG_PICK[0]}; or one "
+                             f"of {', '.join(METHODS)}")
     parser.add_argument("--budget", type=_positive,
                         help=f"model calls the method may spend (default with {AUTO}: "
                              f"{AUTO_EXACT_CALLS:,} for the exact answer, then "
-                             f"{AUTO_BUDGET:,} for {AUTO_ESTIMATOR}; with a chosen --method: "
+                             f"{AUTO_BUDGET:,} for the estimate; with a chosen --method: "
                              "no limit, the method's default sample count)")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED,
                         help=f"seed of sampling methods (default: {DEFAULT_SEED})")
@@ -111,11 +113,6 @@ def load(name: str, device: str, verbose: bool = False) -> SequenceModel:
     checkpoint."""
     from seqq.models.loading import load_model  # transformers and friends: only once asked
 
-    if NAMED_MODELS.get(name, {}).get("type") == "smollm2":  # its GGUF file, through the cache
-        from seqq.data.tokenizers import smollm2_file
-        from seqq.models.lm_cache import load_gguf
-
-        return load_gguf(smollm2_file(), device, verbose=verbose)
     if name in NAMED_MODELS:
         return load_model({**NAMED_MODELS[name], "device": device})
     if name.startswith("hf:"):
@@ -186,32 +183,36 @@ def answer(model: SequenceModel, history: Sequence[int], question: str, method: 
     if hasattr(model, "check_fits"):
         model.check_fits(len(history), query.horizon)
     start = time.perf_counter()
-    est, priced = _estimate(model, history, query, method, budget, seed)
+    est, priced, why = _estimate(model, history, query, method, budget, seed)
     seconds = time.perf_counter() - start
-    exact = est.method == "exact" or est.stderr == 0
+    exact = est.exact
     lower, upper = (est.value, est.value) if exact else (est.lower, est.upper)
     hint = leading_space_hint(model, history, query, est.value)
     return dict(question=question, estimate=est.value, stderr=0.0 if exact else est.stderr,
-                lower=lower, upper=upper, method=est.method, exact=exact,
+                ci_low=est.ci_low, ci_high=est.ci_high, level=est.level, lower=lower,
+                upper=upper, method=est.method, why=why, exact=exact, warning=est.warning,
                 model_calls=int(est.model_calls) + priced, seconds=seconds,
                 horizon=query.horizon, history_tokens=len(history),
                 threads=torch.get_num_threads(), notes=[hint] if hint else [])
 
 
 def _estimate(model: SequenceModel, history: Sequence[int], query: Any, method: str,
-              budget: int | None, seed: int | None) -> tuple[Any, int]:
-    """(estimate, calls spent outside it). A budget too small for the method says which budget
-    was in force and how to change it."""
+              budget: int | None, seed: int | None) -> tuple[Any, int, str]:
+    """(estimate, calls spent outside it, why this method). A budget too small for the method
+    says which budget was in force and how to change it."""
     import seqq
-    from seqq.estimators.exact import DEFAULT_MAX_CALLS
+    from seqq.estimators.methods.exact import DEFAULT_MAX_CALLS
 
-    priced, calls, where = 0, budget, "given with --budget"
+    priced, calls, where, why = 0, budget, "given with --budget", "chosen with --method"
     if method == AUTO:
+        limit = budget or AUTO_EXACT_CALLS
         try:
-            return seqq.estimate(model, history, query, "exact",
-                                 max_calls=budget or AUTO_EXACT_CALLS), 0
+            est = seqq.estimate(model, history, query, "exact", max_calls=limit)
+            return est, 0, f"enumerating every continuation fits the {limit:,} calls allowed"
         except BudgetError:  # exact prices itself after encoding the history: one call spent
-            method, calls, priced = AUTO_ESTIMATOR, budget or AUTO_BUDGET, 1
+            method, why = automatic(query.horizon)
+            why = f"enumeration would cost more than {limit:,} calls; {why}"
+            calls, priced = budget or AUTO_BUDGET, 1
             where = "given with --budget" if budget else f"the default of --method {AUTO}"
     elif method == "exact" and budget is None:
         calls, where = DEFAULT_MAX_CALLS, "exact's default limit"
@@ -225,24 +226,33 @@ def _estimate(model: SequenceModel, history: Sequence[int], query: Any, method: 
                  else "no --budget was given")
         raise BudgetError(f"{e} (seqq ask: {spent}; change it with --budget N, e.g. --budget "
                           f"{10 * (calls or AUTO_BUDGET)})") from None
-    return est, priced
+    return est, priced, why
+
+
+INFORMATIVE_BOUNDS = 0.5  # certain bounds are shown when they are narrower than this
 
 
 def readable(result: dict[str, Any]) -> str:
-    """The answer as a person reads it: p ± SE, the bounds, how it was computed."""
+    """The answer as a person reads it: p with its interval, the certain bounds when they say
+    something, any warning, and which method answered and why (one line)."""
     p = f"p = {result['estimate']:.6g}"
     if result["exact"]:
         p += " (exact)"
-    elif result["stderr"] is not None:
-        p += f" ± {result['stderr']:.2g} (standard error)"
+    else:
+        if result["stderr"] is not None:
+            p += f" ± {result['stderr']:.2g} (standard error)"
+        if result["ci_low"] is not None:
+            p += (f", {result['level']:.0%} interval [{result['ci_low']:.4g}, "
+                  f"{result['ci_high']:.4g}]")
     lines = [result["question"], p]
-    if not result["exact"] and result["lower"] is None:
-        lines.append(f"bounds: none ({result['method']} gives none)")
-    elif not result["exact"]:
-        lines.append(f"bounds: [{result['lower']:.4g}, {result['upper']:.4g}] (certain)")
-    lines.append(f"method: {result['method']}, {result['model_calls']:,} model calls, "
-                 f"{result['seconds']:.2f} s after loading (K = {result['horizon']}, history of "
-                 f"{result['history_tokens']} tokens)")
+    lower, upper = result["lower"], result["upper"]
+    if not result["exact"] and lower is not None and upper - lower < INFORMATIVE_BOUNDS:
+        lines.append(f"bounds: [{lower:.4g}, {upper:.4g}] (certain)")
+    if result["warning"]:
+        lines.append(f"warning: {result['warning']}")
+    lines.append(f"method: {result['method']} ({result['why']}), {result['model_calls']:,} "
+                 f"model calls, {result['seconds']:.2f} s after loading (K = "
+                 f"{result['horizon']}, history of {result['history_tokens']} tokens)")
     return "\n".join([*lines, *result.get("notes", ())])
 
 

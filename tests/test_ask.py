@@ -108,7 +108,8 @@ def test_the_default_answer_is_readable(models: Path):
     lines = run.stdout.splitlines()
     assert lines[0] == "X2 = a"
     assert lines[1].startswith("p = ") and lines[1].endswith("(exact)")
-    assert lines[2].startswith("method: exact, ") and "model calls" in lines[2]
+    assert lines[2].startswith("method: exact (enumerating every continuation fits the 20,000 "
+                               "calls allowed), ") and "model calls" in lines[2]
 
 
 @pytest.mark.parametrize("args, said", [
@@ -137,9 +138,9 @@ def test_help_shows_every_default(tmp_path: Path):
     assert run.returncode == 0, run.stderr
     text = " ".join(run.stdout.split())  # argparse wraps lines wherever the terminal ends
     assert "--method METHOD default auto: exact when enumeration costs at most 20,000 model " \
-           "calls (or --budget), else wor" in text
-    assert "(default with auto: 20,000 for the exact answer, then 2,000 for wor; with a " \
-           "chosen --method: no limit, the method's default sample count)" in text
+           "calls (or --budget), else wor (K ≤ 10) or smc" in text
+    assert "(default with auto: 20,000 for the exact answer, then 2,000 for the estimate; with " \
+           "a chosen --method: no limit, the method's default sample count)" in text
     assert "seed of sampling methods (default: 0)" in text
     assert "the same seed gives the same answer on one machine with one library version, " \
            "not across hardware" in text.lower()
@@ -389,3 +390,20 @@ def test_smollm2_hints_at_the_leading_space(tmp_path: Path, pattern: str, hinted
     assert last.startswith("hint: the next token starts with a space") == hinted
     if hinted:
         assert "e.g. / ?[0-9]+/" in last
+
+
+def test_auto_says_which_method_and_why_with_an_interval_and_any_warning(models: Path):
+    """Beyond enumeration, `auto` estimates (wor up to K = 10, smc beyond), says why on the
+    method line, prints the interval, and passes on the estimate's warning."""
+    for question, method in (("count({a, b}, 8) >= 3", "wor"), ("count({a, b}, 14) >= 5", "smc")):
+        run = ask("--model", str(models / "hpyp.pt"), "--history", HISTORY, "--budget", "400",
+                  question, cwd=models)
+        assert run.returncode == 0, run.stderr
+        lines = run.stdout.splitlines()
+        assert "95% interval [" in lines[1]
+        said = next(line for line in lines if line.startswith("method: "))
+        assert said.startswith(f"method: {method} (enumeration would cost more than 400 calls; ")
+        as_json = json.loads(ask("--model", str(models / "hpyp.pt"), "--history", HISTORY,
+                                 "--budget", "400", "--json", question, cwd=models).stdout)
+        assert as_json["method"] == method and as_json["ci_low"] <= as_json["estimate"]
+        assert ("warning: " + as_json["warning"] in lines) if as_json["warning"] else True

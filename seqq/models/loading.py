@@ -27,7 +27,7 @@ from urllib.parse import urlparse
 
 import torch
 
-from seqq.data.tokenizers import smollm2_file, smollm2_tokenizer
+from seqq.data.tokenizers import smollm2_file
 from seqq.errors import CheckpointError, ModelLoadError
 from seqq.models.authors import AUTHORS_DIR, load_authors
 from seqq.models.checkpoint import load_checkpoint
@@ -114,12 +114,11 @@ def load_hf(name_or_path: str, tokenizer: str | None = None, device: str | None 
 
 def load_smollm2(gguf_file: str | None = None, device: str | None = None,
                  dtype: torch.dtype = torch.float32) -> HFCausalLM:
-    """SmolLM2-135M-Instruct, de-quantized from Q4_1 GGUF into a torch Llama model."""
-    from transformers import AutoModelForCausalLM
+    """SmolLM2-135M-Instruct, de-quantized from Q4_1 GGUF into a torch Llama model once and
+    read from the user cache after that (`seqq.models.lm_cache`)."""
+    from seqq.models.lm_cache import load_gguf
 
-    path = smollm2_file(gguf_file)
-    model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=dtype)
-    return HFCausalLM(model, smollm2_tokenizer(str(path)), device)
+    return load_gguf(smollm2_file(gguf_file), device, dtype)
 
 
 def _check_tokens(lm: HFCausalLM, vocab: Sequence[str] | None) -> HFCausalLM:
