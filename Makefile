@@ -50,7 +50,7 @@ MODELS ?= all
 own = $(if $(filter authors,$(MODELS)),,$(1))
 
 FIGURES := fig3 fig3-exact fig4 fig5 fig6 fig7-9 fig10 fig11 fig12 fig13 fig14 fig14-exact fig15 table2 tables3-6
-.PHONY: help venv test lint bench bench-e2e bench-paper-slice demo paper slurm-local fig-frontier \
+.PHONY: help venv test lint bench bench-e2e bench-paper-slice calibration demo paper slurm-local fig-frontier \
 	reproduction $(FIGURES)
 
 help:  ## list targets
@@ -89,6 +89,14 @@ bench-e2e: venv  ## the suite plus wall time of the demo and fig3 (N = 100) swee
 SLICE ?= 0.05
 bench-paper-slice: venv  ## time a SLICE (default 0.05) of fig3 SIZE=paper on Shakespeare → RESULTS.md (f)
 	$(PY) -m benchmarks --paper-slice $(SLICE) --device $(DEVICE)
+
+# Section (h) alone: coverage of every method's 95 % interval against exact answers (Markov and
+# HPYP DP at K = 3..30, enumeration on the authors' LSTM and a tiny GPT-2 at K <= 4). CALIBRATION=
+# quick (budgets 1k and 8k, ~10 minutes on one loaded CPU core) or full (1k, 8k and 65k calls,
+# the issue's size: hours on CPU). Figure: benchmarks/figures/calibration_coverage.png.
+CALIBRATION ?= quick
+calibration: venv  ## interval coverage against exact answers (CALIBRATION=quick|full) → RESULTS.md (h)
+	$(PY) -m benchmarks --sections h --mode $(CALIBRATION) --device $(DEVICE)
 
 $(CKPT)/%_lstm.pt: | venv
 	$(SEQQ) train dataset=$* checkpoint_dir=$(CKPT) $(TRAIN_$(SIZE))

@@ -6,7 +6,10 @@ V; (d) the cost of ground truth at 1 % relative standard error; (e) the row chun
 big batches at the model's best speed; (f) a timed slice of `make fig3 SIZE=paper` on Shakespeare
 and the whole projected from it (`make bench-paper-slice`, run on its own: it takes minutes);
 (g) where one estimate's time goes: the model's share as samples grow, and the estimator's own
-time split into a fixed cost and a cost per model call; (i) the README's `seqq ask` examples end
-to end, wall time and peak memory as a user sees them (`--sections i`).
+time split into a fixed cost and a cost per model call; (h) calibration: how often every method's
+95 % interval covers exact answers (Markov and HPYP DP, enumeration on the authors' LSTM and a
+tiny GPT-2), flagged shares and median RAE at 1k/8k(/65k) calls (`make calibration`, run only
+when named: ~10 minutes at quick size); (i) the README's `seqq ask` examples end to end, wall
+time and peak memory as a user sees them (`--sections i`).
 Ratios are what to read: absolute numbers depend on the machine and on whatever else runs on it.
 """

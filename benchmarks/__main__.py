@@ -1,7 +1,8 @@
 """`python -m benchmarks [--mode quick|full] [--device cpu|cuda] [--e2e]`: run the suite and
 rewrite RESULTS.md (see benchmarks/__init__.py for what each section measures);
 `python -m benchmarks --paper-slice 0.02` runs only section (f) and keeps the others;
-`--sections g` (or `b,d`, ...) reruns only those sections, each then saying when it was measured."""
+`--sections g` (or `b,d`, ...) reruns only those sections, each then saying when it was measured;
+`--sections h --mode quick|full` measures calibration against exact answers (`make calibration`)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import torch
 
 from benchmarks import (
     ask_examples,
+    calibration,
     chunks,
     e2e,
     gt_cost,
@@ -30,9 +32,10 @@ from benchmarks.timing import set_clock
 
 RESULTS = Path(__file__).parent / "RESULTS.md"
 SECTIONS = {"a": throughput.run, "b": e2e.run, "c": scaling.run, "d": gt_cost.run,
-            "e": chunks.run, "g": overhead.run, "i": ask_examples.run, "j": rare.run}
+            "e": chunks.run, "g": overhead.run, "h": calibration.run, "i": ask_examples.run,
+            "j": rare.run}
 END_TO_END = {"b", "i"}  # minutes of real commands: only with --e2e or --sections
-ON_REQUEST = {"j"}  # minutes of exact DP and 2^16-call estimates: only when named
+ON_REQUEST = {"h", "j"}  # minutes of estimates (calibration; exact DP and 2^16-call estimates)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,10 +1,27 @@
-"""How much each mode measures: `smoke` (tests, seconds), `quick` (< 3 minutes), `full`."""
+"""How much each mode measures: `smoke` (tests, seconds), `quick` (< 3 minutes; section (h)
+~10 minutes on one loaded core), `full`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from seqq.models.batching import SIZES
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """How much section (h) measures: exact-DP oracle families (Markov, HPYP: K = 3..30) and
+    enumerated ones (the authors' LSTM, a tiny GPT-2: K ≤ 4), queries per family with p spread
+    over 1e-9..0.5, independent runs of each query per method and budget."""
+
+    families: tuple[str, ...]
+    budgets: tuple[int, ...]  # model calls per estimate, for the exact-DP families
+    queries: int
+    runs: int
+    neural_budgets: tuple[int, ...]  # the same for the enumerated families
+    neural_queries: int
+    neural_runs: int
+    bootstrap: int = 200  # resamples of the bootstrap interval (i.i.d. sampling methods)
 
 
 @dataclass(frozen=True)
@@ -32,6 +49,7 @@ class Plan:
     overhead_methods: tuple[str, ...]
     overhead_samples: tuple[int, ...]  # samples (beam widths) per query along S, for LSTMs
     overhead_lm_samples: tuple[int, ...]  # the same for transformer LMs
+    calibration: Calibration  # section (h)
     chunk_sizes: tuple[int, ...] = SIZES  # batch sizes the chunk measurement tries
 
 
@@ -45,7 +63,8 @@ PLANS = {
         chunk_model="lstm-tiny", chunk_rows=2000, chunk_reference=100, chunk_steps=4,
         overhead_models=("lstm-tiny",), overhead_methods=("importance", "beam"),
         overhead_samples=(5, 20, 80), overhead_lm_samples=(2, 4),
-        chunk_sizes=(256, 512, 1024)),
+        chunk_sizes=(256, 512, 1024),
+        calibration=Calibration(("markov",), (300,), 3, 4, (300,), 1, 3, bootstrap=50)),
     "quick": Plan(
         models=("lstm-128", "authors-shakespeare", "gpt2-tiny"), samples=1000, lm_samples=25,
         K=8, histories=4, lm_histories=2, repeats=3, scaling_hidden=128,
@@ -54,7 +73,9 @@ PLANS = {
         gt_model="authors-shakespeare", gt_ks=(3, 7), gt_histories=4, gt_from_data=True,
         chunk_model="lstm-128", chunk_rows=20_000, chunk_reference=1000,
         chunk_steps=2, overhead_models=("lstm-128",), overhead_methods=("importance", "beam"),
-        overhead_samples=(10, 100, 1000), overhead_lm_samples=(5, 25, 100)),
+        overhead_samples=(10, 100, 1000), overhead_lm_samples=(5, 25, 100),
+        calibration=Calibration(("markov", "hpyp", "authors-lstm", "gpt2"), (1000, 8000),
+                                12, 16, (1000, 8000), 6, 6)),
     "full": Plan(
         models=("lstm-128", "lstm-512", "authors-shakespeare", "gpt2-tiny", "smollm2"),
         samples=1000, lm_samples=100, K=10, histories=8, lm_histories=4, repeats=3,
@@ -68,5 +89,7 @@ PLANS = {
         chunk_steps=2,
         overhead_models=("lstm-128", "lstm-512", "authors-shakespeare", "gpt2-tiny"),
         overhead_methods=("importance", "beam", "hybrid", "wor"),
-        overhead_samples=(10, 100, 1000, 4000), overhead_lm_samples=(5, 25, 100, 400)),
+        overhead_samples=(10, 100, 1000, 4000), overhead_lm_samples=(5, 25, 100, 400),
+        calibration=Calibration(("markov", "hpyp", "authors-lstm", "gpt2"),
+                                (1000, 8000, 65536), 30, 40, (1000, 8000, 65536), 16, 25)),
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -244,7 +245,7 @@ def test_sections_run_alone_replace_only_themselves_and_say_when(tmp_path, capsy
 def test_end_to_end_runs_only_when_asked_for():
     assert [k for k in SECTIONS if wanted(k, None, False)] == ["a", "c", "d", "e", "g"]
     assert [k for k in SECTIONS if wanted(k, None, True)] == ["a", "b", "c", "d", "e", "g", "i"]
-    assert [k for k in SECTIONS if wanted(k, ["b", "d", "j"], False)] == ["b", "d", "j"]
+    assert [k for k in SECTIONS if wanted(k, ["b", "d", "h", "j"], False)] == ["b", "d", "h", "j"]
 
 
 def test_end_to_end_rerun_alone_says_when_and_where(tmp_path, monkeypatch):
@@ -278,3 +279,42 @@ def test_ask_examples_are_timed_as_commands(monkeypatch):
     assert rows == ["| SmolLM2, first load (empty cache) | `seqq ask --model smollm2 --history "
                     "'The capital of France is' 'choice(\" Paris\", \" Lyon\")'` | 2.5 | 1,100 | "
                     "0.773367 (exact), exact, 42 calls | 1.25 |"]
+
+
+def test_calibration_runs_end_to_end_at_a_tiny_size(tmp_path, monkeypatch):
+    """(h) at the smoke size: every budgeted method on a Markov oracle, its table, the interval
+    comparison, the verdicts and the figure (written into tmp_path, not benchmarks/figures)."""
+    from benchmarks import calibration
+
+    monkeypatch.setattr(calibration, "FIGURES", tmp_path / "figures")
+    monkeypatch.setattr(calibration, "RUNS_CSV", tmp_path / "runs")
+    out = tmp_path / "RESULTS.md"
+    assert main(["--mode", "smoke", "--device", "cpu", "--sections", "h", "--out", str(out)]) == 0
+    h = out.read_text().split("## (h)")[1]
+    assert "### markov, budget 300 model calls" in h and "### Which methods meet" in h
+    rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ") for line in
+            h.split("### markov, budget 300")[1].split("###")[0].splitlines()
+            if line.startswith("| ") and not line.startswith("| method")}
+    assert set(rows) == set(calibration.budgeted_methods())
+    for method, row in rows.items():  # runs: 3 queries, 4 runs each unless deterministic
+        assert int(row[1]) == (3 if calibration.deterministic(method) else 12), row
+    assert "100 % of 3" in rows["beam"][6]  # certain bounds hold
+    assert "| importance | normal |" in h and "| importance | bootstrap |" in h
+    assert (tmp_path / "figures" / "calibration_coverage.png").is_file()
+    assert any((tmp_path / "runs").glob("calibration_*.csv"))
+
+
+def test_calibration_queries_spread_over_p_and_intervals_are_built_as_stated():
+    from benchmarks.calibration import Task, bootstrap_interval, spread
+    from seqq import queries as Q
+
+    query = Q.hitting_time(1, 3)
+    tasks = [Task((0,), query, "", 3, p) for p in (1e-12, 1e-9, 1e-8, 1e-5, 1e-4, 0.01, 0.3, 0.9)]
+    chosen = [t.p for t in spread(tasks, 4)]
+    assert chosen == [1e-9, 1e-5, 1e-4, 0.3]  # nearest to 1e-9, 7.9e-7, 6.3e-4, 0.5
+    rng = np.random.default_rng(0)
+    log_w = np.log(0.01 * rng.exponential(size=4000))  # mean 0.01, standard deviation 0.01
+    low, high = bootstrap_interval(log_w, float(np.exp(log_w).mean()), 400, 0)
+    assert low < 0.01 < high
+    assert high - low == pytest.approx(2 * 1.96 * 0.01 / math.sqrt(4000), rel=0.2)
+    assert bootstrap_interval(log_w, 0.5, 400, 0) is None  # not the mean of these weights

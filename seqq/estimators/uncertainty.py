@@ -10,7 +10,14 @@ Intervals (`seqq.estimators.estimate.interval`), by what the method can say (doc
   formula): Student's t on the replicates' mean, log-normal in shape as above;
 - an estimate of 0 (or 1) from n binary draws that never varied: the one-sided limit
   −ln(1 − level)/n (the rule of three at 95 %), with no standard error;
-- exact answers: the point; deterministic lower bounds: their certain bounds.
+- exact answers: the point (widened by float noise, below); deterministic lower bounds: their
+  certain bounds.
+
+No interval of a nonzero estimate is narrower than the model's float noise: it holds at least
+p̂·(1 ± FLOAT_FLOOR), and an exact answer with certain bounds at least their float tolerance
+(docs/decisions.md §38). Without this an exhausted `wor`, an exact beam or replicates that all
+reached the same answer claimed a point that the exact value, computed in another batch, missed
+by rounding (section (h) of benchmarks/RESULTS.md).
 
 Diagnostics of a sampling estimate: its effective sample size (Σw)²/Σw² and the Pareto k̂ of the
 upper tail of its weights (PSIS, Vehtari et al.; ArviZ's implementation). Where k̂ > 0.7 the
@@ -32,6 +39,14 @@ K_HAT_LIMIT = 0.7  # PSIS: above it the tail is too heavy for the estimate's err
 MIN_ESS = 10.0  # fewer effective samples than this: the standard error is itself a guess
 MIN_TAIL_DRAWS = 100  # fewer nonzero weights than this: k̂ is too noisy to act on, not fitted
 REPLICATE_SPREAD = 0.5  # replicates' relative standard error above this: they disagree
+FLOAT_FLOOR = 2.0**-16  # least relative half-width of an interval: a model's float32 outputs move
+# with the batch around them by up to 3.3e-6 relative (issue 31), more over long horizons
+
+
+def floored(value: float, low: float, high: float) -> tuple[float, float]:
+    """[low, high] widened to at least value·(1 ± FLOAT_FLOOR), within [0, 1]."""
+    return (max(0.0, min(low, value * (1 - FLOAT_FLOOR))),
+            min(1.0, max(high, value * (1 + FLOAT_FLOOR))))
 
 
 def weight_diagnostics(log_w: np.ndarray) -> dict[str, float]:
@@ -93,6 +108,11 @@ def with_uncertainty(estimate: Estimate, kind: IntervalKind, level: float,
     low, high = bounds if bounds is not None else (None, None)
     if kind == "none" and estimate.lower is not None:  # a deterministic bound: its certain range
         low, high = estimate.lower, estimate.upper
+    elif low is not None and kind != "zero":  # never narrower than the model's float noise
+        low, high = floored(estimate.value, low, high)
+        if kind == "exact" and estimate.lower is not None:  # lower = p̂·(1 − τ): p̂·(1 ± τ)
+            low = min(low, estimate.lower)
+            high = max(high, min(estimate.upper, 2 * estimate.value - estimate.lower))
     warning = None if kind == "exact" else warning_for(diagnostics, estimate.method)
     if kind == "zero" and warning is None:
         known = f"p ≤ {high:.3g}" if estimate.value == 0 else f"p ≥ {low:.3g}"
