@@ -40,9 +40,8 @@ from benchmarks.report import Section, describe, table
 from seqq import queries as Q
 from seqq.errors import BudgetError
 from seqq.estimators import METHODS, driver
-from seqq.estimators.estimate import Estimate
+from seqq.estimators.estimate import FLOAT_FLOOR, Estimate, floored
 from seqq.estimators.surrogates import fit_surrogate
-from seqq.estimators.uncertainty import FLOAT_FLOOR, floored
 from seqq.models import MarkovModel
 from seqq.models.automaton import ContextAutomaton
 from seqq.models.protocol import SequenceModel

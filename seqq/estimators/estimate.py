@@ -52,7 +52,8 @@ class Estimate:
 
     def interval(self, level: float = 0.95) -> tuple[float, float] | None:
         """The confidence interval at `level`, built the way this estimate's was."""
-        return interval(self.interval_kind, self.value, self.stderr, self.dof, level)
+        return interval(self.interval_kind, self.value, self.stderr, self.dof, level,
+                        self.lower, self.upper)
 
     @property
     def exact(self) -> bool:
@@ -65,19 +66,39 @@ class Estimate:
             raise ValueError("ci_low is NaN")
 
 
+FLOAT_FLOOR = 2.0**-16  # least relative half-width of an interval: a model's float32 outputs move
+# with the batch around them by up to 3.3e-6 relative (issue 31), more over long horizons
+
+
 def interval(kind: IntervalKind, value: float, stderr: float | None, dof: int | None,
-             level: float = 0.95) -> tuple[float, float] | None:
-    """The `level` confidence interval of an estimate built by `kind` (see the module doc)."""
+             level: float = 0.95, lower: float | None = None, upper: float | None = None
+             ) -> tuple[float, float] | None:
+    """The `level` confidence interval of an estimate built by `kind`
+    (`seqq.estimators.uncertainty` says how each is chosen): never narrower than the model's
+    float noise, an exact answer's at least its certain bounds' p̂·(1 ± τ), a deterministic
+    bound's its certain range."""
     if not 0 < level < 1:
         raise ValueError(f"level must lie in (0, 1), got {level}")
-    if kind == "exact":
-        return value, value
+    if kind == "none":
+        return (lower, upper) if lower is not None else None
     if kind == "zero":
         width = -math.log(1 - level) / max(1, dof or 1)
         return (0.0, min(1.0, width)) if value <= 0.5 else (max(0.0, 1 - width), 1.0)
-    if kind not in ("log-normal", "replicates") or stderr is None or not value > 0:
+    if kind == "exact":
+        low, high = value, value
+        if lower is not None and upper is not None:  # lower = p̂·(1 − τ): p̂·(1 ± τ)
+            low, high = lower, min(upper, 2 * value - lower)
+    elif kind not in ("log-normal", "replicates") or stderr is None or not value > 0:
         return None
-    q = (1 + level) / 2
-    z = stats.t.ppf(q, dof) if kind == "replicates" else stats.norm.ppf(q)
-    sigma = math.sqrt(math.log1p((stderr / value) ** 2))
-    return value * math.exp(-z * sigma), min(1.0, value * math.exp(z * sigma))
+    else:
+        q = (1 + level) / 2
+        z = stats.t.ppf(q, dof) if kind == "replicates" else stats.norm.ppf(q)
+        sigma = math.sqrt(math.log1p((stderr / value) ** 2))
+        low, high = value * math.exp(-z * sigma), value * math.exp(z * sigma)
+    return floored(value, low, high)
+
+
+def floored(value: float, low: float, high: float) -> tuple[float, float]:
+    """[low, high] widened to at least value·(1 ± FLOAT_FLOOR), within [0, 1]."""
+    return (max(0.0, min(low, value * (1 - FLOAT_FLOOR))),
+            min(1.0, max(high, value * (1 + FLOAT_FLOOR))))

@@ -39,16 +39,6 @@ K_HAT_LIMIT = 0.7  # PSIS: above it the tail is too heavy for the estimate's err
 MIN_ESS = 10.0  # fewer effective samples than this: the standard error is itself a guess
 MIN_TAIL_DRAWS = 100  # fewer nonzero weights than this: k̂ is too noisy to act on, not fitted
 REPLICATE_SPREAD = 0.5  # replicates' relative standard error above this: they disagree
-FLOAT_FLOOR = 2.0**-16  # least relative half-width of an interval: a model's float32 outputs move
-# with the batch around them by up to 3.3e-6 relative (issue 31), more over long horizons
-
-
-def floored(value: float, low: float, high: float) -> tuple[float, float]:
-    """[low, high] widened to at least value·(1 ± FLOAT_FLOOR), within [0, 1]."""
-    return (max(0.0, min(low, value * (1 - FLOAT_FLOOR))),
-            min(1.0, max(high, value * (1 + FLOAT_FLOOR))))
-
-
 def weight_diagnostics(log_w: np.ndarray) -> dict[str, float]:
     """Draws, nonzero weights, effective sample size and Pareto k̂ of one estimate's weights."""
     finite = log_w[np.isfinite(log_w)]
@@ -104,15 +94,8 @@ def with_uncertainty(estimate: Estimate, kind: IntervalKind, level: float,
     if kind in ("log-normal", "replicates") and stderr == 0.0 and estimate.value in (0.0, 1.0):
         kind, stderr = "zero", None
         dof = estimate.num_samples or int(diagnostics.get("draws", 0)) or 1
-    bounds = interval(kind, estimate.value, stderr, dof, level)
+    bounds = interval(kind, estimate.value, stderr, dof, level, estimate.lower, estimate.upper)
     low, high = bounds if bounds is not None else (None, None)
-    if kind == "none" and estimate.lower is not None:  # a deterministic bound: its certain range
-        low, high = estimate.lower, estimate.upper
-    elif low is not None and kind != "zero":  # never narrower than the model's float noise
-        low, high = floored(estimate.value, low, high)
-        if kind == "exact" and estimate.lower is not None:  # lower = p̂·(1 − τ): p̂·(1 ± τ)
-            low = min(low, estimate.lower)
-            high = max(high, min(estimate.upper, 2 * estimate.value - estimate.lower))
     warning = None if kind == "exact" else warning_for(diagnostics, estimate.method)
     if kind == "zero" and warning is None:
         known = f"p ≤ {high:.3g}" if estimate.value == 0 else f"p ≥ {low:.3g}"
