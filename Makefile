@@ -51,7 +51,7 @@ own = $(if $(filter authors,$(MODELS)),,$(1))
 
 FIGURES := fig3 fig3-exact fig4 fig5 fig6 fig7-9 fig10 fig11 fig12 fig13 fig14 fig14-exact fig15 table2 tables3-6
 .PHONY: help venv test lint bench bench-e2e bench-paper-slice calibration demo paper slurm-local fig-frontier \
-	reproduction $(FIGURES)
+	reproduction fig3-paper-resume fig3-paper-save $(FIGURES)
 
 help:  ## list targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -120,6 +120,17 @@ REPRODUCTION := docs/reproduction
 reproduction: venv  ## Fig. 3 at paper size on the authors' LSTMs → docs/reproduction/ + docs/reproduction.md
 	$(SEQQ) report $(SWEEPS)/fig3-paper/results --reproduction $(REPRODUCTION) \
 		--doc $(REPRODUCTION).md --models authors_lstm
+
+# The paper-size sweeps across sessions: their ground truth (99 % of the cost) travels in git
+GT_SAVED := docs/reproduction/ground_truth
+fig3-paper-resume: venv  ## continue make fig3 SIZE=paper MODELS=authors from the ground truth saved in git
+	mkdir -p $(SWEEPS)/fig3-paper/ground_truth
+	cp -n $(GT_SAVED)/*.parquet $(SWEEPS)/fig3-paper/ground_truth/
+	$(MAKE) fig3 SIZE=paper MODELS=authors SWEEPS=$(SWEEPS)
+
+fig3-paper-save:  ## copy the paper-size sweeps' ground truth into docs/reproduction/ground_truth (commit it)
+	mkdir -p $(GT_SAVED)
+	cp -n $(SWEEPS)/fig3-paper/ground_truth/*.parquet $(GT_SAVED)/
 
 fig3-exact: venv $(call hpyp_checkpoints,$(DATASETS))  ## Fig. 3 on HPYP models: exact ground truth at every K
 	$(call sweep,fig3_exact,$(ALL))
