@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import Counter
 
 import torch
 
@@ -89,8 +90,10 @@ class PrefixRecording:
     def rows(self) -> int:
         return len(self.evaluated)
 
-    def distinct(self) -> bool:
-        return len(set(self.evaluated)) == len(self.evaluated)
+    def distinct(self, copies: int = 1) -> bool:
+        """No prefix evaluated more than `copies` times (a replicate method runs `copies`
+        independent copies of each task, each paying for its own prefixes)."""
+        return max(Counter(self.evaluated).values(), default=0) <= copies
 
     def initial_state(self, histories):
         prefixes = [tuple(h) for h in histories]
