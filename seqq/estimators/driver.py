@@ -160,7 +160,8 @@ def _pooled(estimates: list[Estimate], copies: Sequence[int], level: float) -> l
         bounded = all(e.lower is not None for e in group)  # each holds: so does their overlap
         estimate = Estimate(
             method=first.method, value=mean, log_value=math.log(mean) if mean > 0 else -math.inf,
-            stderr=stderr, model_calls=sum(e.model_calls for e in group),
+            # the copies share one encoding of the history: its call is counted once
+            stderr=stderr, model_calls=sum(e.model_calls for e in group) - (R - 1),
             is_lower_bound=first.is_lower_bound, note=first.note,
             num_samples=None if None in samples else sum(samples),
             lower=max(e.lower for e in group) if bounded else None,
