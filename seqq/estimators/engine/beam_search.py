@@ -22,6 +22,7 @@ from seqq.estimators.engine.categorical import (
     outside_filled,
     row_counts,
 )
+from seqq.estimators.engine.memory import values_within
 from seqq.estimators.engine.rollout import conditional, domain_log_mass, restrict
 from seqq.estimators.engine.selection import top_k
 from seqq.estimators.engine.summary import group_logsumexp
@@ -284,7 +285,7 @@ def _blocks(scores: Tensor, node: Tensor, block: Tensor, domain: Domain | None
     return values, symbols
 
 
-PADDED_ELEMENTS = 2**25  # branches × candidates laid out at once when choosing beams
+PADDED_ELEMENTS = values_within(8)  # branches × candidates (float64 scores) laid out at once
 
 
 def _chunks(branch: Tensor, k: int) -> list[Tensor]:
