@@ -21,6 +21,7 @@ def estimate_many(
     budget: int | Sequence[int] | None = None,
     seed: int | None = None,
     level: float = 0.95,
+    replicates: int | None = None,
     **options,
 ) -> list[Estimate]:
     """Estimate p(query_i | history_i) for every pair, all pairs sharing batched model calls.
@@ -31,19 +32,23 @@ def estimate_many(
     `ContextAutomaton`, e.g. from `seqq.estimators.surrogates.fit_surrogate`) twists the
     proposal of every method that takes one.
 
-    Every estimate carries a `level` confidence interval (`ci_low`, `ci_high`; others from
+    `replicates` sets how many independent copies of each task a method with dependent draws
+    (smc, randomized_beam, hindsight_gumbel) runs inside the budget (default 8); their mean is
+    the estimate and their spread its interval. Every estimate carries a `level` confidence
+    interval (`ci_low`, `ci_high`; others from
     `Estimate.interval(level)`), its weights' diagnostics (effective sample size, Pareto k̂)
     and a one-sentence `warning` when they say it may be far off.
     """
     return driver.estimate_many(model, histories, queries, method, budget, seed, level,
-                                **options)
+                                replicates, **options)
 
 
 def estimate(model: SequenceModel, history: Sequence[int], query: Query, method: str,
              budget: int | None = None, seed: int | None = None, level: float = 0.95,
-             **options) -> Estimate:
+             replicates: int | None = None, **options) -> Estimate:
     """Estimate p(X_{1:K} ∈ query | history) with one method."""
-    return estimate_many(model, [history], [query], method, budget, seed, level, **options)[0]
+    return estimate_many(model, [history], [query], method, budget, seed, level, replicates,
+                         **options)[0]
 
 
 def exact(model: SequenceModel, history: Sequence[int], query: Query) -> float:

@@ -27,7 +27,9 @@ def test_randomized_beam_is_unbiased(case, top, sampled):
     model, history, query, truth = case
     estimates = replicas(model, history, query, "randomized_beam", top=top, sampled=sampled)
     assert_unbiased(estimates, truth)
-    assert all(e.stderr is None and not e.is_lower_bound for e in estimates)
+    # the mean of independent replicates, with their standard error and interval
+    assert all(e.stderr is not None and e.ci_low <= e.value <= e.ci_high
+               and not e.is_lower_bound for e in estimates)
 
 
 @pytest.mark.parametrize("V, K", [(5, 12), (12, 9)])
@@ -64,7 +66,8 @@ def test_one_call_per_distinct_prefix():
     model = PrefixRecording(tiny_gpt2())
     query = Q.a_before_b(0, 1, 5)
     for seed in range(4):
-        est = seqq.estimate(model, [2, 3], query, "randomized_beam", top=2, sampled=3, seed=seed)
+        est = seqq.estimate(model, [2, 3], query, "randomized_beam", top=2, sampled=3, seed=seed,
+                            replicates=1)  # one run: its own calls
         sizes = est.extras["beam_sizes"][0]  # nodes kept at depths 1..L-1
         assert all(s <= 5 for s in sizes)
         assert len(set(model.evaluated)) == len(model.evaluated) == est.model_calls
@@ -81,7 +84,7 @@ def test_a_budget_buys_the_widest_beam_that_fits():
 
     for budget, options in [(30, {}), (200, {}), (200, {"top": 4}), (200, {"sampled": 30})]:
         est = seqq.estimate(model, [0], query, "randomized_beam", budget=budget, seed=0,
-                            **options)
+                            replicates=1, **options)
         (top,), (sampled,) = est.extras["top"], est.extras["sampled"]
         W = top + sampled
         assert est.model_calls <= worst(W) <= budget < worst(W + 1)

@@ -30,7 +30,9 @@ def test_smc_is_unbiased(case, options):
     estimates = replicas(model, history, query, "smc", **options)
     assert_unbiased(estimates, truth)
     assert all(e.model_calls <= options.get("budget", 1e9) for e in estimates)
-    assert all(e.stderr is None and not e.is_lower_bound for e in estimates)
+    # the mean of independent replicates, with their standard error and interval
+    assert all(e.stderr is not None and e.ci_low <= e.value <= e.ci_high
+               and not e.is_lower_bound for e in estimates)
 
 
 @pytest.mark.parametrize("V, K", [(5, 12), (12, 9)])
@@ -54,7 +56,8 @@ def test_particles_on_one_prefix_cost_one_call():
     model = PrefixRecording(tiny_lstm())
     query = Q.a_before_b(2, 1, 5)  # products share the prefixes that avoid 1 and 2
     for seed in range(5):
-        est = seqq.estimate(model, [0, 3], query, "smc", particles=40, ess_threshold=1.0, seed=seed)
+        est = seqq.estimate(model, [0, 3], query, "smc", particles=40, ess_threshold=1.0, seed=seed,
+                            replicates=1)  # one run: its own calls
         calls = len(model.evaluated)
         assert len(set(model.evaluated)) == calls == est.model_calls  # no prefix paid twice
         assert est.model_calls <= 1 + 40 * sum(range(5))  # 40 rows per product and step
@@ -69,10 +72,10 @@ def test_a_budget_is_respected_and_spent_on_more_particles():
     for budget in (12, 40, 300):
         start = max(P for P in range(1, budget) if 1 + sum(min(P, 5**k) for k in range(1, 5))
                     <= budget)
-        for est in replicas(model, [0], query, "smc", budget=budget)[:20]:
+        for est in replicas(model, [0], query, "smc", budget=budget, replicates=1)[:20]:
             assert est.model_calls <= budget
             assert est.extras["particles"][0] > start  # grown into the unspent calls
-    small = replicas(model, [0], query, "smc", budget=40)
+    small = replicas(model, [0], query, "smc", budget=40, replicates=1)
     assert sum(e.model_calls for e in small) >= 0.95 * 40 * len(small)
     assert_unbiased(small, brute_force(model, [0], query))
     with pytest.raises(BudgetError, match="smc"):
@@ -83,7 +86,8 @@ def test_shared_batches_charge_each_query_its_own_calls():
     model = PrefixRecording(random_markov(6, 1, seed=2))
     histories, queries = [[0], [0], [4]], [Q.hitting_time(1, 3), Q.a_before_b(2, 3, 6),
                                           Q.count(3, 1, 2)]
-    many = seqq.estimate_many(model, histories, queries, "smc", particles=9, seed=0)
+    many = seqq.estimate_many(model, histories, queries, "smc", particles=9, seed=0,
+                              replicates=1)
     # history [0] is encoded once and charged to both of its tasks
     assert sum(e.model_calls for e in many) == len(model.evaluated) + 1
     worst = [1 + 9 * 2, 1 + sum(9 * k for k in range(1, 6)), 1 + 9 * 1]  # 9 rows per step

@@ -48,7 +48,8 @@ def check_method(method: str, options: Mapping[str, Any]) -> Options:
 def estimate_many(model: SequenceModel, histories: Sequence[Sequence[int]],
                   queries: Sequence[Query] | Query, method: str,
                   budget: int | Sequence[int] | None = None, seed: int | None = None,
-                  level: float = 0.95, **options: Any) -> list[Estimate]:
+                  level: float = 0.95, replicates: int | None = None,
+                  **options: Any) -> list[Estimate]:
     """Estimate p(query_i | history_i) for every pair with `method`, all pairs sharing batched
     model calls, each with a `level` confidence interval (see `seqq.estimate_many`)."""
     declared = get(method)
@@ -62,7 +63,7 @@ def estimate_many(model: SequenceModel, histories: Sequence[Sequence[int]],
     _check_queries(queries)
     _check_histories(histories, model.vocab_size)
     budgets = _budgets(budget, len(histories))
-    copies = _replicates(declared, queries, budgets)
+    copies = _replicates(declared, queries, budgets, replicates)
     if copies:  # independent copies of every task, each with an equal share of its budget
         histories = [h for h, n in zip(histories, copies, strict=True) for _ in range(n)]
         queries = [q for q, n in zip(queries, copies, strict=True) for _ in range(n)]
@@ -81,7 +82,7 @@ def estimate_many(model: SequenceModel, histories: Sequence[Sequence[int]],
                 part_budgets = None if budgets is None else [budgets[t] for t in tasks.tolist()]
                 estimates += _answered(declared, part, part_budgets, parsed,
                                        Messages.of(part, surrogate), level, R)
-    return _pooled(estimates, copies, level) if copies else estimates
+    return _pooled(estimates, copies, level, replicates) if copies else estimates
 
 
 def run_prepared(method: str, batch: Batch, budgets: Sequence[int] | None = None,
@@ -131,19 +132,27 @@ def _task_weights(batch: Batch, answer: Answer) -> list[torch.Tensor | None]:
     return [log_w[task == t] for t in range(batch.num_tasks)]
 
 
-def _replicates(method: Method, queries: Sequence[Query], budgets: Sequence[int] | None
-                ) -> list[int]:
-    """Copies of each task a replicate method runs: its `replicates`, fewer where a budget
-    would leave a copy less than two paths' worth of calls (2·(K + 1)); none otherwise."""
+def _replicates(method: Method, queries: Sequence[Query], budgets: Sequence[int] | None,
+                requested: int | None) -> list[int]:
+    """Copies of each task a replicate method runs: `requested` or its `replicates`, fewer
+    where a budget would leave a copy less than two paths' worth of calls (2·(K + 1))."""
+    if requested is not None:
+        if not method.replicates:
+            raise QueryError(f"method {method.name!r} takes no replicates; its interval comes "
+                             "from its own draws")
+        if not is_int(requested) or requested < 1:
+            raise QueryError(f"replicates must be a positive integer, got {requested!r}")
     if not method.replicates:
         return []
+    wanted = requested or method.replicates
     if budgets is None:
-        return [method.replicates] * len(queries)
-    return [min(method.replicates, max(1, b // (2 * (q.horizon + 1))))
+        return [wanted] * len(queries)
+    return [min(wanted, max(1, b // (2 * (q.horizon + 1))))
             for q, b in zip(queries, budgets, strict=True)]
 
 
-def _pooled(estimates: list[Estimate], copies: Sequence[int], level: float) -> list[Estimate]:
+def _pooled(estimates: list[Estimate], copies: Sequence[int], level: float,
+            requested: int | None) -> list[Estimate]:
     """The mean of each task's replicates, with its standard error and t interval (none from a
     single copy: its budget was too small to split)."""
     pooled, starts = [], [sum(copies[:i]) for i in range(len(copies))]
@@ -173,6 +182,8 @@ def _pooled(estimates: list[Estimate], copies: Sequence[int], level: float) -> l
         answered = with_uncertainty(estimate, kind, level, dof=R - 1, diagnostics=diagnostics)
         if R == 1 and kind == "replicates":
             answered = dataclasses.replace(answered, warning=(
+                f"a single run of {first.method} gives no interval; ask for replicates "
+                "(replicates=8)" if requested == 1 else
                 f"the budget was too small to split into replicates, so {first.method} gives no "
                 "interval; raise the budget or use method='wor'"))
         pooled.append(answered)

@@ -20,6 +20,7 @@ expectation is still ŵ(c); the head may be chosen by any score. So it stays unb
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,10 +30,11 @@ from torch import Tensor
 
 from seqq.errors import BudgetError
 from seqq.estimators.engine.advance import extend
-from seqq.estimators.engine.batch import Batch, tree_calls
+from seqq.estimators.engine.batch import Batch, subset, tree_calls
 from seqq.estimators.engine.beam_search import TopB, best_candidates
 from seqq.estimators.engine.budget import widths_for_budget
 from seqq.estimators.engine.categorical import Categorical, Domain, row_counts, without
+from seqq.estimators.engine.memory import consecutive_groups, rows_within
 from seqq.estimators.engine.resample import resample_groups
 from seqq.estimators.engine.rollout import gather_rows, restrict, split_ending
 from seqq.estimators.engine.summary import BranchResult, group_logsumexp
@@ -60,13 +62,28 @@ def randomized_beam(batch: Batch, budgets: Budgets, options: RandomizedBeamOptio
                     twist: Messages | None) -> Answer:
     """Unbiased p̂ from a beam of `top` exact + `sampled` drawn nodes per depth and query.
     With a budget, the widest beam top + sampled that fits (at most one call per node), split
-    as asked (`top` or `sampled` fixes that part) or evenly, drawn part rounded up. stderr is
-    None: the kept nodes are dependent draws with no simple variance estimate; use replicas.
-    A twist steers ranking and drawing by the surrogate's completion chance."""
+    as asked (`top` or `sampled` fixes that part) or evenly, drawn part rounded up. The kept
+    nodes are dependent draws with no simple variance estimate: the driver runs replicates.
+    A twist steers ranking and drawing by the surrogate's completion chance. Tasks run in
+    groups whose beams × V fit the memory of one step."""
     head, drawn = _split(batch, budgets, options.top, options.sampled)
-    log_value, sizes = _search(batch, head, drawn, twist)
+    N = len(batch.branch_task)
+    log_value = torch.full((N,), -math.inf, dtype=torch.float64)
+    sizes = torch.zeros(N, int(batch.lengths.max()) - 1 if N else 0, dtype=torch.long)
+    per_task = batch.task_branches()
+    loads = [int((head + drawn)[b].sum()) for b in per_task]
+    for tasks in consecutive_groups(loads, rows_within(batch.vocab_size)):
+        branches = torch.cat([per_task[t] for t in tasks.tolist()])
+        if not len(branches):
+            continue  # only empty queries here: p = 0
+        part_twist = None if twist is None else dataclasses.replace(
+            twist, context=twist.context[branches.to(twist.context.device)])
+        value, part_sizes = _search(subset(batch, tasks), head[branches], drawn[branches],
+                                    part_twist)
+        log_value[branches] = value
+        sizes[branches, :part_sizes.shape[1]] = part_sizes
     extras = [{"top": head[b].tolist(), "sampled": drawn[b].tolist(),
-               "beam_sizes": sizes[b].tolist()} for b in batch.task_branches()]
+               "beam_sizes": sizes[b].tolist()} for b in per_task]
     return Answer(BranchResult(log_value, None, None, None), bool((drawn == 0).all()), extras)
 
 
