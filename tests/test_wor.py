@@ -37,10 +37,14 @@ def case(request):
 def test_wor_to_exhaustion_is_exact(case):
     model, history, query, truth = case
     for method in ("wor", "hindsight_gumbel"):
+        # exact up to the float noise of the batch the model runs in: hindsight_gumbel's
+        # replicates put 8 copies of the history in it (decisions §38)
         est = seqq.estimate(model, history, query, method, samples=200, seed=0)
-        assert est.value == pytest.approx(truth, rel=1e-9, abs=1e-15)
-        assert est.lower == pytest.approx(truth, rel=1e-9) and est.upper == pytest.approx(
-            truth, rel=1e-9)
+        assert est.value == pytest.approx(truth, rel=1e-5, abs=1e-15)
+        # the certain bounds meet but for their float tolerance, 16 ulps per step
+        assert est.lower == pytest.approx(truth, rel=3e-4) and est.upper == pytest.approx(
+            truth, rel=3e-4)
+        assert est.lower <= truth <= est.upper
         if method == "wor":
             assert est.stderr == 0.0
 
@@ -81,8 +85,12 @@ def test_budgets_are_respected_and_mostly_spent():
     query = Q.hitting_time(1, 6)
     for method in ("wor", "hindsight_gumbel", "hybrid", "importance"):
         for budget in (60, 300):
-            est = seqq.estimate(model, [0], query, method, budget=budget, seed=1)
+            # one run; replicates split the budget and each leaves its own remainder
+            one = {"replicates": 1} if method == "hindsight_gumbel" else {}
+            est = seqq.estimate(model, [0], query, method, budget=budget, seed=1, **one)
             assert budget * 0.8 <= est.model_calls <= budget, (method, budget, est.model_calls)
+    pooled = seqq.estimate(model, [0], query, "hindsight_gumbel", budget=300, seed=1)
+    assert 300 * 0.6 <= pooled.model_calls <= 300
 
 
 def test_long_horizon_against_forward_dp():
