@@ -9,6 +9,7 @@ traceback.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import os
 import re
@@ -102,8 +103,42 @@ def run_command(command: str, main: Callable[[list[str]], int | None], argv: lis
         print(f"{prefix} {failed}", file=sys.stderr)
         return EXIT_MISTAKE if all(MULTIRUN.failures) else EXIT_BUG
     except MISTAKES as mistake:
-        print(f"{prefix} {one_line(mistake)}", file=sys.stderr)
+        print(f"{prefix} {with_suggestion(one_line(mistake))}", file=sys.stderr)
         return EXIT_MISTAKE
+
+
+def with_suggestion(message: str) -> str:
+    """Hydra's "Could not override 'x.y'" for a key no config has, with the nearest known key
+    ("did you mean ...") instead of its advice to append the typo as a new key."""
+    unknown = re.match(r"Could not override '([\w.]+)'\. To append to your config use \+", message)
+    if unknown is None:
+        return message
+    key = unknown.group(1)
+    near = difflib.get_close_matches(key, known_keys(), n=1, cutoff=0.75)
+    hint = f"; did you mean {near[0]}?" if near else ""
+    return (f"no config key {key!r}{hint} (`--cfg job` prints every key; a new key is added "
+            f"with +{key}=<value>)")
+
+
+@functools.cache
+def known_keys() -> list[str]:
+    """Every dotted key of the shipped configs: the commands' own files at the top level, each
+    group's options under the group's name."""
+    from omegaconf import OmegaConf
+
+    def walk(node: Any, prefix: str) -> list[str]:
+        if not isinstance(node, dict):
+            return [prefix] if prefix else []
+        return [k for name, value in node.items()
+                for k in [f"{prefix}{name}", *walk(value, f"{prefix}{name}.")]]
+
+    keys = set()
+    for path in CONF.rglob("*.yaml"):
+        group = path.parent.relative_to(CONF).as_posix()
+        top = group in (".", "experiment") or path.read_text().startswith("# @package _global_")
+        tree = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+        keys.update(walk(tree, "" if top else f"{group.replace('/', '.')}."))
+    return sorted(keys)
 
 
 def hydra_job(command: str) -> Callable[[Callable[[Any], Any]], Callable[[Any], Any]]:
