@@ -129,7 +129,9 @@ def _task_weights(batch: Batch, answer: Answer) -> list[torch.Tensor | None]:
         return [None] * batch.num_tasks
     row_branch, log_w = answer.weights
     task = batch.branch_task[row_branch]
-    return [log_w[task == t] for t in range(batch.num_tasks)]
+    order = torch.argsort(task, stable=True)  # one pass, not a mask per task
+    sizes = torch.bincount(task, minlength=batch.num_tasks).tolist()
+    return list(log_w[order].split(sizes))
 
 
 def _replicates(method: Method, queries: Sequence[Query], budgets: Sequence[int] | None,
