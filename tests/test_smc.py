@@ -82,6 +82,37 @@ def test_a_budget_is_respected_and_spent_on_more_particles():
         seqq.estimate(model, [0], query, "smc", budget=4)
 
 
+def test_later_passes_spend_what_shared_prefixes_leave():
+    """On a peaky chain most particles share few prefixes, so one pass spends a fraction of the
+    budget; later passes buy far more particles with the rest. A pass asked to be too large
+    (ROUND_SHARE and the cap forced up) is dropped before it overruns: the budget holds, and the estimate,
+    from the passes kept, stays unbiased."""
+    model = MarkovModel.random(vocab_size=12, order=1, concentration=0.05, seed=4)
+    query = Q.count([2, 5], 2, 4)
+    truth = brute_force(model, [0], query)
+    estimates = replicas(model, [0], query, "smc", budget=300, replicates=1)
+    assert all(e.model_calls <= 300 for e in estimates)
+    assert min(e.extras["passes"][0] for e in estimates) > 1
+    assert min(e.extras["particles"][0] for e in estimates) > 300  # more than one per call
+    assert_unbiased(estimates, truth)
+    smc_module = importlib.import_module("seqq.estimators.methods.smc")
+    overruns = []
+
+    def recorded(*args):
+        overruns.append(bool(smc_module_overrun(*args).any()))
+        return smc_module_overrun(*args)
+
+    smc_module_overrun = smc_module._overrun
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(smc_module, "ROUND_SHARE", 1e6)
+        patch.setattr(smc_module, "CAP_FACTOR", 10**6)
+        patch.setattr(smc_module, "_overrun", recorded)
+        greedy = replicas(model, [0], query, "smc", budget=300, replicates=1)
+    assert any(overruns)  # some passes were dropped
+    assert all(e.model_calls <= 300 for e in greedy)
+    assert_unbiased(greedy, truth)
+
+
 def test_shared_batches_charge_each_query_its_own_calls():
     model = PrefixRecording(random_markov(6, 1, seed=2))
     histories, queries = [[0], [0], [4]], [Q.hitting_time(1, 3), Q.a_before_b(2, 3, 6),

@@ -30,8 +30,14 @@ from torch import Tensor
 
 from seqq.estimators.engine.advance import extend
 from seqq.estimators.engine.batch import Batch, prefix_reach
-from seqq.estimators.engine.budget import particles_within, widths_for_budget
+from seqq.estimators.engine.budget import (
+    CAP_FACTOR,
+    ROUND_SHARE,
+    particles_within,
+    widths_for_budget,
+)
 from seqq.estimators.engine.categorical import Categorical
+from seqq.estimators.engine.distinct import distinct
 from seqq.estimators.engine.memory import consecutive_groups, rows_within
 from seqq.estimators.engine.resample import resample_groups
 from seqq.estimators.engine.rollout import gather_rows, split_ending
@@ -46,6 +52,7 @@ from seqq.estimators.method import (
     Options,
     option,
 )
+from seqq.models.counting import OwnedState
 
 DEFAULT_PARTICLES = 1000
 DEFAULT_ESS_THRESHOLD = 0.5
@@ -59,25 +66,69 @@ class SMCOptions(Options):
 
 
 def smc(batch: Batch, budgets: Budgets, options: SMCOptions, twist: Messages | None) -> Answer:
-    """SMC estimate of p(Q) with `particles` per query. With a budget, it starts with the most
-    particles whose worst case (one call per particle per step, at most |prefixes| per step) fits
-    it, and whenever shared prefixes left calls unspent, splits its particles into more (before
-    extending them; `particles` then caps the count, reported as extras["particles"]).
+    """SMC estimate of p(Q) with `particles` per query. With a budget it runs in passes: the
+    first with the most particles whose worst case (one call per particle per step, at most
+    |prefixes| per step) fits it, splitting them into more whenever shared prefixes leave calls
+    unspent; each later pass with what `ROUND_SHARE` of the calls left buys at the previous
+    pass's observed cost per particle, as long as that at least doubles the particles
+    (`particles`, else `CAP_FACTOR` × the budget, caps a pass; extras["particles"] is the sum
+    over passes). A pass that would overrun the budget is dropped. The estimate is the mean of
+    the passes' estimates weighted by their particles; each pass is unbiased given its size.
     `ess_threshold` in [0, 1]: 0 never resamples (stratified importance sampling), 1 resamples
     whenever the weights are uneven. stderr is None: SMC has no simple unbiased variance
-    estimate (its particles are dependent); compare replicas instead. A twist steers proposal
-    and weights by the surrogate's chance of completing the query."""
-    particles = options.particles
-    if budgets is None:
-        counts = torch.full((len(batch.branch_task),), particles or DEFAULT_PARTICLES)
-    else:
-        cap = particles or max(budgets)
-        counts = widths_for_budget(batch, budgets, cap, "one particle")
+    estimate (its particles are dependent); the driver compares replicates instead. A twist
+    steers proposal and weights by the surrogate's chance of completing the query."""
     N = len(batch.branch_task)
-    log_value = torch.zeros(N, dtype=torch.float64)
+    if budgets is None:
+        counts = torch.full((N,), options.particles or DEFAULT_PARTICLES)
+        log_value, resamplings, counts, _ = _pass(batch, counts, torch.ones(N, dtype=torch.bool),
+                                                  options.ess_threshold, None, twist)
+        return _answer(batch, log_value, resamplings, counts, torch.ones(N, dtype=torch.long))
+    budget = torch.as_tensor(list(budgets))
+    cap = options.particles or CAP_FACTOR * max(budgets)
+    counts = widths_for_budget(batch, budgets, cap, "one particle")
+    log_sum = torch.full((N,), -torch.inf, dtype=torch.float64)  # Σ_passes P·p̂
+    total = torch.zeros(N, dtype=torch.long)
     resamplings = torch.zeros(N, dtype=torch.long)
-    budget = None if budgets is None else (torch.as_tensor(list(budgets)), cap)
-    per_task = batch.task_branches()
+    passes = torch.zeros(N, dtype=torch.long)
+    active = torch.ones(N, dtype=torch.bool)
+    while active.any():
+        before = batch.task_calls()
+        log_value, resampled, final, dropped = _pass(batch, counts, active, options.ess_threshold,
+                                                     (budget, cap), twist)
+        kept = active & ~dropped
+        log_sum = torch.where(kept, torch.logaddexp(log_sum, log_value + final.double().log()),
+                              log_sum)
+        total += torch.where(kept, final, 0)
+        resamplings += torch.where(kept, resampled, 0)
+        passes += kept.long()
+        spent = (batch.task_calls() - before)[batch.branch_task].double()
+        left = (budget - batch.task_calls())[batch.branch_task].double()
+        wanted = torch.floor(final * ROUND_SHARE * left / spent.clamp_min(1))
+        counts = wanted.clamp_max(cap).long()
+        active = kept & (counts >= 2 * final)
+    return _answer(batch, log_sum - total.double().log(), resamplings, total, passes)
+
+
+def _answer(batch: Batch, log_value: Tensor, resamplings: Tensor, particles: Tensor,
+            passes: Tensor) -> Answer:
+    extras = [{"particles": particles[b].tolist(), "resamplings": resamplings[b].tolist(),
+               "passes": passes[b].tolist()} for b in batch.task_branches()]
+    return Answer(BranchResult(log_value, None, particles, None), extras=extras)
+
+
+def _pass(batch: Batch, counts: Tensor, active: Tensor, ess_threshold: float,
+          budget: tuple[Tensor, int] | None, twist: Messages | None
+          ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """One SMC pass of the `active` branches, `counts` particles each, in task groups bounded
+    in memory: log p̂, resamplings, final particles and whether the pass was dropped (it would
+    have overrun the budget), per branch."""
+    N = len(batch.branch_task)
+    log_value = torch.full((N,), -torch.inf, dtype=torch.float64)
+    resamplings = torch.zeros(N, dtype=torch.long)
+    final = counts.clone()
+    dropped = torch.zeros(N, dtype=torch.bool)
+    per_task = [b[active[b]] for b in batch.task_branches()]
     loads = [int(counts[b].sum()) for b in per_task]
     for tasks in consecutive_groups(loads, rows_within(batch.vocab_size)):
         branches = torch.cat([per_task[t] for t in tasks.tolist()])
@@ -85,11 +136,9 @@ def smc(batch: Batch, budgets: Budgets, options: SMCOptions, twist: Messages | N
             continue  # only empty queries here: p = 0
         part = _branches(batch, branches)
         rows = None if twist is None else twist.rows(branches)
-        log_value[branches], resamplings[branches], counts[branches] = _run(
-            part, counts[branches], options.ess_threshold, budget, rows)
-    extras = [{"particles": counts[b].tolist(), "resamplings": resamplings[b].tolist()}
-              for b in per_task]
-    return Answer(BranchResult(log_value, None, counts, None), extras=extras)
+        (log_value[branches], resamplings[branches], final[branches],
+         dropped[branches]) = _run(part, counts[branches], ess_threshold, budget, rows)
+    return log_value, resamplings, final, dropped
 
 
 def _branches(batch: Batch, branches: Tensor) -> Batch:
@@ -101,9 +150,10 @@ def _branches(batch: Batch, branches: Tensor) -> Batch:
 
 def _run(batch: Batch, particles: Tensor, ess_threshold: float,
          budget: tuple[Tensor, int] | None, twist: SurrogateTwist | None
-         ) -> tuple[Tensor, Tensor, Tensor]:
-    """log p̂, the number of resamplings and the final particles per branch of `batch`; `twist`
-    holds one row per branch, as the particle rows start.
+         ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """log p̂, the number of resamplings, the final particles and whether the run was dropped
+    (its next step would have overrun its task's budget), per branch of `batch`; `twist` holds
+    one row per branch, as the particle rows start.
 
     A symbol that decides the query (its lattice child is free) ends the path: that mass is
     added to the estimate exactly at once (the SMC measure of the current particles is unbiased
@@ -114,6 +164,7 @@ def _run(batch: Batch, particles: Tensor, ess_threshold: float,
     log_z = torch.zeros(N, dtype=torch.float64)  # Σ log mean weight at the resamplings so far
     log_total = torch.full((N,), -torch.inf, dtype=torch.float64)  # the estimate, as it grows
     resamplings = torch.zeros(N, dtype=torch.long)
+    dropped = torch.zeros(N, dtype=torch.bool)
     # one row per distinct prefix of a branch: its branch, particle count, log weight since the
     # last resampling, lattice node, and the evaluated prefix it sits on
     branch = torch.arange(N)
@@ -166,6 +217,12 @@ def _run(batch: Batch, particles: Tensor, ess_threshold: float,
             guide, twist = _keep(guide, twist, kept)
         parent, token, count = extension.systematic(count, batch.generator, source)  # by q
         parent, count = parent.cpu(), count.cpu()
+        if budget is not None:
+            over = _overrun(batch, state, prefix[parent], token.cpu(), budget[0])
+            if over.any():  # that task's run is dropped before it spends a call too many
+                dropped |= over[batch.branch_task]
+                fits = ~over[batch.branch_task[branch[parent]]]
+                parent, token, count = parent[fits], token[fits.to(device)], count[fits]
         branch, log_w = branch[parent], log_w[parent]
         node = lattice.advance(node[parent], token.cpu())
         if twist is not None:
@@ -174,7 +231,16 @@ def _run(batch: Batch, particles: Tensor, ess_threshold: float,
             twist = twist.select(on_device[0]).advance(token)
         prefix, log_probs, state = extend(batch, state, prefix[parent], token)
         depth += 1
-    return log_total, resamplings, particles
+    return log_total, resamplings, particles, dropped
+
+
+def _overrun(batch: Batch, state: OwnedState, prefix: Tensor, token: Tensor,
+             budgets: Tensor) -> Tensor:
+    """Per task: would evaluating these (prefix, token) rows cost more calls than are left?"""
+    V = batch.vocab_size
+    children, _ = distinct(prefix * V + token, len(state.owners) * V)
+    need = torch.bincount(state.owners[children // V], minlength=len(budgets))
+    return need > budgets - batch.counter.calls
 
 
 def _keep(guide: Tensor | None, twist: SurrogateTwist | None, rows: Tensor
