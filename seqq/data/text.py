@@ -17,14 +17,9 @@ from seqq.data.base import (
     vocab_files,
 )
 from seqq.data.cache import cached
-from seqq.data.tokenizers import (
-    folder_tokenizer,
-    gpt2_files,
-    gpt2_tokenizer,
-    smollm2_file,
-    smollm2_tokenizer,
-)
+from seqq.data.tokenizers import folder_tokenizer, gpt2_files, gpt2_tokenizer
 from seqq.errors import DataError
+from seqq.models.smollm2 import smollm2_file, smollm2_tokenizer
 from seqq.paths import find_data
 
 SHAKESPEARE_URL = "https://cs.stanford.edu/people/karpathy/char-rnn/shakespeare_input.txt"

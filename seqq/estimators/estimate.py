@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from scipy import stats
+from scipy.special import ndtri, stdtrit
 
 # How an estimate's interval is built (`seqq.estimators.uncertainty`): from its standard error on
 # the log scale, from replicates with Student's t, a one-sided limit for an estimate of 0 from
@@ -92,7 +92,7 @@ def interval(kind: IntervalKind, value: float, stderr: float | None, dof: int | 
         return None
     else:
         q = (1 + level) / 2
-        z = stats.t.ppf(q, dof) if kind == "replicates" else stats.norm.ppf(q)
+        z = stdtrit(dof, q) if kind == "replicates" else ndtri(q)
         sigma = math.sqrt(math.log1p((stderr / value) ** 2))
         low, high = value * math.exp(-z * sigma), value * math.exp(z * sigma)
     return floored(value, low, high)

@@ -68,15 +68,15 @@ def readme_table() -> str:
 LONG_HORIZON = 10  # beyond this many steps `seqq ask` prefers SMC to sampling without replacement
 SHORT_PICK = ("wor", "unbiased, with bounds that hold with certainty, and exact once its draws "
               "exhaust the query")
-LONG_PICK = ("smc", "at long horizons it resamples toward the paths that can still satisfy the "
-             "query, the most accurate calibrated method on rare long-horizon events "
-             "(benchmarks/RESULTS.md (i))")
+LONG_PICK = ("smc", "it resamples toward the paths that can still satisfy the query, the most "
+             "accurate method on rare long-horizon events in benchmarks/RESULTS.md (j)")
 
 
 def automatic(horizon: int) -> tuple[str, str]:
     """The method `seqq ask` uses when exact enumeration costs too much, and why, in words."""
-    method, why = LONG_PICK if horizon > LONG_HORIZON else SHORT_PICK
-    return method, f"{why} (K = {horizon})"
+    if horizon > LONG_HORIZON:
+        return LONG_PICK[0], f"K = {horizon} > {LONG_HORIZON}: {LONG_PICK[1]}"
+    return SHORT_PICK[0], f"K = {horizon} ≤ {LONG_HORIZON}: {SHORT_PICK[1]}"
 
 
 if __name__ == "__main__":  # python -m seqq.estimators.registry: the README's table

@@ -27,7 +27,6 @@ from urllib.parse import urlparse
 
 import torch
 
-from seqq.data.tokenizers import smollm2_file
 from seqq.errors import CheckpointError, ModelLoadError
 from seqq.models.authors import AUTHORS_DIR, load_authors
 from seqq.models.checkpoint import load_checkpoint
@@ -36,6 +35,7 @@ from seqq.models.hf import HFCausalLM
 from seqq.models.hpyp import HPYPModel
 from seqq.models.markov import MarkovModel
 from seqq.models.protocol import SequenceModel
+from seqq.models.smollm2 import smollm2_file
 from seqq.models.spec import ModelSpec
 from seqq.paths import default_checkpoint_dir
 
