@@ -20,7 +20,7 @@ from conftest import REPO, compose_sweep, tiny_overrides
 
 from seqq.data import load_dataset
 from seqq.errors import CheckpointError, QueryError, SeqqError
-from seqq.experiments import sweep
+from seqq.experiments import refine, sweep
 from seqq.experiments.histories import sample_histories, shard
 from seqq.experiments.query_specs import resolve_symbols
 from seqq.experiments.runner import interrupts_deferred
@@ -177,6 +177,42 @@ def test_sweep_on_a_tiny_lstm_checkpoint(tmp_path: Path) -> None:
     table = load_results([str(sweep.run(cfg) / "results")])
     assert len(table) == N * len(KS) * len(METHODS)
     assert table.model.str.startswith("lstm@").all() and np.isfinite(table.rae).all()
+
+
+def test_noisy_surrogate_truths_are_refined_to_a_fifth_of_the_errors_they_judge(
+        tmp_path: Path) -> None:
+    """Truths from a loose rule (stopping at a relative SE of 0.5) judge errors not much larger
+    than their noise: the sweep computes them again until their relative SE is at most a fifth of the
+    smallest median RAE (rounded down to a power of two), or exact, and rewrites the rows'
+    truth and RAE. A re-run finds them cached and changes nothing; with refine_truth=null the
+    loose truths stay."""
+    torch.manual_seed(0)
+    net = LSTMNet(vocab_size=9, hidden_size=8, num_layers=1, dropout=0.0)
+    save_checkpoint(tmp_path / "ckpt" / "synthetic_reviews_lstm.pt", net,
+                    load_dataset("synthetic_reviews", vocab_size=9, num_sequences=40).vocab)
+
+    def run(name: str, *extra: str) -> pd.DataFrame:
+        overrides = [o for o in tiny_overrides(tmp_path, name) if "model." not in o]
+        cfg = compose_sweep([*overrides, f"checkpoint_dir={tmp_path / 'ckpt'}", "model.device=cpu",
+                             "sweep.ks=[4]", "budget.levels=[300]", "sweep.report=false",
+                             "ground_truth.exact_max_calls=0", "ground_truth.rule=relative",
+                             "ground_truth.rel_tol=0.5", "ground_truth.s_high=40", *extra])
+        return load_results([str(sweep.run(cfg) / "results")]).sort_values(list(KEY), ignore_index=True)
+
+    loose = run("loose", "sweep.refine_truth=null")
+    assert (loose.truth_kind == "surrogate").all()
+    table = run("refined")
+    target = refine.tolerance(0.2, loose.groupby("method").rae.median().min())  # as judged
+    assert target is not None and target < loose.truth_rel_stderr.max()
+    fine = (table.truth_kind == "exact") | (table.truth_rel_stderr <= target)
+    assert fine.all(), table[~fine][["truth_kind", "truth_rel_stderr"]]
+    assert table.truth_rule.str.contains(f"below {target:g}").all()
+    assert np.allclose(table.rae, (table.estimate - table.truth).abs() / table.truth)
+    assert (table.estimate == loose.estimate).all()  # the same estimates, judged anew
+    truths = len(list((tmp_path / "refined" / "ground_truth").glob("*.parquet")))
+    again = run("refined")
+    assert len(list((tmp_path / "refined" / "ground_truth").glob("*.parquet"))) == truths
+    pd.testing.assert_frame_equal(again, table)
 
 
 def test_option_variants_share_a_sweep_without_overwriting(tmp_path: Path) -> None:

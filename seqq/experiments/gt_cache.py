@@ -60,6 +60,13 @@ class GroundTruthCache:
         self.rule = describe_rule(self.options)
         self._known: dict[tuple[str, str], GroundTruth] | None = None
 
+    def refined(self, update: Mapping[str, Any]) -> GroundTruthCache:
+        """The cache of the same model's truths under other options (`refine.py`'s finer ones),
+        beside this one."""
+        c = self.context
+        return GroundTruthCache(str(self.store.root), c["dataset"], c["model"], c["temperature"],
+                                {**self.options, **update}, self.seed)
+
     def _key(self, spec: QuerySpec) -> tuple[str, str]:
         return (spec.history.digest, spec.label)
 

@@ -116,6 +116,7 @@ class SweepSpec:
     report: bool
     figures: tuple[str, ...] | None
     config: Mapping[str, Any]
+    refine_truth: float | None = None  # surrogate truths' rel. SE ≤ this × smallest median RAE
 
 
 def model_spec(cfg: DictConfig, types: Sequence[str]) -> ModelSpec:

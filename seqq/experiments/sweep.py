@@ -36,6 +36,7 @@ from seqq.experiments.histories import (
 from seqq.experiments.method_runs import with_surrogates
 from seqq.experiments.provenance import write_provenance
 from seqq.experiments.query_specs import QuerySpec, build_specs, resolve_symbols
+from seqq.experiments.refine import refine_truths
 from seqq.experiments.runner import SweepPlan, SweepRunner
 from seqq.experiments.schema import KEY
 from seqq.experiments.specs import SweepSpec
@@ -199,6 +200,10 @@ def run(cfg: DictConfig | SweepSpec, model: SequenceModel | None = None,
             written = runner.run(specs)
             log.info("%s T=%s: %d new rows in %s", tag, runner.plan.temperature, written,
                      results.root)
+            if spec.refine_truth:
+                refined = refine_truths(runner, specs, spec.refine_truth)
+                log.info("%s T=%s: %d ground truths refined", tag, runner.plan.temperature,
+                         refined)
     except KeyboardInterrupt:
         saved = sum(r.saved_parts for r in runners)
         total = sum(r.part_count(specs) for r in runners)

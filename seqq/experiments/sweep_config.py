@@ -75,6 +75,8 @@ HELP = Help(
         ("sweep.mixture.per_share", "mixture: histories per share"),
         ("sweep.mixture.length", "mixture: history length"),
         ("sweep.ground_truth", "false: estimates only, no ground truth"),
+        ("sweep.refine_truth", "surrogate truths are refined to a relative SE at most this "
+                               "share of the smallest median RAE they judge (null: never)"),
         ("sweep.shard", "this job's shard of the histories (0..shards-1)"),
         ("sweep.shards", "number of shards (SLURM arrays)"),
         ("sweep.progress", "progress bars"),
@@ -203,7 +205,8 @@ def sweep_spec(cfg: DictConfig) -> SweepSpec:
         repeats=repeats, shard=shard, shards=shards, dir=Path(check.value(cfg, "sweep.dir")),
         progress=progress, report=report,
         figures=tuple(figures) if check.value(cfg, "sweep.figures") is not None else None,
-        config=OmegaConf.to_container(cfg, resolve=True))
+        config=OmegaConf.to_container(cfg, resolve=True),
+        refine_truth=check.number(cfg, "sweep.refine_truth", above=0, at_most=1, optional=True))
 
 
 def check_config(cfg: DictConfig) -> SweepSpec:

@@ -1,0 +1,119 @@
+"""Ground truth fit for what it judges (docs/decisions.md §40).
+
+A surrogate ground truth with relative standard error σ judges a perfect estimator to have a
+median RAE of about 0.67·σ, so a truth as noisy as the errors it judges cannot rank methods.
+After a sweep's estimates, `refine_truths` finds, per temperature and K, the smallest median RAE
+among the methods (rows whose truth is a surrogate), and computes again every surrogate truth
+whose relative SE exceeds `fraction` (default one fifth) of it: sampling without replacement
+until the relative SE is below that tolerance (exact if its draws exhaust the query), at most
+`CALLS_FACTOR` times the configured sample cap. The rows it judges get the new truth and RAE,
+each result part rewritten atomically; the new truths are cached under their own options, so an
+interrupted refinement recomputes nothing. A truth is refined once: the tolerance comes from the
+errors as the configured rule judged them (judged again by the finer truths, the best method's
+errors would shrink with the truths' noise, and each pass would ask for more).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from seqq.experiments.gt_cache import GroundTruthCache
+from seqq.experiments.query_specs import QuerySpec
+from seqq.experiments.runner import SweepRunner, rae
+from seqq.experiments.store import part_files
+from seqq.ground_truth import GroundTruth
+
+CALLS_FACTOR = 16  # a refined truth may sample up to this many times the configured s_high
+DEFAULT_S_HIGH = 100_000  # `ground_truth_many`'s default, when the config leaves it out
+
+
+def tolerance(fraction: float, smallest_median_rae: float) -> float | None:
+    """`fraction` × the smallest median RAE, rounded down to a power of two (a few more rows
+    rarely move it, so cached refinements stay valid); None when there is nothing to judge."""
+    target = fraction * smallest_median_rae
+    if not target > 0 or not math.isfinite(target):
+        return None
+    return 2.0 ** math.floor(math.log2(target))
+
+
+def tolerances(rows: pd.DataFrame, fraction: float) -> dict[int, float]:
+    """Per K: the tolerance the surrogate truths of `rows` (one temperature) must meet."""
+    judged = rows[(rows.truth_kind == "surrogate") & np.isfinite(rows.rae)]
+    if judged.empty:
+        return {}
+    smallest = judged.groupby(["K", "method"]).rae.median().groupby("K").min()
+    out = {int(k): tolerance(fraction, float(m)) for k, m in smallest.items()}
+    return {k: t for k, t in out.items() if t is not None}
+
+
+def refine_truths(runner: SweepRunner, specs: Sequence[QuerySpec], fraction: float) -> int:
+    """Recompute the surrogate truths of `runner`'s rows that are too noisy for the errors they
+    judge; rewrite the rows; return how many truths were refined."""
+    truth = runner.truth
+    if not isinstance(truth, GroundTruthCache):
+        return 0
+    mine = _rows_of(runner)
+    if mine.empty:
+        return 0
+    mine = mine[mine.truth_rule == truth.rule]  # judged by the configured rule: not yet refined
+    current = dict(zip(zip(mine.history_hash, mine.label, strict=True),
+                       zip(mine.truth_kind, mine.truth_rel_stderr, strict=True), strict=True))
+    refined: dict[tuple[str, str], tuple[GroundTruth, str]] = {}
+    s_high = int(truth.options.get("s_high", DEFAULT_S_HIGH)) * CALLS_FACTOR
+    for K, target in sorted(tolerances(mine, fraction).items()):
+        noisy = [s for s in _distinct(specs) if s.K == K
+                 and current.get(_key(s), ("exact", 0.0))[0] == "surrogate"
+                 and not current[_key(s)][1] <= target]
+        if not noisy:
+            continue
+        finer = truth.refined({"rule": "relative", "rel_tol": target, "s_high": s_high})
+        for spec, new in zip(noisy, finer.get(runner.model, noisy), strict=True):
+            if new.kind == "exact" or new.rel_stderr < current[_key(spec)][1]:
+                refined[_key(spec)] = (new, finer.rule)
+    if refined:
+        _rewrite(runner, refined)
+    return len(refined)
+
+
+def _key(spec: QuerySpec) -> tuple[str, str]:
+    return (spec.history.digest, spec.label)
+
+
+def _distinct(specs: Sequence[QuerySpec]) -> list[QuerySpec]:
+    return list({_key(s): s for s in specs}.values())
+
+
+def _rows_of(runner: SweepRunner) -> pd.DataFrame:
+    table = runner.results.read()
+    if table.empty:
+        return table
+    context = pd.Series(runner.context)
+    return table[(table[list(context.index)] == context).all(axis=1)]
+
+
+def _rewrite(runner: SweepRunner, refined: dict[tuple[str, str], tuple[GroundTruth, str]]
+             ) -> None:
+    """Every result part holding a row judged by a refined truth, rewritten with the new truth
+    and RAE (each part replaced atomically: an interruption leaves old or new parts, and the
+    re-run refines the rest from the cache)."""
+    context = pd.Series(runner.context)
+    for path in part_files(runner.results.root):
+        frame = pd.read_parquet(path)
+        if frame.empty or not set(context.index) <= set(frame.columns):
+            continue
+        ours = (frame[list(context.index)] == context).all(axis=1)
+        keys = list(zip(frame.history_hash, frame.label, strict=True))
+        hit = [bool(o) and k in refined for o, k in zip(ours, keys, strict=True)]
+        if not any(hit):
+            continue
+        for i in np.flatnonzero(hit):
+            new, rule = refined[keys[i]]
+            frame.loc[i, ["truth", "truth_log", "truth_kind", "truth_samples",
+                          "truth_rel_stderr", "truth_rule", "rae"]] = [
+                new.value, new.log_value, new.kind, new.samples, new.rel_stderr, rule,
+                rae(float(frame.at[i, "log_estimate"]), new.log_value)]
+        runner.results.write(frame, path.stem)
