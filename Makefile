@@ -95,8 +95,10 @@ bench-paper-slice: venv  ## time a SLICE (default 0.05) of fig3 SIZE=paper on Sh
 # quick (budgets 1k and 8k, ~10 minutes on one loaded CPU core) or full (1k, 8k and 65k calls,
 # the issue's size: hours on CPU). Figure: benchmarks/figures/calibration_coverage.png.
 CALIBRATION ?= quick
-calibration: venv  ## interval coverage against exact answers (CALIBRATION=quick|full) → RESULTS.md (h)
-	$(PY) -m benchmarks --sections h --mode $(CALIBRATION) --device $(DEVICE)
+CALIBRATION_BUDGETS ?=
+calibration: venv  ## interval coverage against exact answers (CALIBRATION=quick|full, CALIBRATION_BUDGETS=1000,8000,65536) → RESULTS.md (h)
+	$(PY) -m benchmarks --sections h --mode $(CALIBRATION) --device $(DEVICE) \
+		$(if $(CALIBRATION_BUDGETS),--calibration-budgets $(CALIBRATION_BUDGETS))
 
 $(CKPT)/%_lstm.pt: | venv
 	$(SEQQ) train dataset=$* checkpoint_dir=$(CKPT) $(TRAIN_$(SIZE))

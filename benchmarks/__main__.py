@@ -7,6 +7,7 @@ rewrite RESULTS.md (see benchmarks/__init__.py for what each section measures);
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import shlex
 import sys
 import time
@@ -54,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sections", type=_section_keys, metavar="KEYS",
                         help=f"only these sections, comma-separated ({','.join(SECTIONS)}); "
                              "the rest of RESULTS.md is kept")
+    parser.add_argument("--calibration-budgets", type=_budgets, metavar="CALLS",
+                        help="(h) at these budgets, e.g. 1000,8000,65536, with the mode's "
+                             "queries and runs (default: the mode's budgets)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     if args.threads:
@@ -61,6 +65,10 @@ def main(argv: list[str] | None = None) -> int:
     device = None if args.device == "auto" else args.device
     resolved = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     plan = PLANS[args.mode]
+    if args.calibration_budgets:
+        plan = dataclasses.replace(plan, calibration=dataclasses.replace(
+            plan.calibration, budgets=args.calibration_budgets,
+            neural_budgets=args.calibration_budgets))
     clock = args.clock
     if clock == "auto":
         clock = "cpu" if resolved.type == "cpu" and torch.get_num_threads() == 1 else "wall"
@@ -101,6 +109,17 @@ def wanted(key: str, sections: list[str] | None, e2e: bool) -> bool:
     if sections is not None:
         return key in sections
     return (key not in END_TO_END or e2e) and key not in ON_REQUEST
+
+
+def _budgets(text: str) -> tuple[int, ...]:
+    try:
+        budgets = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        budgets = ()
+    if not budgets or min(budgets) < 1:
+        raise argparse.ArgumentTypeError(f"budgets are whole numbers of model calls, e.g. "
+                                         f"1000,8000,65536; got {text!r}")
+    return budgets
 
 
 def _section_keys(text: str) -> list[str]:
