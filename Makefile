@@ -96,9 +96,11 @@ bench-paper-slice: venv  ## time a SLICE (default 0.05) of fig3 SIZE=paper on Sh
 # the issue's size: hours on CPU). Figure: benchmarks/figures/calibration_coverage.png.
 CALIBRATION ?= quick
 CALIBRATION_BUDGETS ?=
-calibration: venv  ## interval coverage against exact answers (CALIBRATION=quick|full, CALIBRATION_BUDGETS=1000,8000,65536) → RESULTS.md (h)
+CALIBRATION_RUNS ?=
+calibration: venv  ## interval coverage against exact answers (CALIBRATION=quick|full, CALIBRATION_BUDGETS=1000,8000,65536, CALIBRATION_RUNS=3) → RESULTS.md (h)
 	$(PY) -m benchmarks --sections h --mode $(CALIBRATION) --device $(DEVICE) \
-		$(if $(CALIBRATION_BUDGETS),--calibration-budgets $(CALIBRATION_BUDGETS))
+		$(if $(CALIBRATION_BUDGETS),--calibration-budgets $(CALIBRATION_BUDGETS)) \
+		$(if $(CALIBRATION_RUNS),--calibration-runs $(CALIBRATION_RUNS))
 
 $(CKPT)/%_lstm.pt: | venv
 	$(SEQQ) train dataset=$* checkpoint_dir=$(CKPT) $(TRAIN_$(SIZE))

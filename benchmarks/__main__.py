@@ -58,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calibration-budgets", type=_budgets, metavar="CALLS",
                         help="(h) at these budgets, e.g. 1000,8000,65536, with the mode's "
                              "queries and runs (default: the mode's budgets)")
+    parser.add_argument("--calibration-runs", type=int, metavar="N",
+                        help="(h) with N runs of each query per method and budget (default: the "
+                             "mode's)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     if args.threads:
@@ -69,6 +72,9 @@ def main(argv: list[str] | None = None) -> int:
         plan = dataclasses.replace(plan, calibration=dataclasses.replace(
             plan.calibration, budgets=args.calibration_budgets,
             neural_budgets=args.calibration_budgets))
+    if args.calibration_runs:
+        plan = dataclasses.replace(plan, calibration=dataclasses.replace(
+            plan.calibration, runs=args.calibration_runs, neural_runs=args.calibration_runs))
     clock = args.clock
     if clock == "auto":
         clock = "cpu" if resolved.type == "cpu" and torch.get_num_threads() == 1 else "wall"
