@@ -87,11 +87,14 @@ def test_sample_frequencies_match_the_probabilities(width: int, shared: bool) ->
 
 
 @pytest.mark.parametrize("width", [4, 256])
-def test_systematic_counts_are_within_one_and_unbiased(width: int) -> None:
+@pytest.mark.parametrize("many", [50, 10**7], ids=["few", "counted"])
+def test_systematic_counts_are_within_one_and_unbiased(width: int, many: int) -> None:
+    """Rows with more draws than symbols (37) are counted from their CDF, the rest draw point
+    by point: both give counts within one of d·p, exact totals, unbiased."""
     logits, domain = _rows()
     cat = Categorical.from_logits(logits, domain, width=width)
     probs = torch.softmax(torch.where(domain, logits.double(), -math.inf), -1).nan_to_num(0.0)
-    draws = torch.tensor([10, 3, 50, 1, 8, 0, 20])
+    draws = torch.tensor([10, 3, many, 1, 8, 0, 20])
     mean = torch.zeros_like(probs)
     seeds = 2000
     for seed in range(seeds):
@@ -111,9 +114,10 @@ def test_systematic_counts_are_within_one_and_unbiased(width: int) -> None:
 def test_systematic_through_rows_draws_from_the_named_rows() -> None:
     logits, domain = _rows()
     cat = Categorical.from_logits(logits, domain, width=4)
-    rows = torch.tensor([6, 6, 0])
-    row, symbol, count = cat.systematic(torch.tensor([5, 7, 2]), torch.Generator(), rows)
-    assert torch.equal(torch.bincount(row, count, minlength=3).long(), torch.tensor([5, 7, 2]))
+    rows = torch.tensor([6, 6, 0, 6])
+    draws = torch.tensor([5, 7, 2, 10**6])
+    row, symbol, count = cat.systematic(draws, torch.Generator(), rows)
+    assert torch.equal(torch.bincount(row, count, minlength=4).long(), draws)
     assert domain[rows[row], symbol].all()
 
 

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from seqq.estimators.engine.memory import FLOAT64_BYTES, rows_within
+
 BLOCK_WIDTH = 256
 UNSHIFTED_MASS = (2.0**-32, 2.0**64)  # row masses Σ exp(logit) that need no shift (see below)
 SPARSE_SHARE = 16  # a mask with at most 1/16 of its entries set is read by gathering them
@@ -190,12 +192,37 @@ class Categorical:
         u = torch.rand(len(total), generator=generator, device=generator.device,
                        dtype=torch.float64).to(device)
         d = torch.where(total > 0, draws.to(device), 0)
-        row = torch.repeat_interleave(torch.arange(len(total), device=device), d)
-        j = torch.arange(len(row), device=device) - (d.cumsum(0) - d)[row]
+        many = d > self.vocab_size  # more draws than symbols: counted from the row's CDF
+        few = torch.where(many, 0, d)
+        row = torch.repeat_interleave(torch.arange(len(total), device=device), few)
+        j = torch.arange(len(row), device=device) - (few.cumsum(0) - few)[row]
         targets = _below((u[row] + j) / d[row] * total[row], total[row])
         symbol = self.locate(row if rows is None else rows[row], targets)
         key, count = torch.unique(row * self.vocab_size + symbol, return_counts=True)
+        if many.any():
+            more_key, more_count = self._counted(many.nonzero().flatten(), d, u, rows)
+            key, order = torch.cat([key, more_key]).sort()
+            count = torch.cat([count, more_count])[order]
         return key // self.vocab_size, key % self.vocab_size, count
+
+    def _counted(self, rows_of: Tensor, d: Tensor, u: Tensor, rows: Tensor | None
+                 ) -> tuple[Tensor, Tensor]:
+        """`systematic` for rows with more draws than symbols, in O(V) each instead of O(d):
+        symbol k gets ⌈d·C_k/T − u⌉ − ⌈d·C_{k−1}/T − u⌉ of the points (u + j)/d·T, C the row's
+        cumulative weights and T its total. Returns (row·V + symbol, count) where count > 0."""
+        V = self.vocab_size
+        keys, counts = [], []
+        for part in rows_of.split(rows_within(V, FLOAT64_BYTES)):
+            source = part if rows is None else rows[part]
+            cdf = (self.row_cdf[source] if self.row_cdf is not None
+                   else self.weights[source].cumsum(-1, dtype=torch.float64))
+            points = torch.ceil(d[part, None] * (cdf / cdf[:, -1:]) - u[part, None])
+            points[:, -1] = d[part]  # the last edge holds every point, whatever the rounding
+            per_symbol = torch.diff(points, dim=-1, prepend=torch.zeros_like(points[:, :1]))
+            r, symbol = per_symbol.nonzero(as_tuple=True)
+            keys.append(part[r] * V + symbol)
+            counts.append(per_symbol[r, symbol].long())
+        return torch.cat(keys), torch.cat(counts)
 
     def locate(self, rows: Tensor | None, targets: Tensor) -> Tensor:
         """The symbol whose interval of cumulative mass holds each target (0 ≤ target < the

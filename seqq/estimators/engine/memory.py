@@ -15,6 +15,7 @@ from torch import Tensor
 from seqq.models.batching import MAX_ELEMENTS
 
 FLOAT32_BYTES = 4
+FLOAT64_BYTES = 8
 
 
 def values_within(itemsize: int = FLOAT32_BYTES) -> int:
