@@ -129,7 +129,9 @@ def _pass(batch: Batch, counts: Tensor, active: Tensor, ess_threshold: float,
     final = counts.clone()
     dropped = torch.zeros(N, dtype=torch.bool)
     per_task = [b[active[b]] for b in batch.task_branches()]
-    loads = [int(counts[b].sum()) for b in per_task]
+    # a branch's rows (distinct prefixes) at a step: at most its particles or its prefixes
+    rows_bound = torch.minimum(counts.double(), prefix_reach(batch).amax(-1).clamp_min(1))
+    loads = [int(rows_bound[b].sum()) for b in per_task]
     for tasks in consecutive_groups(loads, rows_within(batch.vocab_size)):
         branches = torch.cat([per_task[t] for t in tasks.tolist()])
         if not len(branches):
