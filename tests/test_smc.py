@@ -114,6 +114,19 @@ def test_later_passes_spend_what_shared_prefixes_leave():
     assert_unbiased(greedy, brute_force(flat, [0], query))
 
 
+def test_budgeted_twisted_smc_in_message_groups_keeps_every_tasks_budget(monkeypatch):
+    """Messages too big for one batch make every task a group of its own: a subset whose task
+    ids are not the call counter's. Each task still spends at most its own budget."""
+    monkeypatch.setattr(importlib.import_module("seqq.estimators.driver"), "MESSAGE_VALUES", 1)
+    model = random_markov(6, 1, seed=3)
+    surrogate = fitted_surrogate(model, HISTORIES[0], order=2)
+    budgets = [300, 60, 400, 90]
+    estimates = seqq.estimate_many(model, HISTORIES, QUERIES, "smc", budget=budgets, seed=0,
+                                   surrogate=surrogate, replicates=1)
+    assert all(0 < e.model_calls <= b for e, b in zip(estimates, budgets, strict=True))
+    assert estimates[2].model_calls > 90  # the large budget was spent, not a neighbour's
+
+
 def test_shared_batches_charge_each_query_its_own_calls():
     model = PrefixRecording(random_markov(6, 1, seed=2))
     histories, queries = [[0], [0], [4]], [Q.hitting_time(1, 3), Q.a_before_b(2, 3, 6),

@@ -224,7 +224,7 @@ def particles_within(batch: Batch, reach: Tensor, budgets: Tensor, cap: int, dep
     min(P, undecided prefixes of length j) prefixes of each length j > depth."""
     ahead = reach[:, depth + 1:]
     tasks, task_of = torch.unique(batch.branch_task, return_inverse=True)
-    left = (budgets[tasks] - batch.counter.calls[tasks]).double()
+    left = (budgets[tasks] - batch.task_calls()[tasks]).double()  # ids of this batch
     low = torch.zeros(len(tasks), dtype=particles.dtype).scatter_reduce(
         0, task_of, particles, reduce="amax")
     high = torch.full_like(low, cap).maximum(low)

@@ -241,8 +241,11 @@ def _overrun(batch: Batch, state: OwnedState, prefix: Tensor, token: Tensor,
     """Per task: would evaluating these (prefix, token) rows cost more calls than are left?"""
     V = batch.vocab_size
     children, _ = distinct(prefix * V + token, len(state.owners) * V)
-    need = torch.bincount(state.owners[children // V], minlength=len(budgets))
-    return need > budgets - batch.counter.calls
+    owners = batch.root_state.owners  # each task's id in the shared call counter, which in a
+    local = torch.full((int(owners.max()) + 1,), -1, dtype=torch.long)  # subset differs from
+    local[owners] = torch.arange(len(owners))  # the task's id in this batch
+    need = torch.bincount(local[state.owners[children // V]], minlength=len(budgets))
+    return need > budgets - batch.task_calls()
 
 
 def _keep(guide: Tensor | None, twist: SurrogateTwist | None, rows: Tensor
