@@ -87,6 +87,7 @@ def test_other_methods_get_their_own_table_not_the_csv(tmp_path: Path) -> None:
     assert "wor" not in set(csv.method)
     block = doc.read_text()
     assert "Other methods at the same calls" in block and "| K | wor | best of these |" in block
+    assert "histories that every one of them has run at every K" in block
 
 
 def test_median_interval_and_noise_floor() -> None:

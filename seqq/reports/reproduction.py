@@ -124,9 +124,7 @@ def select(results: pd.DataFrame, level: int, models: Sequence[str] = ()) -> lis
         if paper.empty:
             continue
         ks = sorted(paper.K.unique())
-        cells = paper.groupby("history_id")[["method", "K"]].apply(
-            lambda b: len(set(zip(b.method, b.K, strict=True))))
-        complete = cells.index[cells == len(PAPER_METHODS) * len(ks)]
+        complete = _complete(paper, len(PAPER_METHODS), ks)
         paper = paper[paper.history_id.isin(complete)]
         others = block[~block.method.isin(PAPER_METHODS) & block.history_id.isin(complete)]
         runs.append(ModelRun(dataset, model, f"{dataset}_{model_slug(model)}",
@@ -135,6 +133,13 @@ def select(results: pd.DataFrame, level: int, models: Sequence[str] = ()) -> lis
     if not runs:
         raise ResultsError(f"no {', '.join(PAPER_METHODS)} results at S = {level}")
     return runs
+
+
+def _complete(rows: pd.DataFrame, methods: int, ks: Sequence[int]) -> pd.Index:
+    """The histories that `methods` methods have run at every K of `ks`."""
+    cells = rows.groupby("history_id")[["method", "K"]].apply(
+        lambda b: len(set(zip(b.method, b.K, strict=True))))
+    return cells.index[cells == methods * len(ks)]
 
 
 def to_csv(run: ModelRun, folder: Path) -> Path:
@@ -291,19 +296,25 @@ def _table(s: pd.DataFrame) -> str:
     return to_markdown(shown)
 
 
-def _others_table(run: ModelRun, s: pd.DataFrame) -> str:
-    """Median RAE per K of each non-paper method, the best of them and its ratio to the hybrid."""
-    medians = run.others.groupby(["K", "method"]).rae.median().unstack("method")
-    medians = medians.reindex(s.K.to_numpy())
+def _others_table(run: ModelRun, s: pd.DataFrame) -> tuple[str, int]:
+    """Median RAE per K of each non-paper method, the best of them and its ratio to the hybrid,
+    all on the histories every one of them has run at every K (a frontier sweep may trail the
+    paper's); returns the table and that number of histories."""
+    ks = s.K.to_list()
+    common = _complete(run.others, run.others.method.nunique(), ks)
+    others = run.others[run.others.history_id.isin(common)]
+    hybrid = run.rows[(run.rows.method == "hybrid") & run.rows.history_id.isin(common)]
+    medians = others.groupby(["K", "method"]).rae.median().unstack("method").reindex(ks)
+    hybrid_median = hybrid.groupby("K").rae.median().reindex(ks)
     best = medians.min(axis=1)
-    shown = pd.DataFrame({"K": s.K.to_numpy()})
+    shown = pd.DataFrame({"K": ks})
     for method in medians.columns:
         shown[method] = [_fmt(x) for x in medians[method]]
     shown["best of these"] = medians.idxmin(axis=1).fillna("–").to_numpy()
-    shown["hybrid"] = [_fmt(x) for x in s.hybrid]
+    shown["hybrid"] = [_fmt(x) for x in hybrid_median]
     shown["hybrid / best"] = [f"{h / b:.2f}×" if b > 0 else "–"
-                              for h, b in zip(s.hybrid, best, strict=True)]
-    return to_markdown(shown)
+                              for h, b in zip(hybrid_median, best, strict=True)]
+    return to_markdown(shown), len(common)
 
 
 def doc_block(runs: Sequence[ModelRun], level: int, figure_name: str,
@@ -334,8 +345,10 @@ def doc_block(runs: Sequence[ModelRun], level: int, figure_name: str,
                   "", _table(s), "", _truth_line(run, s), "",
                   "The paper's Fig. 3 claims beside seqq's medians:", "", _claims(s), ""]
         if not run.others.empty:
-            lines += ["**Other methods at the same calls** (median RAE; the frontier panel):",
-                      "", _others_table(run, s), ""]
+            table, n = _others_table(run, s)
+            lines += [f"**Other methods at the same calls** (the frontier panel): median RAE on "
+                      f"the N = {n} histories that every one of them has run at every K, the "
+                      "hybrid's on the same histories:", "", table, ""]
     lines.append(END)
     return "\n".join(lines)
 
