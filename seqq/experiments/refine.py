@@ -15,6 +15,7 @@ errors would shrink with the truths' noise, and each pass would ask for more).
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Sequence
 
@@ -25,10 +26,9 @@ from seqq.experiments.gt_cache import GroundTruthCache
 from seqq.experiments.query_specs import QuerySpec
 from seqq.experiments.runner import SweepRunner, rae
 from seqq.experiments.store import part_files
-from seqq.ground_truth import GroundTruth
+from seqq.ground_truth import GroundTruth, ground_truth_many
 
 CALLS_FACTOR = 16  # a refined truth may sample up to this many times the configured s_high
-DEFAULT_S_HIGH = 100_000  # `ground_truth_many`'s default, when the config leaves it out
 
 
 def tolerance(fraction: float, smallest_median_rae: float) -> float | None:
@@ -63,7 +63,8 @@ def refine_truths(runner: SweepRunner, specs: Sequence[QuerySpec], fraction: flo
     current = dict(zip(zip(mine.history_hash, mine.label, strict=True),
                        zip(mine.truth_kind, mine.truth_rel_stderr, strict=True), strict=True))
     refined: dict[tuple[str, str], tuple[GroundTruth, str]] = {}
-    s_high = int(truth.options.get("s_high", DEFAULT_S_HIGH)) * CALLS_FACTOR
+    default = inspect.signature(ground_truth_many).parameters["s_high"].default
+    s_high = int(truth.options.get("s_high", default)) * CALLS_FACTOR
     for K, target in sorted(tolerances(mine, fraction).items()):
         noisy = [s for s in _distinct(specs) if s.K == K
                  and current.get(_key(s), ("exact", 0.0))[0] == "surrogate"
