@@ -13,6 +13,7 @@ from conftest import compose_sweep, tiny_overrides
 from seqq.errors import ResultsError
 from seqq.experiments import sweep
 from seqq.reports import cli, reproduction, tables
+from seqq.reports.tables import load_results
 
 DOC = (f"# Reproduction\n\nhand-written intro\n\n{reproduction.BEGIN}\nold\n{reproduction.END}"
        "\n\nhand-written end\n")
@@ -88,6 +89,11 @@ def test_other_methods_get_their_own_table_not_the_csv(tmp_path: Path) -> None:
     block = doc.read_text()
     assert "Other methods at the same calls" in block and "| K | wor | best of these |" in block
     assert "histories that every one of them has run at every K" in block
+    # the figure gets a second row: the other methods and the hybrid on the same histories
+    runs = reproduction.select(load_results([str(results)]), 10)
+    axes = reproduction.figure(runs, 10).axes
+    assert len(axes) == 2 and "other methods at the same calls · N = 6" in axes[1].get_title()
+    assert {line.get_label() for line in axes[1].get_lines()} == {"wor", "hybrid"}
 
 
 def test_median_interval_and_noise_floor() -> None:

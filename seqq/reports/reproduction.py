@@ -38,6 +38,8 @@ from seqq.reports.tables import load_results, noise_floor, to_markdown
 
 PAPER_METHODS = ("hybrid", "importance", "beam")
 COLORS = {"hybrid": "C0", "importance": "C1", "beam": "C2"}
+FRONTIER_STYLES = [("s", "C3"), ("^", "C4"), ("v", "C5"), ("D", "C6"), ("P", "C7"), ("X", "C8"),
+                   ("<", "C9"), (">", "black"), ("h", "darkgoldenrod"), ("*", "teal")]
 PAPER_N = 1000  # histories per dataset in the paper's protocol (§5, App. G)
 LEVEL = 100  # Fig. 3's budget: the hybrid's calls with S = 100 tail samples
 # The CSV's columns: results column -> CSV name
@@ -174,9 +176,15 @@ def summary(run: ModelRun) -> pd.DataFrame:
 
 
 def figure(runs: Sequence[ModelRun], level: int) -> Figure:
-    """Median RAE vs K, one panel per model; bands: 95% intervals of the medians."""
+    """Median RAE vs K, one panel per model (bands: 95% intervals of the medians); where other
+    methods ran at the same calls, a second row with them and the hybrid on their histories."""
     stats = [summary(r) for r in runs]
-    fig, axes = grid(1, len(runs), size=(max(4.8, 8.0 / len(runs)), 3.8), sharey=True)
+    frontier = any(not r.others.empty for r in runs)
+    fig, axes = grid(2 if frontier else 1, len(runs), size=(max(4.8, 8.0 / len(runs)), 3.8),
+                     sharey=True)
+    if frontier:
+        for ax, run, s in zip(axes[1], runs, stats, strict=True):
+            _frontier_panel(ax, run, s)
     for ax, run, s in zip(axes[0], runs, stats, strict=True):
         for method in PAPER_METHODS:
             ax.plot(s.K, s[method], "o-", ms=3.5, color=COLORS[method], label=method)
@@ -195,7 +203,8 @@ def figure(runs: Sequence[ModelRun], level: int) -> Figure:
         ax.grid(True, which="major", alpha=0.3)
         integer_ticks(ax)
         panel_title(ax, *run.lines, width=60)
-    axes[0, 0].set_ylabel("median RAE")
+    for row in axes:
+        row[0].set_ylabel("median RAE")
     suptitle(fig, f"Fig. 3 protocol: median RAE of p(τ(a) = K) at equal model calls "
                   f"(the hybrid's, S = {level})\nbands: 95% intervals of the medians · no paper values: "
                   "its text gives none for Fig. 3")
@@ -206,6 +215,24 @@ def figure(runs: Sequence[ModelRun], level: int) -> Figure:
     fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncol=3,
                fontsize=8)
     return fig
+
+
+def _frontier_panel(ax, run: ModelRun, s: pd.DataFrame) -> None:
+    """The other methods at the same calls, and the hybrid, on the histories all of them ran."""
+    ks = s.K.to_list()
+    if run.others.empty:
+        ax.set_axis_off()
+        return
+    medians, n = _others_medians(run, ks)
+    for i, method in enumerate(c for c in medians.columns if c != "hybrid"):
+        marker, color = FRONTIER_STYLES[i % len(FRONTIER_STYLES)]
+        ax.plot(ks, medians[method], marker + "--", ms=3.5, lw=1, color=color, label=method)
+    ax.plot(ks, medians["hybrid"], "o-", ms=3.5, color=COLORS["hybrid"], label="hybrid")
+    ax.set_yscale("log")
+    ax.set(xlabel="horizon K", xlim=(min(ks) - 0.5, max(ks) + 0.5))
+    ax.grid(True, which="major", alpha=0.3)
+    integer_ticks(ax)
+    panel_title(ax, f"{run.dataset} · other methods at the same calls · N = {n}", width=60)
 
 
 def _fmt(x: float) -> str:
@@ -296,25 +323,33 @@ def _table(s: pd.DataFrame) -> str:
     return to_markdown(shown)
 
 
-def _others_table(run: ModelRun, s: pd.DataFrame) -> tuple[str, int]:
-    """Median RAE per K of each non-paper method, the best of them and its ratio to the hybrid,
-    all on the histories every one of them has run at every K (a frontier sweep may trail the
-    paper's); returns the table and that number of histories."""
-    ks = s.K.to_list()
+def _others_medians(run: ModelRun, ks: Sequence[int]) -> tuple[pd.DataFrame, int]:
+    """Median RAE per K (rows) of each non-paper method and of the hybrid (columns), all on the
+    histories every non-paper method has run at every K (a frontier sweep may trail the
+    paper's), and that number of histories."""
     common = _complete(run.others, run.others.method.nunique(), ks)
     others = run.others[run.others.history_id.isin(common)]
     hybrid = run.rows[(run.rows.method == "hybrid") & run.rows.history_id.isin(common)]
     medians = others.groupby(["K", "method"]).rae.median().unstack("method").reindex(ks)
-    hybrid_median = hybrid.groupby("K").rae.median().reindex(ks)
+    medians["hybrid"] = hybrid.groupby("K").rae.median().reindex(ks)
+    return medians, len(common)
+
+
+def _others_table(run: ModelRun, s: pd.DataFrame) -> tuple[str, int]:
+    """Median RAE per K of each non-paper method, the best of them and its ratio to the hybrid
+    on the same histories (`_others_medians`); returns the table and that number of histories."""
+    ks = s.K.to_list()
+    medians, n = _others_medians(run, ks)
+    hybrid = medians.pop("hybrid")
     best = medians.min(axis=1)
     shown = pd.DataFrame({"K": ks})
     for method in medians.columns:
         shown[method] = [_fmt(x) for x in medians[method]]
     shown["best of these"] = medians.idxmin(axis=1).fillna("–").to_numpy()
-    shown["hybrid"] = [_fmt(x) for x in hybrid_median]
+    shown["hybrid"] = [_fmt(x) for x in hybrid]
     shown["hybrid / best"] = [f"{h / b:.2f}×" if b > 0 else "–"
-                              for h, b in zip(hybrid_median, best, strict=True)]
-    return to_markdown(shown), len(common)
+                              for h, b in zip(hybrid, best, strict=True)]
+    return to_markdown(shown), n
 
 
 def doc_block(runs: Sequence[ModelRun], level: int, figure_name: str,
