@@ -41,6 +41,10 @@ def test_paper_size_uses_the_papers_protocol() -> None:
         compose_sweep(["experiment=fig3"])) == list(range(3, 12))
     assert cfg["ground_truth"]["s_low"] == 10_000 and cfg["ground_truth"]["s_high"] == 100_000
     assert cfg["ground_truth"]["exact_max_calls"] == 2_000_000
+    # Fig. 3 and its frontier panel keep the paper's surrogate truths at paper size (§40)
+    for preset in ("fig3", "fig3_frontier"):
+        assert compose_sweep([f"experiment={preset}", "size=paper"]).sweep.refine_truth is None
+        assert compose_sweep([f"experiment={preset}"]).sweep.refine_truth == 0.2
 
 
 def test_makefile_targets_use_existing_presets_and_figures() -> None:
