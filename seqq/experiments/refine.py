@@ -107,14 +107,18 @@ def _rewrite(runner: SweepRunner, refined: dict[tuple[str, str], tuple[GroundTru
         if frame.empty or not set(context.index) <= set(frame.columns):
             continue
         ours = (frame[list(context.index)] == context).all(axis=1)
-        keys = list(zip(frame.history_hash, frame.label, strict=True))
-        hit = [bool(o) and k in refined for o, k in zip(ours, keys, strict=True)]
-        if not any(hit):
+        keys = pd.Series(list(zip(frame.history_hash, frame.label, strict=True)))
+        hit = (ours & keys.isin(refined.keys())).to_numpy()
+        if not hit.any():
             continue
-        for i in np.flatnonzero(hit):
-            new, rule = refined[keys[i]]
-            frame.loc[i, ["truth", "truth_log", "truth_kind", "truth_samples",
-                          "truth_rel_stderr", "truth_rule", "rae"]] = [
-                new.value, new.log_value, new.kind, new.samples, new.rel_stderr, rule,
-                rae(float(frame.at[i, "log_estimate"]), new.log_value)]
+        truths = [refined[k][0] for k in keys[hit]]
+        columns = {"truth": [t.value for t in truths], "truth_log": [t.log_value for t in truths],
+                   "truth_kind": [t.kind for t in truths],
+                   "truth_samples": [t.samples for t in truths],
+                   "truth_rel_stderr": [t.rel_stderr for t in truths],
+                   "truth_rule": [refined[k][1] for k in keys[hit]],
+                   "rae": [rae(float(e), t.log_value)
+                           for e, t in zip(frame.log_estimate[hit], truths, strict=True)]}
+        for column, values in columns.items():
+            frame.loc[hit, column] = values
         runner.results.write(frame, path.stem)
