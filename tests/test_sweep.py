@@ -23,6 +23,7 @@ from seqq.errors import CheckpointError, QueryError, SeqqError
 from seqq.experiments import refine, sweep
 from seqq.experiments.histories import sample_histories, shard
 from seqq.experiments.query_specs import resolve_symbols
+from seqq.experiments.run_log import read_runs
 from seqq.experiments.runner import interrupts_deferred
 from seqq.experiments.schema import KEY
 from seqq.experiments.store import PartStore, read_parts
@@ -127,6 +128,21 @@ def _finish(command: list[str], cwd: Path, env: dict[str, str]) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
 
 
+def _stop_after_parts(command: list[str], cwd: Path, env: dict[str, str], results: Path,
+                      sig: int, parts: int = 3) -> int:
+    """Start a CLI sweep, send `sig` to it once `parts` parts have landed; its exit status."""
+    log = cwd / "stopped.log"
+    with open(log, "w") as err:
+        proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=err, stderr=err,
+                                start_new_session=True)
+        deadline = time.monotonic() + 120
+        while _parts(results) < parts and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None, f"the sweep ended before it was stopped:\n{log.read_text()}"
+        os.killpg(proc.pid, sig)
+        return proc.wait()
+
+
 def test_killed_sweep_resumes_without_duplicates(tmp_path: Path) -> None:
     """SIGKILL a CLI sweep after its first parts land, re-run the same command, and compare
     with the expected grid: exactly one row per (query, method, budget), none lost."""
@@ -134,16 +150,7 @@ def test_killed_sweep_resumes_without_duplicates(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "seqq.cli", "query-sweep", *overrides]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     results = tmp_path / "killed" / "results"
-    log = tmp_path / "killed.log"
-    with open(log, "w") as err:
-        proc = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=err, stderr=err,
-                                start_new_session=True)
-        deadline = time.monotonic() + 120
-        while _parts(results) < 3 and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert proc.poll() is None, f"the sweep ended before it was killed:\n{log.read_text()}"
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    _stop_after_parts(command, tmp_path, env, results, signal.SIGKILL)
     before = _parts(results)
     assert before >= 3
     _finish(command, tmp_path, env)
@@ -153,6 +160,33 @@ def test_killed_sweep_resumes_without_duplicates(tmp_path: Path) -> None:
     assert np.isfinite(table.rae).all()
     _finish(command, tmp_path, env)
     assert len(read_parts([results])) == len(table)  # a finished sweep re-runs as a no-op
+
+
+def test_terminated_sweep_saves_its_parts_and_every_run_is_recorded(tmp_path: Path) -> None:
+    """SIGTERM (kill, SLURM's time limit) stops a sweep like Ctrl-C: the message counts the
+    parts on disk, and each invocation appends its wall/CPU time and progress to runs.jsonl,
+    so a run resumed across sessions has a measured cost."""
+    overrides = tiny_overrides(tmp_path, "termed", "sweep.chunk_size=1", "sweep.report=false")
+    command = [sys.executable, "-m", "seqq.cli", "query-sweep", *overrides]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    sweep_dir = tmp_path / "termed"
+    code = _stop_after_parts(command, tmp_path, env, sweep_dir / "results", signal.SIGTERM)
+    message = (tmp_path / "stopped.log").read_text()
+    assert code == 130, message[-2000:]
+    saved = int(re.search(r"interrupted: (\d+) of (\d+) parts saved", message).group(1))
+    assert saved == _parts(sweep_dir / "results") >= 3
+    _finish(command, tmp_path, env)
+    _finish(command, tmp_path, env)  # a finished sweep: nothing new, still recorded
+    runs = read_runs(sweep_dir)
+    total = len(METHODS) * len(LEVELS) * N * len(KS)  # one query per part
+    assert runs.status.tolist() == ["interrupted", "complete", "complete"]
+    assert runs.parts_saved.tolist() == [saved, total, total]
+    assert (runs.parts_total == total).all() and (runs.queries == N * len(KS)).all()
+    truths = len(read_parts([sweep_dir / "ground_truth"]))
+    assert runs.ground_truths_computed.sum() == truths == N * len(KS)
+    assert runs.ground_truths_computed.iloc[-1] == 0
+    assert (runs.wall_s > 0).all() and (runs.cpu_s > 0).all()
+    assert runs.started.le(runs.finished).all() and runs.argv.map(len).gt(0).all()
 
 
 def test_temperatures_and_no_ground_truth(tmp_path: Path) -> None:

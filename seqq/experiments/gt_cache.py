@@ -59,6 +59,7 @@ class GroundTruthCache:
         self.options, self.seed = dict(options), seed
         self.rule = describe_rule(self.options)
         self._known: dict[tuple[str, str], GroundTruth] | None = None
+        self.computed = 0  # truths this object computed (the rest came from the store)
 
     def refined(self, update: Mapping[str, Any]) -> GroundTruthCache:
         """The cache of the same model's truths under other options (`refine.py`'s finer ones),
@@ -99,6 +100,7 @@ class GroundTruthCache:
                              "label": spec.label, **asdict(truth)})
             frame = pd.DataFrame(rows).astype({"rel_stderr": float, "entropy": float})
             self.store.write(frame, f"gt-{digest(self.context)}-{digest(rows)}")
+            self.computed += len(missing)
         return [known[self._key(s)] for s in specs]
 
 
@@ -106,6 +108,7 @@ class NoGroundTruth:
     """For sweeps that only need estimates (Fig. 14/15): no query has a ground truth."""
 
     rule = NO_TRUTH_RULE
+    computed = 0
 
     def get(self, model: SequenceModel, specs: Sequence[QuerySpec]) -> list[GroundTruth | None]:
         return [None] * len(specs)

@@ -90,24 +90,28 @@ def _seed(base: int, *parts: Any) -> int:
 
 @contextmanager
 def interrupts_deferred() -> Iterator[None]:
-    """Hold a Ctrl-C that arrives inside the block until it ends, so that "part written" and
-    "part counted" happen together and the interrupt message counts what is on disk.
+    """Hold a Ctrl-C (or a SIGTERM) that arrives inside the block until it ends, so that "part
+    written" and "part counted" happen together and the interrupt message counts what is on disk.
 
-    Only the main thread can set signal handlers; elsewhere (and where SIGINT is ignored or not
-    Python's) the block runs unguarded.
+    Only the main thread can set signal handlers; elsewhere (and for a signal that is ignored or
+    not Python's) the block runs unguarded.
     """
-    previous = signal.getsignal(signal.SIGINT)
-    if threading.current_thread() is not threading.main_thread() or not callable(previous):
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    held = {s: h for s, h in previous.items() if callable(h)}
     caught: list[tuple[int, Any]] = []
-    signal.signal(signal.SIGINT, lambda signum, frame: caught.append((signum, frame)))
+    for signum in held:
+        signal.signal(signum, lambda signum, frame: caught.append((signum, frame)))
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in held.items():
+            signal.signal(signum, handler)
     if caught:
-        previous(*caught[0])
+        signum, frame = caught[0]
+        held[signum](signum, frame)
 
 
 class SweepRunner:

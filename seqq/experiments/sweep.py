@@ -37,6 +37,7 @@ from seqq.experiments.method_runs import with_surrogates
 from seqq.experiments.provenance import write_provenance
 from seqq.experiments.query_specs import QuerySpec, build_specs, resolve_symbols
 from seqq.experiments.refine import refine_truths
+from seqq.experiments.run_log import recorded
 from seqq.experiments.runner import SweepPlan, SweepRunner
 from seqq.experiments.schema import KEY
 from seqq.experiments.specs import SweepSpec
@@ -195,20 +196,26 @@ def run(cfg: DictConfig | SweepSpec, model: SequenceModel | None = None,
             repeats=int(spec.repeats),
         )
         runners.append(SweepRunner(tempered, plan, results, truth, progress=spec.progress))
-    try:
-        for runner in runners:
-            written = runner.run(specs)
-            log.info("%s T=%s: %d new rows in %s", tag, runner.plan.temperature, written,
-                     results.root)
-            if spec.refine_truth:
-                refined = refine_truths(runner, specs, spec.refine_truth)
-                log.info("%s T=%s: %d ground truths refined", tag, runner.plan.temperature,
-                         refined)
-    except KeyboardInterrupt:
-        saved = sum(r.saved_parts for r in runners)
-        total = sum(r.part_count(specs) for r in runners)
-        raise Interrupted(f"interrupted: {saved} of {total} parts saved under {results.root}; "
-                          "re-run the same command to resume") from None
+    with recorded(sweep_dir, tag=tag, queries=len(specs),
+                  parts_total=sum(r.part_count(specs) for r in runners)) as record:
+        try:
+            for runner in runners:
+                written = runner.run(specs)
+                log.info("%s T=%s: %d new rows in %s", tag, runner.plan.temperature, written,
+                         results.root)
+                if spec.refine_truth:
+                    refined = refine_truths(runner, specs, spec.refine_truth)
+                    record["ground_truths_refined"] = refined + record.get(
+                        "ground_truths_refined", 0)
+                    log.info("%s T=%s: %d ground truths refined", tag, runner.plan.temperature,
+                             refined)
+        except KeyboardInterrupt:
+            saved = sum(r.saved_parts for r in runners)
+            raise Interrupted(f"interrupted: {saved} of {record['parts_total']} parts saved "
+                              f"under {results.root}; re-run the same command to resume") from None
+        finally:
+            record.update(parts_saved=sum(r.saved_parts for r in runners),
+                          ground_truths_computed=sum(r.truth.computed for r in runners))
     if spec.report:
         build_report([results.root], sweep_dir / "report",
                      figures=list(spec.figures) if spec.figures is not None else None)
