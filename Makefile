@@ -50,7 +50,7 @@ MODELS ?= all
 own = $(if $(filter authors,$(MODELS)),,$(1))
 
 FIGURES := fig3 fig3-exact fig4 fig5 fig6 fig7-9 fig10 fig11 fig12 fig13 fig14 fig14-exact fig15 table2 tables3-6
-.PHONY: help venv test lint bench bench-e2e bench-paper-slice calibration demo paper slurm-local fig-frontier \
+.PHONY: help venv test lint bench bench-e2e bench-paper-slice bench-paper-run calibration demo paper slurm-local fig-frontier \
 	reproduction fig3-paper-resume fig3-paper-save $(FIGURES)
 
 help:  ## list targets
@@ -84,11 +84,15 @@ bench: venv  ## benchmark suite (BENCH=quick|full, DEVICE=auto|cpu|cuda) → ben
 bench-e2e: venv  ## the suite plus wall time of the demo and fig3 (N = 100) sweeps; a quiet machine
 	$(PY) -m benchmarks --mode $(BENCH) --device $(DEVICE) --e2e
 
-# Section (f) alone: SLICE of fig3 SIZE=paper's 1000 Shakespeare histories, timed and projected
+# Section (f): the paper-size run's own cost (bench-paper-run), or a SLICE of fig3 SIZE=paper's
+# 1000 Shakespeare histories, timed and projected
 # (0.05, the issue's slice, takes ~20 minutes on 2 CPU cores since ground truth draws through the trie)
 SLICE ?= 0.05
 bench-paper-slice: venv  ## time a SLICE (default 0.05) of fig3 SIZE=paper on Shakespeare → RESULTS.md (f)
 	$(PY) -m benchmarks --paper-slice $(SLICE) --device $(DEVICE)
+
+bench-paper-run: venv  ## the paper-size sweep's calls and recorded wall/CPU time → RESULTS.md (f)
+	$(PY) -m benchmarks --paper-run $(SWEEPS)/fig3-paper
 
 # Section (h) alone: coverage of every method's 95 % interval against exact answers (Markov and
 # HPYP DP at K = 3..30, enumeration on the authors' LSTM and a tiny GPT-2 at K <= 4). CALIBRATION=

@@ -3,8 +3,9 @@
 Sections: (a) estimator throughput against the raw model, measured interleaved in the same run;
 (b) end-to-end wall time of `make demo` and the fig3 preset; (c) how cost grows with N, S, K and
 V; (d) the cost of ground truth at 1 % relative standard error; (e) the row chunks that keep
-big batches at the model's best speed; (f) a timed slice of `make fig3 SIZE=paper` on Shakespeare
-and the whole projected from it (`make bench-paper-slice`, run on its own: it takes minutes);
+big batches at the model's best speed; (f) the paper-size run's own cost, its calls and
+recorded time (`make bench-paper-run`), and a timed slice of `make fig3 SIZE=paper` on
+Shakespeare with the whole projected from it (`make bench-paper-slice`: it takes minutes);
 (g) where one estimate's time goes: the model's share as samples grow, and the estimator's own
 time split into a fixed cost and a cost per model call; (h) calibration: how often every method's
 95 % interval covers exact answers (Markov and HPYP DP, enumeration on the authors' LSTM and a

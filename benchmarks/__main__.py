@@ -1,6 +1,8 @@
 """`python -m benchmarks [--mode quick|full] [--device cpu|cuda] [--e2e]`: run the suite and
 rewrite RESULTS.md (see benchmarks/__init__.py for what each section measures);
-`python -m benchmarks --paper-slice 0.02` runs only section (f) and keeps the others;
+`python -m benchmarks --paper-slice 0.02` runs only section (f)'s slice and keeps the others;
+`python -m benchmarks --paper-run outputs/sweeps/fig3-paper` writes (f)'s measured run from a
+paper-size sweep folder (its results, ground truth and runs.jsonl);
 `--sections g` (or `b,d`, ...) reruns only those sections, each then saying when it was measured;
 `--sections h --mode quick|full` measures calibration against exact answers (`make calibration`)."""
 
@@ -22,13 +24,14 @@ from benchmarks import (
     e2e,
     gt_cost,
     overhead,
+    paper_run,
     paper_slice,
     rare,
     scaling,
     throughput,
 )
 from benchmarks.plans import PLANS
-from benchmarks.report import Section, header, measured_at, write
+from benchmarks.report import Section, header, measured_at, subsections, write
 from benchmarks.timing import set_clock
 
 RESULTS = Path(__file__).parent / "RESULTS.md"
@@ -52,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
                              "examples (i)")
     parser.add_argument("--paper-slice", type=float, metavar="FRACTION",
                         help="only (f): time this fraction of fig3 SIZE=paper on Shakespeare")
+    parser.add_argument("--paper-run", type=Path, metavar="SWEEP_DIR",
+                        help="only (f): the calls and recorded time of a paper-size sweep "
+                             "folder, e.g. outputs/sweeps/fig3-paper")
     parser.add_argument("--sections", type=_section_keys, metavar="KEYS",
                         help=f"only these sections, comma-separated ({','.join(SECTIONS)}); "
                              "the rest of RESULTS.md is kept")
@@ -79,8 +85,13 @@ def main(argv: list[str] | None = None) -> int:
     if clock == "auto":
         clock = "cpu" if resolved.type == "cpu" and torch.get_num_threads() == 1 else "wall"
     set_clock(clock)
-    if args.paper_slice:
-        write(args.out, None, [paper_slice.run(args.paper_slice, device)])
+    if args.paper_slice or args.paper_run:
+        parts = subsections(args.out, "f")
+        if args.paper_run:
+            parts[paper_run.HEADING] = paper_run.run(args.paper_run)
+        if args.paper_slice:
+            parts[paper_slice.HEADING] = paper_slice.run(args.paper_slice, device)
+        write(args.out, None, [paper_cost(parts)])
         print(f"benchmarks: wrote section (f) of {args.out}", file=sys.stderr)
         return 0
     command = shlex.join(["python", "-m", "benchmarks", *argv])
@@ -107,6 +118,15 @@ def main(argv: list[str] | None = None) -> int:
     write(args.out, head, sections)
     print(f"benchmarks: wrote {args.out}", file=sys.stderr)
     return 0
+
+
+def paper_cost(parts: dict[str, list[str]]) -> Section:
+    """(f): the measured run, then the slice, whichever of them have been written."""
+    body: list[str] = []
+    for heading in (paper_run.HEADING, paper_slice.HEADING):
+        if heading in parts:
+            body += [heading, "", *parts[heading]]
+    return Section("f", paper_run.TITLE, body)
 
 
 def wanted(key: str, sections: list[str] | None, e2e: bool) -> bool:

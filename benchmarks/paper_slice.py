@@ -1,4 +1,4 @@
-"""(f) Paper-size evidence: a slice of `make fig3 SIZE=paper` on Shakespeare, timed, and the
+"""(f) A slice of `make fig3 SIZE=paper` on Shakespeare, timed, and the
 whole projected from it. The slice is the same sweep (experiment=fig3 size=paper: K = 3..11,
 hybrid / importance / beam at S = 100, the paper's surrogate ground truth) on the paper
 authors' Shakespeare LSTM, with `sweep.histories` cut to a fraction of the paper's N = 1000.
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchmarks.report import Section, describe, table
+from benchmarks.report import describe, fmt_hours, table
 
 PAPER_HISTORIES = 1000  # seqq/conf/experiment/fig3.yaml: sweep.histories = ${by_size:20,1000}
 SEQQ = [sys.executable, "-m", "seqq.cli"]
@@ -58,7 +58,11 @@ def read_costs(sweep_dir: Path) -> SliceCost:
         truth_queries={k: int(n) for k, n in by_kind.size().items()})
 
 
-def run(fraction: float, device: str | None) -> Section:
+HEADING = "### A slice of the sweep, projected"
+
+
+def run(fraction: float, device: str | None) -> list[str]:
+    """The slice's subsection of (f): run it, read its costs, project them to N = 1000."""
     histories = max(1, round(PAPER_HISTORIES * fraction))
     scale = PAPER_HISTORIES / histories
     with tempfile.TemporaryDirectory(prefix="seqq-paper-slice-") as root:
@@ -70,27 +74,24 @@ def run(fraction: float, device: str | None) -> Section:
         wall = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if done.returncode:
-            return Section("f", TITLE, [describe(__doc__), "", f"The slice failed (exit code "
-                                        f"{done.returncode}): `{done.stderr.strip()[-300:]}`"])
+            return [describe(__doc__), "", f"The slice failed (exit code {done.returncode}): "
+                    f"`{done.stderr.strip()[-300:]}`"]
         cost = read_costs(Path(root) / "fig3-paper")
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-    return Section("f", TITLE, body(fraction, histories, scale, wall, cpu, cost, args))
-
-
-TITLE = "Paper-size evidence: a slice of fig3 SIZE=paper"
+    return body(fraction, histories, scale, wall, cpu, cost, args)
 
 
 def body(fraction: float, histories: int, scale: float, wall: float, cpu: float,
          cost: SliceCost, args: list[str]) -> list[str]:
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
     rows = [[m, f"{c:,}", f"{cost.method_seconds[m]:.1f}", f"{c * scale:,.0f}",
-             _hours(cost.method_seconds[m] * scale)] for m, c in cost.method_calls.items()]
+             fmt_hours(cost.method_seconds[m] * scale)] for m, c in cost.method_calls.items()]
     rows += [[f"ground truth ({kind}, {cost.truth_queries[kind]} queries)", f"{c:,}", "-",
               f"{c * scale:,.0f}", "-"] for kind, c in cost.truth_calls.items()]
     calls = sum(cost.method_calls.values()) + sum(cost.truth_calls.values())
     rows.append(["**whole sweep**", f"{calls:,}", f"{wall:.0f} (wall), {cpu:.0f} (CPU)",
-                 f"{calls * scale:,.0f}", f"{_hours(wall * scale)} (wall), "
-                 f"{_hours(cpu * scale)} (CPU)"])
+                 f"{calls * scale:,.0f}", f"{fmt_hours(wall * scale)} (wall), "
+                 f"{fmt_hours(cpu * scale)} (CPU)"])
     return [describe(__doc__), "",
             f"- command: `{shlex.join(['seqq', *args[len(SEQQ):]])}`",
             f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}; "
@@ -102,12 +103,8 @@ def body(fraction: float, histories: int, scale: float, wall: float, cpu: float,
             *table(["part", "model calls (slice)", "seconds (slice)", "calls (N = 1000)",
                     "time (N = 1000)"], rows), "",
             f"Projected wall time of the whole Shakespeare fig3 at N = {PAPER_HISTORIES} on "
-            f"this machine: **{_hours(wall * scale)}** for the authors' LSTM. `make fig3 "
+            f"this machine: **{fmt_hours(wall * scale)}** for the authors' LSTM. `make fig3 "
             "SIZE=paper` also sweeps seqq's own paper Shakespeare LSTM, of the same shape "
             "(2 × 128, V ≈ 67), so its Shakespeare part takes about twice that; the other "
             "datasets' LSTMs (hidden 512) cost more per call. Ground truth dominates: the "
             "estimators' calls are a small share of the sweep's."]
-
-
-def _hours(seconds: float) -> str:
-    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"

@@ -110,6 +110,18 @@ def header(command: str, device: torch.device, mode: str, clock: str = "wall") -
     ]
 
 
+def fmt_hours(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
+
+
+def subsections(path: Path, key: str) -> dict[str, list[str]]:
+    """The `### ` subsections of section `key` of an existing RESULTS.md, {heading: lines}, so
+    that a section measured in parts (f) can rewrite one part and keep the others."""
+    section = _read(path)[1].get(key, "")
+    parts = re.split(r"^(?=### )", section, flags=re.M)[1:]
+    return {part.splitlines()[0]: part.splitlines()[2:] for part in parts}
+
+
 def write(path: Path, head: list[str] | None, sections: Sequence[Section]) -> None:
     """Write `sections` into RESULTS.md, keeping the sections of the file this run did not
     measure (the paper slice (f) is run on its own) and, with `head` None, its header."""

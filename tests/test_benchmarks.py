@@ -12,7 +12,7 @@ import torch
 from conftest import compose_sweep
 from omegaconf import OmegaConf
 
-from benchmarks import e2e, paper_slice
+from benchmarks import e2e, paper_run, paper_slice
 from benchmarks.__main__ import SECTIONS, main, wanted
 from benchmarks.overhead import Point, Split, line_fit, split
 from benchmarks.plans import PLANS
@@ -209,6 +209,26 @@ def test_paper_slice_reads_calls_and_projects_them(tiny_sweep):
     assert "| **whole sweep** |" in body and "50 min (wall)" in body  # 60 s × 50
     total = sum(cost.method_calls.values()) + sum(cost.truth_calls.values())
     assert f"| {total * 50:,.0f} |" in body
+
+
+def test_paper_run_reports_every_call_and_the_recorded_time(tiny_sweep, tmp_path):
+    """(f)'s measured part: calls summed from the sweep's files, time from its runs.jsonl; run
+    from the CLI, it keeps the slice's subsection of (f) and every other section."""
+    results = pd.concat(pd.read_parquet(f) for f in (tiny_sweep / "results").glob("*.parquet"))
+    truths = pd.concat(pd.read_parquet(f) for f in (tiny_sweep / "ground_truth").glob("*.parquet"))
+    text = "\n".join(paper_run.run(tiny_sweep))
+    total = results.model_calls.sum() + truths.model_calls.sum()
+    assert f"| **Fig. 3 total** (paper methods + ground truth) |  | {total:,} |" in text
+    assert f"by the three paper methods: {results.history_id.nunique()} of 1,000" in text
+    assert "| **all recorded** |" in text and "| complete |" in text
+    assert "before the record began" not in text  # every truth was computed by a recorded run
+    out = tmp_path / "RESULTS.md"
+    write(out, ["# head", ""], [Section("a", "A", ["first"]), Section(
+        "f", "F", [paper_slice.HEADING, "", "the slice's table"])])
+    assert main(["--paper-run", str(tiny_sweep), "--out", str(out)]) == 0
+    written = out.read_text()
+    assert written.index(paper_run.HEADING) < written.index(paper_slice.HEADING)
+    assert "the slice's table" in written and "## (a) A" in written
 
 
 def test_a_section_run_alone_keeps_the_rest_of_results_md(tmp_path):

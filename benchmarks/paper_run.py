@@ -1,0 +1,93 @@
+"""(f) The paper-size run itself, measured: model calls from a sweep folder's results and
+ground-truth files (every call the sweep made, per method and per ground-truth kind), and wall
+and CPU time from the invocations the sweep recorded in `runs.jsonl` (decisions §41). Unlike
+the slice below it, nothing is projected: where ground truths were computed before the record
+began, the section says how many, and the time covers the rest."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from benchmarks.report import describe, fmt_hours, table
+from seqq.experiments.run_log import read_runs
+from seqq.reports.reproduction import PAPER_METHODS, PAPER_N
+
+TITLE = "Paper-size cost: the run measured, and a slice projected"
+HEADING = "### The paper-size run, measured"
+
+
+def run(sweep_dir: str | Path) -> list[str]:
+    """The measured subsection for every (dataset, model) in the sweep folder."""
+    sweep_dir = Path(sweep_dir)
+    results = _read(sweep_dir / "results")
+    truths = _read(sweep_dir / "ground_truth")
+    runs = read_runs(sweep_dir)
+    if results.empty:
+        raise SystemExit(f"no results under {sweep_dir / 'results'}: run the paper-size sweep "
+                         "first (make fig3 SIZE=paper MODELS=authors)")
+    lines = [describe(__doc__), "", f"Sweep folder: `{sweep_dir}`.", ""]
+    for (dataset, model), block in results.groupby(["dataset", "model"], sort=True):
+        mine = truths[(truths.dataset == dataset) & (truths.model == model)]
+        tag = f"{dataset}-{model}-"
+        recorded = runs[runs.tag.str.startswith(tag)] if not runs.empty else runs
+        lines += [f"**{dataset} · {model}**", "", *_calls(block, mine), "",
+                  *_time(recorded, len(mine)), ""]
+    return lines
+
+
+def _read(folder: Path) -> pd.DataFrame:
+    parts = sorted(folder.glob("*.parquet"))
+    return pd.concat([pd.read_parquet(p) for p in parts]) if parts else pd.DataFrame()
+
+
+def _calls(block: pd.DataFrame, truths: pd.DataFrame) -> list[str]:
+    """Histories and queries done, and every model call by part."""
+    paper = block[block.method.isin(PAPER_METHODS)]
+    cells = paper.groupby("history_id")[["method", "K"]].apply(
+        lambda b: len(set(zip(b.method, b.K, strict=True))))
+    ks = paper.K.nunique()
+    done = int((cells == len(PAPER_METHODS) * ks).sum())
+    rows = []
+    for method, calls in block.groupby("method").model_calls.sum().items():
+        frontier = "" if method in PAPER_METHODS else " (frontier panel)"
+        rows.append([f"{method}{frontier}", f"{(block.method == method).sum():,}",
+                     f"{int(calls):,}"])
+    estimator_calls = int(paper.model_calls.sum())
+    for kind, group in truths.groupby("kind"):
+        rows.append([f"ground truth ({kind})", f"{len(group):,}",
+                     f"{int(group.model_calls.sum()):,}"])
+    truth_calls = int(truths.model_calls.sum())
+    rows.append(["**Fig. 3 total** (paper methods + ground truth)", "",
+                 f"{estimator_calls + truth_calls:,}"])
+    share = truth_calls / (estimator_calls + truth_calls) if truth_calls else math.nan
+    return [f"Histories done at every K = {paper.K.min()}–{paper.K.max()} by the three paper "
+            f"methods: {done:,} of {PAPER_N:,}; ground truths stored: {len(truths):,} "
+            f"({share:.1%} of the Fig. 3 calls).", "",
+            *table(["part", "rows", "model calls"], rows)]
+
+
+def _time(runs: pd.DataFrame, truths: int) -> list[str]:
+    """Wall and CPU time summed over the recorded invocations, and what they cover."""
+    if runs.empty:
+        return ["No invocation recorded (`runs.jsonl` appeared with decisions §41): no time."]
+    computed = int(runs.ground_truths_computed.fillna(0).sum())
+    wall, cpu = float(runs.wall_s.sum()), float(runs.cpu_s.sum())
+    rows = [[r.started, r.finished, r.status, f"{r.threads}", fmt_hours(r.wall_s),
+             fmt_hours(r.cpu_s), f"{int(r.ground_truths_computed):,}",
+             f"{int(r.parts_saved):,} of {int(r.parts_total):,}"]
+            for r in runs.itertuples()]
+    rows.append(["**all recorded**", "", "", "", f"**{fmt_hours(wall)}**", f"**{fmt_hours(cpu)}**",
+                 f"{computed:,}", ""])
+    before = truths - computed
+    lines = [*table(["started", "finished", "ended", "threads", "wall", "CPU",
+                     "ground truths computed", "parts saved"], rows), ""]
+    if computed:
+        lines.append(f"CPU per ground truth computed in these invocations: "
+                     f"{cpu / computed:.2f} s (wall {wall / computed:.2f} s).")
+    if before > 0:
+        lines.append(f"{before:,} of the {truths:,} ground truths were computed before the "
+                     "record began (earlier sessions); their time is not in this table.")
+    return lines
