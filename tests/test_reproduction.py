@@ -94,6 +94,16 @@ def test_other_methods_get_their_own_table_not_the_csv(tmp_path: Path) -> None:
     axes = reproduction.figure(runs, 10).axes
     assert len(axes) == 2 and "other methods at the same calls · N = 6" in axes[1].get_title()
     assert {line.get_label() for line in axes[1].get_lines()} == {"wor", "hybrid"}
+    # a model that no other method ran on leaves an empty panel before the next model's, and
+    # that next panel still has its scale and label
+    table = load_results([str(results)])
+    paper_only = table[table.method.isin(reproduction.PAPER_METHODS)].assign(model="a_model")
+    runs = reproduction.select(pd.concat([paper_only, table]), 10)
+    fig = reproduction.figure(runs, 10)
+    fig.canvas.draw()
+    empty, frontier = fig.axes[2:4]  # the second row: a_model's, then the sweep's model's
+    assert not empty.axison and frontier.get_ylabel() == "median RAE"
+    assert any(t.get_visible() and t.get_text() for t in frontier.get_yticklabels())
 
 
 def test_median_interval_and_noise_floor() -> None:

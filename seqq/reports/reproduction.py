@@ -203,8 +203,11 @@ def figure(runs: Sequence[ModelRun], level: int) -> Figure:
         ax.grid(True, which="major", alpha=0.3)
         integer_ticks(ax)
         panel_title(ax, *run.lines, width=60)
-    for row in axes:
-        row[0].set_ylabel("median RAE")
+    for row in axes:  # a row may start with an empty panel (a model no other method ran on)
+        shown = [ax for ax in row if ax.axison]
+        shown[0].set_ylabel("median RAE")
+        for ax in shown:
+            ax.tick_params(labelleft=True)
     suptitle(fig, f"Fig. 3 protocol: median RAE of p(τ(a) = K) at equal model calls "
                   f"(the hybrid's, S = {level})\nbands: 95% intervals of the medians · no paper values: "
                   "its text gives none for Fig. 3")
