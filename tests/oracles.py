@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from collections import Counter
 
 import torch
 
 from seqq.models.protocol import SequenceModel
 from seqq.queries import Query
+
+# The neural test models' device: SEQQ_TEST_DEVICE=cuda runs every oracle test that uses them on
+# a GPU (scripts/gpu_check.sh); CI and the default run them on the CPU.
+DEVICE = os.environ.get("SEQQ_TEST_DEVICE", "cpu")
 
 
 def path_log_probs(model: SequenceModel, history: list[int], K: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -60,7 +65,7 @@ def tiny_lstm(V: int = 5, seed: int = 0):
     net = LSTMNet(vocab_size=V, hidden_size=16, num_layers=2, dropout=0.0, embedding_size=8)
     with torch.no_grad():
         net.head.weight.mul_(4.0)
-    return LSTMModel(net, device="cpu")
+    return LSTMModel(net, device=DEVICE)
 
 
 def tiny_gpt2(V: int = 5, seed: int = 0):
@@ -75,7 +80,7 @@ def tiny_gpt2(V: int = 5, seed: int = 0):
     model = GPT2LMHeadModel(config)
     with torch.no_grad():
         model.lm_head.weight.mul_(8.0)  # tied to the embeddings: peakier conditionals
-    return HFCausalLM(model, device="cpu")
+    return HFCausalLM(model, device=DEVICE)
 
 
 class PrefixRecording:
