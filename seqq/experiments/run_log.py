@@ -38,8 +38,9 @@ def _now() -> str:
 def recorded(sweep_dir: Path, **facts: Any) -> Iterator[dict[str, Any]]:
     """Time the block and append its record to `<sweep_dir>/runs.jsonl` however it ends; the
     caller adds what it learns (parts saved, ...) to the yielded dict."""
-    record: dict[str, Any] = {**facts, "argv": sys.argv[1:], "started": _now(), "host": platform.node(),
-                              "git_commit": git_commit(), "threads": torch.get_num_threads()}
+    record: dict[str, Any] = {**facts, "argv": sys.argv[1:], "started": _now(),
+                              "host": platform.node(), "git_commit": git_commit(),
+                              "threads": torch.get_num_threads()}
     wall, cpu = time.perf_counter(), time.process_time()
     status = "failed"
     try:
