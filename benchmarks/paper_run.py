@@ -69,24 +69,35 @@ def _calls(block: pd.DataFrame, truths: pd.DataFrame) -> list[str]:
             *table(["part", "rows", "model calls"], rows)]
 
 
+def _name(argv: list[str]) -> str:
+    """`fig3`, `fig3_frontier shard 1/2`, ...: which sweep an invocation ran."""
+    given = dict(a.split("=", 1) for a in argv if "=" in a)
+    name = given.get("experiment", "sweep")
+    if given.get("sweep.shards", "1") != "1":
+        name += f" shard {given.get('sweep.shard', '0')}/{given['sweep.shards']}"
+    return name
+
+
 def _time(runs: pd.DataFrame, truths: int) -> list[str]:
     """Wall and CPU time summed over the recorded invocations, and what they cover."""
     if runs.empty:
         return ["No invocation recorded (`runs.jsonl` appeared with decisions §41): no time."]
     computed = int(runs.ground_truths_computed.fillna(0).sum())
     wall, cpu = float(runs.wall_s.sum()), float(runs.cpu_s.sum())
-    rows = [[r.started, r.finished, r.status, f"{r.threads}", fmt_hours(r.wall_s),
-             fmt_hours(r.cpu_s), f"{int(r.ground_truths_computed):,}",
+    rows = [[_name(r.argv), r.started, r.finished, r.status, f"{r.threads}",
+             fmt_hours(r.wall_s), fmt_hours(r.cpu_s), f"{int(r.ground_truths_computed):,}",
              f"{int(r.parts_saved):,} of {int(r.parts_total):,}"]
             for r in runs.itertuples()]
-    rows.append(["**all recorded**", "", "", "", f"**{fmt_hours(wall)}**", f"**{fmt_hours(cpu)}**",
-                 f"{computed:,}", ""])
+    rows.append(["**all recorded**", "", "", "", "", f"**{fmt_hours(wall)}**",
+                 f"**{fmt_hours(cpu)}**", f"{computed:,}", ""])
     before = truths - computed
-    lines = [*table(["started", "finished", "ended", "threads", "wall", "CPU",
+    lines = [*table(["invocation", "started", "finished", "ended", "threads", "wall", "CPU",
                      "ground truths computed", "parts saved"], rows), ""]
     if computed:
-        lines.append(f"CPU per ground truth computed in these invocations: "
-                     f"{cpu / computed:.2f} s (wall {wall / computed:.2f} s).")
+        truthful = runs[runs.ground_truths_computed > 0]
+        lines.append(f"Per ground truth computed, over the invocations that computed any (their "
+                     f"estimators' share included): {truthful.cpu_s.sum() / computed:.2f} s CPU, "
+                     f"{truthful.wall_s.sum() / computed:.2f} s wall.")
     if before > 0:
         lines.append(f"{before:,} of the {truths:,} ground truths were computed before the "
                      "record began (earlier sessions); their time is not in this table.")
