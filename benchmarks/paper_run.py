@@ -13,7 +13,8 @@ import pandas as pd
 
 from benchmarks.report import describe, fmt_hours, table
 from seqq.experiments.run_log import read_runs
-from seqq.reports.reproduction import PAPER_METHODS, PAPER_N
+from seqq.experiments.store import read_parts
+from seqq.reports.reproduction import PAPER_METHODS, PAPER_N, complete_histories
 
 TITLE = "Paper-size cost: the run measured, and a slice projected"
 HEADING = "### The paper-size run, measured"
@@ -22,8 +23,9 @@ HEADING = "### The paper-size run, measured"
 def run(sweep_dir: str | Path) -> list[str]:
     """The measured subsection for every (dataset, model) in the sweep folder."""
     sweep_dir = Path(sweep_dir)
-    results = _read(sweep_dir / "results")
-    truths = _read(sweep_dir / "ground_truth")
+    results = read_parts([sweep_dir / "results"]) if (sweep_dir / "results").is_dir() \
+        else pd.DataFrame()
+    truths = read_parts([sweep_dir / "ground_truth"])
     runs = read_runs(sweep_dir)
     if results.empty:
         raise SystemExit(f"no results under {sweep_dir / 'results'}: run the paper-size sweep "
@@ -38,18 +40,10 @@ def run(sweep_dir: str | Path) -> list[str]:
     return lines
 
 
-def _read(folder: Path) -> pd.DataFrame:
-    parts = sorted(folder.glob("*.parquet"))
-    return pd.concat([pd.read_parquet(p) for p in parts]) if parts else pd.DataFrame()
-
-
 def _calls(block: pd.DataFrame, truths: pd.DataFrame) -> list[str]:
     """Histories and queries done, and every model call by part."""
     paper = block[block.method.isin(PAPER_METHODS)]
-    cells = paper.groupby("history_id")[["method", "K"]].apply(
-        lambda b: len(set(zip(b.method, b.K, strict=True))))
-    ks = paper.K.nunique()
-    done = int((cells == len(PAPER_METHODS) * ks).sum())
+    done = len(complete_histories(paper, len(PAPER_METHODS), sorted(paper.K.unique())))
     rows = []
     for method, calls in block.groupby("method").model_calls.sum().items():
         frontier = "" if method in PAPER_METHODS else " (frontier panel)"

@@ -126,7 +126,7 @@ def select(results: pd.DataFrame, level: int, models: Sequence[str] = ()) -> lis
         if paper.empty:
             continue
         ks = sorted(paper.K.unique())
-        complete = _complete(paper, len(PAPER_METHODS), ks)
+        complete = complete_histories(paper, len(PAPER_METHODS), ks)
         paper = paper[paper.history_id.isin(complete)]
         others = block[~block.method.isin(PAPER_METHODS) & block.history_id.isin(complete)]
         runs.append(ModelRun(dataset, model, f"{dataset}_{model_slug(model)}",
@@ -137,7 +137,7 @@ def select(results: pd.DataFrame, level: int, models: Sequence[str] = ()) -> lis
     return runs
 
 
-def _complete(rows: pd.DataFrame, methods: int, ks: Sequence[int]) -> pd.Index:
+def complete_histories(rows: pd.DataFrame, methods: int, ks: Sequence[int]) -> pd.Index:
     """The histories that `methods` methods have run at every K of `ks`."""
     cells = rows.groupby("history_id")[["method", "K"]].apply(
         lambda b: len(set(zip(b.method, b.K, strict=True))))
@@ -330,7 +330,7 @@ def _others_medians(run: ModelRun, ks: Sequence[int]) -> tuple[pd.DataFrame, int
     """Median RAE per K (rows) of each non-paper method and of the hybrid (columns), all on the
     histories every non-paper method has run at every K (a frontier sweep may trail the
     paper's), and that number of histories."""
-    common = _complete(run.others, run.others.method.nunique(), ks)
+    common = complete_histories(run.others, run.others.method.nunique(), ks)
     others = run.others[run.others.history_id.isin(common)]
     hybrid = run.rows[(run.rows.method == "hybrid") & run.rows.history_id.isin(common)]
     medians = others.groupby(["K", "method"]).rae.median().unstack("method").reindex(ks)
