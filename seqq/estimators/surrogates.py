@@ -19,7 +19,9 @@ from seqq.models.protocol import SequenceModel
 from seqq.models.sampling import sample_continuations
 
 DEFAULT_ORDER = 5  # HPYP order of `fit_surrogate`: 4 symbols of context
-SURROGATE_TABLE = 2**27  # largest C × V table `fit_surrogate` picks an order for (C counted)
+SURROGATE_TABLE = 2**24  # largest C × V table `fit_surrogate` picks an order for (C counted):
+# the twist's backward DP reads the whole table once per lattice node, so this bounds its time
+# too, and keeps a 64-query sweep chunk's messages inside the message cache (docs/decisions.md §19)
 DISTILL_SYMBOLS = 4_000_000  # symbols `distill_surrogate` samples (4× tiny Shakespeare)
 DISTILL_ROWS = 2_000  # sequences it samples side by side (DISTILL_SYMBOLS / rows steps each)
 

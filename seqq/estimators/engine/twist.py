@@ -42,7 +42,7 @@ from seqq.queries.lattice import Lattice
 
 FLOAT64_BYTES = 8
 CACHE_ELEMENTS = 2**27  # message values kept between calls (`MessageCache`, 1 GB): a sweep chunk's
-# queries (64 at K ≤ 11 with the 154k contexts of a distilled Shakespeare surrogate) all fit
+# queries (64 at K ≤ 11 with the distilled Shakespeare or MOOCs surrogate) all fit
 LOG_FLOOR = -69.0  # log twists are clipped at 1e-30 of a step's largest: a surrogate that rules a
 # path out must not stop the proposal from drawing it, or the estimate would lose that path's mass
 
