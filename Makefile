@@ -51,7 +51,7 @@ own = $(if $(filter authors,$(MODELS)),,$(1))
 
 FIGURES := fig3 fig3-exact fig4 fig5 fig6 fig7-9 fig10 fig11 fig12 fig13 fig14 fig14-exact fig15 table2 tables3-6
 .PHONY: help venv test lint bench bench-e2e bench-paper-slice bench-paper-run calibration demo paper slurm-local fig-frontier \
-	reproduction fig3-paper-resume fig3-paper-save $(FIGURES)
+	reproduction fig3-frontier fig3-paper-resume fig3-paper-save $(FIGURES)
 
 help:  ## list targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -120,6 +120,11 @@ fig3: venv $(call own,$(call checkpoints,$(DATASETS)))  ## median RAE vs K, hybr
 	$(call own,$(call sweep,fig3,$(ALL)))
 	$(call authors,fig3)
 	$(call report,fig3,fig3,--figures rae_vs_k_median)
+
+# Fig. 3's second panel (docs/reproduction.md): the frontier methods at the calls of a finished (or
+# running) `make fig3` on the authors' LSTMs, in the same sweep folder; then `make reproduction`
+fig3-frontier: venv  ## the frontier methods at Fig. 3's calls on the authors' LSTMs (after make fig3; SIZE=paper for the reproduction)
+	$(call authors,fig3_frontier)
 
 # The paper's Fig. 3 beside seqq's (docs/reproduction.md): from the paper-size fig3 sweep's results
 # (`make fig3 SIZE=paper MODELS=authors`, finished or not), fig3_<dataset>_authors.csv per model,

@@ -69,6 +69,16 @@ def _make_dry_run(*args: str) -> str:
     return dry.stdout
 
 
+def test_the_frontier_panel_runs_on_both_authors_models_into_fig3s_folder() -> None:
+    script = _make_dry_run("fig3-frontier", "SIZE=paper")
+    sweeps = [command for command in script.replace("&&", "\n").splitlines()
+              if "query-sweep" in command]
+    assert len(sweeps) == 2 and all("experiment=fig3_frontier" in line and "size=paper" in line
+                                    and "model=authors" in line for line in sweeps)
+    assert {re.search(r"dataset=(\w+)", line)[1] for line in sweeps} == {"shakespeare", "moocs"}
+    assert compose_sweep(["experiment=fig3_frontier"]).sweep.name == "fig3"
+
+
 @pytest.mark.parametrize("size", ["quick", "paper"])
 def test_make_and_the_cli_share_one_checkpoint_folder(size: str,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
