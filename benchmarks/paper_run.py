@@ -72,6 +72,19 @@ def _name(argv: list[str]) -> str:
     return name
 
 
+def elapsed(runs: pd.DataFrame) -> float:
+    """Seconds during which at least one invocation ran: the union of their intervals."""
+    total, reach = 0.0, None
+    spans = sorted(zip(pd.to_datetime(runs.started), pd.to_datetime(runs.finished),
+                       strict=True))
+    for start, end in spans:
+        if reach is None or start > reach:
+            total, reach = total + (end - start).total_seconds(), end
+        elif end > reach:
+            total, reach = total + (end - reach).total_seconds(), end
+    return total
+
+
 def _time(runs: pd.DataFrame, truths: int) -> list[str]:
     """Wall and CPU time summed over the recorded invocations, and what they cover."""
     if runs.empty:
@@ -86,7 +99,10 @@ def _time(runs: pd.DataFrame, truths: int) -> list[str]:
                  f"**{fmt_hours(cpu)}**", f"{computed:,}", ""])
     before = truths - computed
     lines = [*table(["invocation", "started", "finished", "ended", "threads", "wall", "CPU",
-                     "ground truths computed", "parts saved"], rows), ""]
+                     "ground truths computed", "parts saved"], rows), "",
+             f"Elapsed while any of them ran: {fmt_hours(elapsed(runs))} (the union of their "
+             "intervals; the total wall above counts invocations that ran side by side — "
+             "shards, the frontier panel — once each)."]
     if computed:
         truthful = runs[runs.ground_truths_computed > 0]
         lines.append(f"Per ground truth computed, over the invocations that computed any (their "

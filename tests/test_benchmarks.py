@@ -211,6 +211,15 @@ def test_paper_slice_reads_calls_and_projects_them(tiny_sweep):
     assert f"| {total * 50:,.0f} |" in body
 
 
+def test_elapsed_time_counts_side_by_side_invocations_once():
+    runs = pd.DataFrame({"started": ["2026-01-01T10:00:00+00:00", "2026-01-01T10:30:00+00:00",
+                                     "2026-01-01T10:40:00+00:00", "2026-01-01T12:00:00+00:00"],
+                         "finished": ["2026-01-01T11:00:00+00:00", "2026-01-01T11:30:00+00:00",
+                                      "2026-01-01T10:50:00+00:00", "2026-01-01T12:10:00+00:00"]})
+    assert paper_run.elapsed(runs) == 100 * 60  # 10:00–11:30 and 12:00–12:10
+    assert paper_run.elapsed(runs.iloc[[3, 1, 0]]) == 100 * 60  # in any order
+
+
 def test_paper_run_reports_every_call_and_the_recorded_time(tiny_sweep, tmp_path):
     """(f)'s measured part: calls summed from the sweep's files, time from its runs.jsonl; run
     from the CLI, it keeps the slice's subsection of (f) and every other section."""
@@ -221,6 +230,7 @@ def test_paper_run_reports_every_call_and_the_recorded_time(tiny_sweep, tmp_path
     assert f"| **Fig. 3 total** (paper methods + ground truth) |  | {total:,} |" in text
     assert f"by the three paper methods: {results.history_id.nunique()} of 1,000" in text
     assert "| **all recorded** |" in text and "| complete |" in text
+    assert "Elapsed while any of them ran:" in text
     assert "before the record began" not in text  # every truth was computed by a recorded run
     out = tmp_path / "RESULTS.md"
     write(out, ["# head", ""], [Section("a", "A", ["first"]), Section(
