@@ -23,8 +23,7 @@ HEADING = "### The paper-size run, measured"
 def run(sweep_dir: str | Path) -> list[str]:
     """The measured subsection for every (dataset, model) in the sweep folder."""
     sweep_dir = Path(sweep_dir)
-    results = read_parts([sweep_dir / "results"]) if (sweep_dir / "results").is_dir() \
-        else pd.DataFrame()
+    results = read_parts([sweep_dir / "results"])  # empty where the folder is missing
     truths = read_parts([sweep_dir / "ground_truth"])
     runs = read_runs(sweep_dir)
     if results.empty:

@@ -139,8 +139,7 @@ def select(results: pd.DataFrame, level: int, models: Sequence[str] = ()) -> lis
 
 def complete_histories(rows: pd.DataFrame, methods: int, ks: Sequence[int]) -> pd.Index:
     """The histories that `methods` methods have run at every K of `ks`."""
-    cells = rows.groupby("history_id")[["method", "K"]].apply(
-        lambda b: len(set(zip(b.method, b.K, strict=True))))
+    cells = rows.drop_duplicates(["history_id", "method", "K"]).groupby("history_id").size()
     return cells.index[cells == methods * len(ks)]
 
 
