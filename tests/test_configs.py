@@ -144,3 +144,10 @@ def test_help_names_every_setting_and_only_real_ones(command: str) -> None:
     assert settings <= listed, settings - listed
     for group, _ in help_.groups:
         assert (sweep.CONF / group).is_dir(), group
+
+
+@pytest.mark.parametrize("model", sorted(p.stem for p in (sweep.CONF / "model").glob("*.yaml")))
+def test_every_model_follows_the_top_level_device(model: str) -> None:
+    """`device=cpu` must reach every model: the authors' LSTMs once ignored it and took the GPU."""
+    cfg = OmegaConf.to_container(compose_sweep([f"model={model}", "device=cpu"]), resolve=True)
+    assert cfg["model"].get("device", "cpu") == "cpu"  # the HPYP counts on the CPU, always
