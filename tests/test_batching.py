@@ -239,7 +239,7 @@ def test_step_in_chunks_without_concat_takes_one_step(monkeypatch):
 
 
 def test_freed_memory_is_kept_on_glibc_unless_switched_off(monkeypatch):
-    """seqq raises glibc's mmap/trim thresholds on import (docs/decisions.md §23); the switch
+    """seqq raises glibc's mmap/trim thresholds on import (docs/performance.md#host-memory); the switch
     turns it off, and elsewhere (macOS, musl) nothing is attempted."""
     import platform
 
@@ -254,7 +254,7 @@ def test_freed_memory_is_kept_on_glibc_unless_switched_off(monkeypatch):
 @pytest.mark.parametrize("switch", ["1", "0"])
 def test_importing_seqq_puts_big_cpu_tensors_on_huge_pages_unless_switched_off(switch):
     """Importing seqq sets PyTorch's THP_MEM_ALLOC_ENABLE before any tensor exists
-    (docs/decisions.md §25), and PyTorch then page-aligns every tensor of ≥ 2 MiB (without it,
+    (docs/performance.md#host-memory), and PyTorch then page-aligns every tensor of ≥ 2 MiB (without it,
     glibc's 64-byte alignment); SEQQ_KEEP_FREED_MEMORY=0 leaves the variable unset. Run in a
     fresh interpreter: PyTorch reads the variable once, at its first CPU allocation."""
     from seqq.models.host_memory import ENV, HUGE_PAGES_ENV, _kernel_offers_huge_pages

@@ -8,14 +8,14 @@ Two settings, applied once when seqq is imported (`SEQQ_KEEP_FREED_MEMORY=0` tur
 1. **glibc's mmap and trim thresholds** raised to `THRESHOLD_BYTES`, so blocks below that stay
    on the heap when freed instead of being unmapped (glibc maps anything over at most 32 MiB
    by default), so a large-vocabulary step's temporaries are not faulted in afresh at every step
-   (docs/decisions.md §23; measurements in docs/performance.md).
+   (docs/performance.md#host-memory).
 2. **2 MiB huge pages for tensors of ≥ 2 MiB** (PyTorch's `THP_MEM_ALLOC_ENABLE`). glibc 2.36
    (Debian 12) seldom reuses a freed block for a new 64-byte-aligned one of the same size
    (glibc bug 14581, fixed in 2.38), so the heap kept serving fresh pages, which huge pages
-   avoid: freed blocks are then reused (docs/decisions.md §25; measurements in
-   docs/performance.md). PyTorch reads the variable at its
-   first CPU allocation, so this takes effect only where seqq is imported before any tensor is
-   made (the CLI and benchmarks do so), or where the variable is set in the environment.
+   avoid: freed blocks are then reused (docs/performance.md#host-memory). PyTorch reads the
+   variable at its first CPU allocation, so this takes effect only where seqq is imported before
+   any tensor is made (the CLI and benchmarks do so), or where the variable is set in the
+   environment.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A trie walk asks every depth which nodes its walkers stand on, and which (node, 
 children they step to: tens of thousands of walkers on a few hundred nodes near the root.
 torch sorts to answer that, which costs as much for ids on a few nodes as for distinct ones. Where
 the ids lie in a range not much wider than their number, counting them in a table of that range
-gives the same answer in one linear pass (docs/decisions.md §36, docs/performance.md).
+gives the same answer in one linear pass (docs/performance.md#ground-truth).
 """
 
 from __future__ import annotations

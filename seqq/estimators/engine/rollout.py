@@ -104,8 +104,8 @@ def sparse_log_mass(log_probs: Tensor, mask: Tensor) -> Tensor:
     """log p(mask | prefix) per row (CPU, float64; −inf where the mask is empty), for masks of
     a few symbols per row, such as those that end a query: gathering them costs one pass over
     the bool mask, far less than masking and reducing [n, V] floats over a large vocabulary
-    (docs/decisions.md §26). A mask over more than 1/SPARSE_SHARE of the entries is reduced
-    densely."""
+    (docs/performance.md#proposals-over-a-large-vocabulary). A mask over more than
+    1/SPARSE_SHARE of the entries is reduced densely."""
     if not few_allowed(mask):
         return restrict(log_probs, mask)[1].double().cpu()
     rows, symbols = mask.nonzero(as_tuple=True)

@@ -90,7 +90,8 @@ def top_perturbed(blocks: BlockLogits, generator: torch.Generator, k: int
     block gives every block's maximum. A block whose maximum is not among the row's k largest
     holds no value of the top k, so only the k best blocks are opened: their symbols are
     perturbed and conditioned on the block's maximum. Over GPT-2's vocabulary with k = 100
-    that is about a tenth as many draws as symbols (docs/decisions.md §28)."""
+    that is about a tenth as many draws as symbols
+    (docs/performance.md#stochastic-beam-search-and-residual-masses)."""
     W, V = blocks.width, blocks.vocab_size
     block_max = perturb(blocks.log_mass, generator)
     n, top_blocks = len(block_max), min(k, block_max.shape[1])
