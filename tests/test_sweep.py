@@ -298,6 +298,16 @@ def test_count_and_event_queries_against_ground_truth(tmp_path: Path) -> None:
         assert np.isfinite(table.rae).all() and (table.truth > 0).all()
 
 
+def test_a_query_on_the_next_symbol_needs_one_observed_symbol(tmp_path: Path) -> None:
+    """Tables 3–6 ask about the next observed symbol at K up to 100: one symbol of future is
+    enough there, while a query on the K-th symbol still needs K."""
+    sweep.check_config(compose_sweep(tiny_overrides(tmp_path, "kl", "query.a=observed_first",
+                                                    "sweep.future=1")))
+    for size in ("quick", "paper"):
+        sweep.check_config(compose_sweep([f"sweep.root={tmp_path}", "experiment=kl",
+                                          f"size={size}"]))
+
+
 @pytest.mark.parametrize("override, said", [
     ("sweep.ks=[3,x]", "sweep.ks must be a list of whole numbers"),
     ("sweep.k_min=5", None),  # with ks set, k_min is not read

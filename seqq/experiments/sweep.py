@@ -107,13 +107,18 @@ def model_id(spec: SweepSpec, dataset: str) -> str:
 def load_data(spec: SweepSpec) -> SequenceDataset | None:
     """The dataset; one whose raw files are absent falls back to its synthetic stand-in
     (`synthetic_<name>`), which every table and figure then labels as such; with
-    `sweep.histories_from=model` it is None instead (the model supplies symbols and histories)."""
+    `sweep.histories_from=model` it is None instead (the model supplies symbols and histories),
+    and so with synthetic mixtures on a model not trained by seqq (its own vocabulary names the
+    symbols: Fig. 15's protocol on the authors' MOOCs LSTM)."""
     name = spec.dataset.name
     try:
         return spec.dataset.load()
     except MissingRawData as missing:
         if spec.histories.source == "model":
             log.warning("%s; histories are sampled from the model", missing)
+            return None
+        if spec.histories.source == "mixture" and spec.model.type not in TRAINED:
+            log.warning("%s; the model's vocabulary names the mixtures' symbols", missing)
             return None
         if f"synthetic_{name}" not in DATASETS:
             raise
@@ -164,7 +169,7 @@ def run(cfg: DictConfig | SweepSpec, model: SequenceModel | None = None,
     """
     spec = cfg if isinstance(cfg, SweepSpec) else sweep_spec(cfg)
     dataset = dataset if dataset is not None else load_data(spec)
-    if spec.histories.source == "model":  # the model draws the histories (and may name the symbols)
+    if spec.histories.source == "model" or dataset is None:  # the model names the symbols
         model = model if model is not None else load_sweep_model(spec, dataset)
         dataset = dataset if dataset is not None else sampled_dataset(spec.dataset.name, model)
         specs = make_specs(spec, dataset, model)
