@@ -86,7 +86,7 @@ def test_a_module_placed_in_methods_is_found_after_the_others(monkeypatch, tmp_p
     monkeypatch.setitem(METHODS, TOY.name, found[-1])
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     rows = regenerate(readme).split("<!-- generated from the registry")[1].split("\n\n")[0]
-    assert rows.splitlines()[-1] == (f"| `{TOY.name}` | {TOY.computes} | yes |  | `pairs` |")
+    assert rows.splitlines()[-1] == f"| `{TOY.name}` | {TOY.computes} | yes |  | `pairs` |"
 
 
 def _imports(path: Path) -> set[str]:
