@@ -50,7 +50,7 @@ MODELS ?= all
 own = $(if $(filter authors,$(MODELS)),,$(1))
 
 FIGURES := fig3 fig3-exact fig4 fig5 fig6 fig7-9 fig10 fig11 fig12 fig13 fig14 fig14-exact fig15 table2 tables3-6
-.PHONY: help venv test lint bench bench-e2e bench-paper-slice bench-paper-run calibration demo paper slurm-local fig-frontier \
+.PHONY: help venv test lint readme bench bench-e2e bench-paper-slice bench-paper-run calibration demo paper slurm-local fig-frontier \
 	reproduction fig3-frontier fig3-paper-resume fig3-paper-save $(FIGURES)
 
 help:  ## list targets
@@ -73,6 +73,9 @@ test: venv  ## run the test suite
 
 lint: venv  ## ruff
 	$(VENV)/bin/ruff check seqq tests scripts benchmarks
+
+readme: venv  ## rewrite README.md's generated blocks (the table of methods, from the registry)
+	$(PY) -m seqq.readme README.md
 
 # Benchmarks: BENCH=quick (< 5 minutes) or full (every model, ~20 minutes on 2 CPU cores; meant
 # for a GPU or a quiet machine); DEVICE=auto|cpu|cuda. Rewrites benchmarks/RESULTS.md.

@@ -39,7 +39,7 @@ from benchmarks.plans import Calibration, Plan
 from benchmarks.report import Section, describe, table
 from seqq import queries as Q
 from seqq.errors import BudgetError
-from seqq.estimators import METHODS, driver
+from seqq.estimators import METHODS, Guarantee, driver
 from seqq.estimators.estimate import FLOAT_FLOOR, Estimate, floored
 from seqq.estimators.surrogates import fit_surrogate
 from seqq.models import MarkovModel
@@ -281,7 +281,7 @@ VARIANTS = {"smc+surrogate": "smc"}  # a method run with the family's surrogate,
 def budgeted_methods() -> list[str]:
     """Every registered method that takes a budget (all but `exact` and `coverage_beam`), and
     the VARIANTS."""
-    return [*(m for m in METHODS if m not in ("exact", "coverage_beam")), *VARIANTS]
+    return [*(name for name, m in METHODS.items() if m.takes_budget), *VARIANTS]
 
 
 def registered(label: str) -> str:
@@ -289,7 +289,7 @@ def registered(label: str) -> str:
 
 
 def deterministic(method: str) -> bool:
-    return METHODS[registered(method)].unbiased == "lower bound"
+    return METHODS[registered(method)].guarantee is Guarantee.LOWER_BOUND
 
 
 @contextmanager

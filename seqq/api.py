@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from seqq.estimators import Estimate, driver
+from seqq.estimators import Estimate, driver, registry
 from seqq.estimators.driver import check_method
 from seqq.models.protocol import SequenceModel
 from seqq.queries import Query
@@ -55,4 +55,4 @@ def exact(model: SequenceModel, history: Sequence[int], query: Query) -> float:
     """The exact answer: forward DP when the model offers it (Markov models), else enumeration."""
     if hasattr(model, "log_probability"):
         return math.exp(model.log_probability(history, query))
-    return estimate(model, history, query, "exact").value
+    return estimate(model, history, query, registry.exact_method().name).value

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from seqq.errors import BudgetError, CheckpointError, ConfigError, QueryError
-from seqq.estimators.registry import LONG_HORIZON, LONG_PICK, SHORT_PICK, automatic
+from seqq.estimators import Method, registry
+from seqq.estimators.auto import LONG_HORIZON, LONG_PICK, SHORT_PICK, automatic
 from seqq.models.device import resolve_device
 from seqq.models.protocol import SequenceModel
 
@@ -200,33 +201,39 @@ def _estimate(model: SequenceModel, history: Sequence[int], query: Any, method: 
               budget: int | None, seed: int | None) -> tuple[Any, int, str]:
     """(estimate, calls spent outside it, why this method). A budget too small for the method
     says which budget was in force and how to change it."""
-    import seqq
-    from seqq.estimators.methods.exact import DEFAULT_MAX_CALLS
-
     priced, calls, where, why = 0, budget, "given with --budget", "chosen with --method"
     if method == AUTO:
         limit = budget or AUTO_EXACT_CALLS
         try:
-            est = seqq.estimate(model, history, query, "exact", max_calls=limit)
+            est = _within(model, history, query, registry.exact_method(), limit, seed)
             return est, 0, f"enumerating every continuation fits the {limit:,} calls allowed"
         except BudgetError:  # exact prices itself after encoding the history: one call spent
             method, why = automatic(query.horizon)
             why = f"enumeration would cost more than {limit:,} calls; {why}"
             calls, priced = budget or AUTO_BUDGET, 1
             where = "given with --budget" if budget else f"the default of --method {AUTO}"
-    elif method == "exact" and budget is None:
-        calls, where = DEFAULT_MAX_CALLS, "exact's default limit"
+    declared = registry.get(method)
+    if declared.cost_cap and budget is None:
+        calls, where = getattr(declared.options(), declared.cost_cap), f"{method}'s default limit"
     try:
-        if method == "exact":
-            est = seqq.estimate(model, history, query, method, max_calls=calls)
-        else:
-            est = seqq.estimate(model, history, query, method, calls, seed)
+        est = _within(model, history, query, declared, calls, seed)
     except BudgetError as e:
         spent = (f"the budget in force is {calls:,} model calls, {where}" if calls
                  else "no --budget was given")
         raise BudgetError(f"{e} (seqq ask: {spent}; change it with --budget N, e.g. --budget "
                           f"{10 * (calls or AUTO_BUDGET)})") from None
     return est, priced, why
+
+
+def _within(model: SequenceModel, history: Sequence[int], query: Any, method: Method,
+            calls: int | None, seed: int | None) -> Any:
+    """`method`'s estimate on at most `calls` model calls: its budget, or, for a method that
+    takes no budget, its cost cap (exact's `max_calls`: a costlier query is refused)."""
+    import seqq
+
+    if method.cost_cap:
+        return seqq.estimate(model, history, query, method.name, **{method.cost_cap: calls})
+    return seqq.estimate(model, history, query, method.name, calls, seed)
 
 
 INFORMATIVE_BOUNDS = 0.5  # certain bounds are shown when they are narrower than this

@@ -25,7 +25,7 @@ from seqq.estimators.engine.budget import Draws, draw_paths
 from seqq.estimators.engine.memory import consecutive_groups
 from seqq.estimators.engine.summary import group_logsumexp, to_estimates
 from seqq.estimators.engine.trie import Trie
-from seqq.estimators.methods.wor import wor_until
+from seqq.estimators.registry import until_method
 from seqq.models.protocol import SequenceModel
 from seqq.queries import Query
 
@@ -128,11 +128,12 @@ def _wor_surrogate(batch: Batch, tasks: torch.Tensor, results: list, rel_tol: fl
     sweep's hard queries would outgrow memory at tight tolerances."""
     before = batch.counter.calls.clone()
     max_calls = _worst_calls(batch, s_high)
+    sampler = until_method()
     for part in consecutive_groups([max_calls] * len(tasks), TRIE_CALLS):
         group = tasks[part]
         sub = subset(batch, group)
-        result, _ = wor_until(sub, rel_tol, max_calls, on_stage=_stage_reporter(bar))
-        _record_wor(batch, group, to_estimates(sub, "wor", result, False), before, results)
+        result, _ = sampler.until(sub, rel_tol, max_calls, on_stage=_stage_reporter(bar))
+        _record_wor(batch, group, to_estimates(sub, sampler.name, result, False), before, results)
 
 
 def _stage_reporter(bar) -> Callable[[int], None]:

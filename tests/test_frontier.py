@@ -64,9 +64,10 @@ def test_preset_runs_every_budgeted_method_at_the_hybrids_budgets():
     cfg = compose_sweep(["experiment=frontier", "dataset=shakespeare", "model=authors"])
     runs = {r.label: r for r in method_runs(cfg)}
     assert list(runs)[0] == "hybrid"
-    # not exact (the truth), coverage_beam (steered by alpha), mixture and klm (for unions)
-    assert {r.method for r in runs.values()} == set(METHODS) - {"exact", "coverage_beam",
-                                                                "mixture", "klm"}
+    # not exact (the truth) or coverage_beam (steered by alpha), which take no budget, nor the
+    # methods for unions built by parts
+    assert {r.method for r in runs.values()} == {name for name, m in METHODS.items()
+                                                 if m.takes_budget and not m.by_part}
     for plain in ("smc", "randomized_beam"):  # each plain and twisted, one surrogate for all
         assert runs[plain].surrogate is None
         assert runs[f"{plain}_twisted"].method == plain

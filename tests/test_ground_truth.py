@@ -1,6 +1,7 @@
 """Ground truth (docs/decisions.md §6): the model's exact answer, exact enumeration when affordable,
 else a surrogate (WOR sum-and-sample under the relative rule, adaptive IS under the paper's)."""
 
+import dataclasses
 import importlib
 
 import pytest
@@ -93,11 +94,11 @@ def test_the_wor_surrogate_runs_in_groups_that_bound_its_trie(monkeypatch):
     task's, each runs alone, and each is still within 4 standard errors of the truth."""
     ground_truth_module = importlib.import_module("seqq.ground_truth")
     runs = []
-    wor_until = ground_truth_module.wor_until
+    sampler = ground_truth_module.until_method()
+    counted = dataclasses.replace(sampler, until=lambda batch, *a, **k: runs.append(
+        batch.num_tasks) or sampler.until(batch, *a, **k))
     monkeypatch.setattr(ground_truth_module, "TRIE_CALLS", 1)
-    monkeypatch.setattr(ground_truth_module, "wor_until",
-                        lambda batch, *a, **k: runs.append(batch.num_tasks) or
-                        wor_until(batch, *a, **k))
+    monkeypatch.setattr(ground_truth_module, "until_method", lambda: counted)
     markov = random_markov(6, 1, seed=2)
     queries = [Q.hitting_time(2, 7), Q.count(0, 2, 6), Q.hitting_time(1, 6)]
     gts = seqq.ground_truth_many(opaque(markov), [[0], [1], [2]], queries, seed=0,

@@ -1,12 +1,14 @@
 """The method registry is the one place a method is declared: every method is held against the
 oracles through it (a new method is tested with no test edit), the README's table is its, the
-layout keeps methods apart from each other, and a toy method added with one line runs through
-the API, a sweep and a report."""
+layout keeps methods apart from each other, a module placed in `methods/` is found, and a toy
+method registered from outside runs through the API, a sweep and a report."""
 
 from __future__ import annotations
 
 import ast
 import math
+import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,10 +16,12 @@ from conftest import REPO, compose_sweep, tiny_overrides
 from toy_method import TOY
 
 import seqq
+import seqq.estimators.methods as method_modules
 from seqq import queries as Q
-from seqq.estimators import METHODS, register, unregister
-from seqq.estimators.registry import readme_table
+from seqq.estimators import METHODS, Guarantee, register, unregister
+from seqq.estimators.registry import discover
 from seqq.experiments import sweep
+from seqq.readme import regenerate
 from seqq.reports.tables import load_results
 from tests.oracles import random_markov
 
@@ -42,18 +46,17 @@ def _case(method):
 @pytest.mark.parametrize("name", list(METHODS))
 def test_every_method_against_the_exact_answer(name: str) -> None:
     """Exact methods are exact; lower bounds stay below; unbiased ones average to the truth
-    (mean of COPIES independent estimates within 4 standard errors); certain bounds hold."""
+    (mean of COPIES independent estimates within 4 standard errors, at a budget where the method
+    takes one); certain bounds hold."""
     method = METHODS[name]
     model, history, query, truth, options = _case(method)
-    if name == "coverage_beam":
-        estimates = seqq.estimate_many(model, [history] * 3, query, name, seed=0, **options)
-    else:
-        estimates = seqq.estimate_many(model, [history] * COPIES, query, name, budget=60,
-                                       seed=0, **options)
+    budget = 60 if method.takes_budget else None
+    estimates = seqq.estimate_many(model, [history] * COPIES, query, name, budget=budget, seed=0,
+                                   **options)
     values = [e.value for e in estimates]
-    if method.unbiased == "exact":
+    if method.guarantee is Guarantee.EXACT:
         assert values[0] == pytest.approx(truth, rel=1e-6)
-    elif method.unbiased == "lower bound":
+    elif method.guarantee is Guarantee.LOWER_BOUND:
         assert max(values) <= truth * (1 + 1e-6)
     else:
         mean = sum(values) / len(values)
@@ -64,8 +67,26 @@ def test_every_method_against_the_exact_answer(name: str) -> None:
             assert e.lower <= truth * (1 + 1e-6) and truth <= e.upper * (1 + 1e-6) + 1e-12
 
 
-def test_the_readme_table_is_the_registry() -> None:
-    assert readme_table() in (REPO / "README.md").read_text()
+def test_the_readme_is_as_make_readme_writes_it() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert regenerate(readme) == readme, "README.md is stale: run make readme"
+
+
+def test_a_module_placed_in_methods_is_found_after_the_others(monkeypatch, tmp_path) -> None:
+    """Adding a method is one file: `tests/toy_method.py` beside the method modules (here, in a
+    folder added to the package's path) is found after them, which keep the README's order, and
+    `make readme` gives it the table's last row."""
+    shutil.copy(REPO / "tests" / "toy_method.py", tmp_path / "toy_method.py")
+    monkeypatch.setattr(method_modules, "__path__", [*method_modules.__path__, str(tmp_path)])
+    try:
+        found = discover()
+    finally:
+        sys.modules.pop(f"{method_modules.__name__}.toy_method", None)
+    assert [m.name for m in found] == [*METHODS, TOY.name]
+    monkeypatch.setitem(METHODS, TOY.name, found[-1])
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    rows = regenerate(readme).split("<!-- generated from the registry")[1].split("\n\n")[0]
+    assert rows.splitlines()[-1] == f"| `{TOY.name}` | {TOY.computes} | yes |  | `pairs` |"
 
 
 def _imports(path: Path) -> set[str]:
@@ -95,7 +116,7 @@ def test_estimator_modules_stay_small() -> None:
 
 @pytest.fixture
 def toy():
-    register(TOY)  # the one line that adds a method
+    register(TOY)  # the one line that adds a method from outside seqq
     yield TOY
     unregister(TOY.name)
 

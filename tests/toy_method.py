@@ -1,4 +1,8 @@
-"""A toy method written the way a user adds one: its own module, ending in one declaration.
+"""A toy method written the way a user adds one: its own module, ending in `METHODS`.
+
+Copied into `seqq/estimators/methods/` it is found and listed like any other method
+(`tests/test_registry.py` proves it; `make readme` then gives it its README row); from code
+outside seqq, `seqq.estimators.register(TOY)` adds it.
 
 `toy_paired` is naive Monte Carlo that draws its samples in antithetic-free pairs: each
 "sample" is the mean of two independent draws from p. Unbiased, and different enough from
@@ -11,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from seqq.estimators import Answer, Method, Options, option
+from seqq.estimators import Answer, Guarantee, Method, Options, option
 from seqq.estimators.engine.budget import draw_in_rounds
 from seqq.estimators.engine.rollout import sample_rows
 from seqq.estimators.engine.summary import BranchResult, segment_mean
@@ -33,5 +37,6 @@ def paired(batch, budgets, options: PairedOptions, twist) -> Answer:
     return Answer(BranchResult(log_value, variance, count.long(), None))
 
 
-TOY = Method("toy_paired", paired, PairedOptions, "naive Monte Carlo in pairs (a test's toy)",
-             "yes")
+TOY = Method(name="toy_paired", run=paired, options=PairedOptions,
+             computes="naive Monte Carlo in pairs (a test's toy)", guarantee=Guarantee.UNBIASED)
+METHODS = (TOY,)

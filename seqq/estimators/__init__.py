@@ -1,10 +1,10 @@
 """Estimators of p(X_{1:K} ∈ Q | history): `method.py` says what a method is, `methods/` holds
 one module per family, `engine/` the machinery they share (batches, budgets, the prefix trie,
-twists), `registry.py` the one list of methods and `driver.py` the one way to run them."""
+twists), `registry.py` the methods found in `methods/` and `driver.py` the one way to run them."""
 
 from seqq.estimators.estimate import Estimate
-from seqq.estimators.method import Answer, Method, Options, option
+from seqq.estimators.method import Answer, Guarantee, Method, Options, option
 from seqq.estimators.registry import METHODS, register, unregister
 
-__all__ = ["METHODS", "Answer", "Estimate", "Method", "Options", "option", "register",
-           "unregister"]
+__all__ = ["METHODS", "Answer", "Estimate", "Guarantee", "Method", "Options", "option",
+           "register", "unregister"]

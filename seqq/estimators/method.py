@@ -1,10 +1,12 @@
 """What a method is: one frozen declaration that the whole project reads.
 
 A method is a name, a typed options class (defaults and valid values in one place), a run
-function, and what it can do: answer a union from its parts, take a surrogate twist, return
-bounds that hold with certainty, set the budget of a sweep. The API's validation, the sweep's
-defaults, the reports' baseline and colours and the README's table all derive from these
-declarations (`seqq.estimators.registry`), so adding a method is its module and one line.
+function, what it guarantees (`Guarantee`) and what it can do: answer a union from its parts,
+take a surrogate twist, return bounds that hold with certainty, spend a budget, set the budget
+of a sweep, sample until a relative standard error. The API's validation, the sweep's budget
+setter, ground truth's sampler, the reports' baseline and colours and the README's table all
+ask the registry (`seqq.estimators.registry`) for these declarations, so adding a method is one
+module in `seqq/estimators/methods/` and `make readme`.
 
 A run function gets the prepared `Batch`, the budgets (model calls per task, or None), its
 options and the twist (`Messages` of a surrogate, or None); it returns an `Answer` per branch,
@@ -17,7 +19,8 @@ import dataclasses
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from enum import Enum
+from typing import Any, Literal, Protocol
 
 from torch import Tensor
 
@@ -92,20 +95,47 @@ class Answer:
 Run = Callable[[Batch, Budgets, Any, Messages | None], Answer]
 
 
-@dataclass(frozen=True)
+class Until(Protocol):
+    """Sample until each task's relative standard error is below `rel_tol` (exact once the
+    draws exhaust Q) or its calls reach `max_calls`: each branch's result, and per task
+    whether it met the target. `on_stage(done)` reports the tasks finished so far."""
+
+    def __call__(self, batch: Batch, rel_tol: float, max_calls: int | Tensor, *,
+                 on_stage: Callable[[int], None] | None = None) -> tuple[BranchResult, Tensor]:
+        ...
+
+
+class Guarantee(Enum):
+    """What a method's value promises about p(Q): it chooses the method's intervals and the
+    oracle the registry-wide tests hold it to. The value is the README table's wording."""
+
+    UNBIASED = "yes"
+    EXACT = "exact"
+    LOWER_BOUND = "lower bound"
+
+    @property
+    def wording(self) -> str:
+        """How the README's "unbiased" column says it."""
+        return self.value
+
+
+@dataclass(frozen=True, kw_only=True)
 class Method:
-    """One estimator, as the rest of seqq sees it."""
+    """One estimator, as the rest of seqq sees it (declared with keywords only)."""
 
     name: str
     run: Run
     options: type[Options]
     computes: str  # one line for the README's table: what it computes
-    unbiased: str  # "yes", "exact", "lower bound" (README)
+    guarantee: Guarantee
     bounds: str = ""  # what `lower` / `upper` are, if any (README)
     surrogate: SurrogateUse = "none"  # a twist it takes (`surrogate=`), passed by the driver
     by_part: bool = False  # answers unions built with `union(..., compile=False)` by parts
     certain_bounds: bool = False  # `lower` ≤ p ≤ `upper` with certainty (untwisted)
-    sets_budget: bool = False  # its calls at S samples are a sweep's budget per level
+    takes_budget: bool = True  # spends at most `budget=` calls (else refuses or ignores one)
+    cost_cap: str | None = None  # without a budget, its option refusing a costlier query
+    level_option: str | None = None  # set to a sweep's level S; its calls = the others' budget
+    until: Until | None = None  # samples until a relative SE (ground truth's `rule="relative"`)
     in_paper: bool = False  # one of the paper's three methods (Fig. 3-11)
     replicates: int = 0  # independent copies the driver runs inside the budget, for an interval
     color: str | None = None  # its colour in every figure (else one from a spare palette)
@@ -113,9 +143,9 @@ class Method:
     @property
     def interval_kind(self) -> str:
         """How the driver builds this method's intervals (`seqq.estimators.uncertainty`)."""
-        if self.unbiased == "exact":
+        if self.guarantee is Guarantee.EXACT:
             return "exact"
-        if self.unbiased == "lower bound":
+        if self.guarantee is Guarantee.LOWER_BOUND:
             return "none"
         return "replicates" if self.replicates else "log-normal"
 
@@ -148,8 +178,3 @@ class Method:
         options = self.options(**values)
         options.check_with(self.name, twisted)
         return options
-
-    def readme_row(self) -> str:
-        options = ", ".join(f"`{n}`" for n in self.option_names()) or ""
-        return (f"| `{self.name}` | {self.computes} | {self.unbiased} | {self.bounds} | "
-                f"{options} |")

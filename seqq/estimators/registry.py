@@ -1,27 +1,35 @@
-"""Every method seqq knows, built from one list of method modules.
+"""Every method seqq knows, found in `seqq/estimators/methods/`.
 
-Each module in `seqq/estimators/methods/` ends with `METHODS = (Method(...), ...)`; listing the
-module below registers them. `register` adds one from anywhere (a user's own method, a test's
-toy): everything that lists, validates, colours or documents methods reads `METHODS` here.
+Each module there ends with `METHODS = (Method(...), ...)`; the registry imports every module of
+that package and registers what it declares, so adding a method is one new module (and `make
+readme` for the README's table). `register` adds one from anywhere else (a user's own method, a
+test's toy). Everything that lists, validates, colours or documents methods reads `METHODS`
+here, and code that needs a method in a role (the exact one, the sweep's budget setter, ground
+truth's sampler) asks the functions below rather than naming it.
 """
 
 from __future__ import annotations
 
-from seqq.errors import QueryError
-from seqq.estimators.method import Method
-from seqq.estimators.methods import (
-    beam,
-    exact,
-    hybrid,
-    montecarlo,
-    randomized_beam,
-    smc,
-    unions,
-    wor,
-)
+import importlib
+import pkgutil
 
-MODULES = (exact, montecarlo, beam, hybrid, smc, randomized_beam, wor, unions)
+import seqq.estimators.methods as method_modules
+from seqq.errors import QueryError
+from seqq.estimators.method import Guarantee, Method
+
+# The order of the README's table and of every listing of methods: the ground truth, the
+# paper's families, then later ones. A module not named here follows them, alphabetically.
+ORDER = ("exact", "montecarlo", "beam", "hybrid", "smc", "randomized_beam", "wor", "unions")
 METHODS: dict[str, Method] = {}
+
+
+def discover() -> list[Method]:
+    """The methods declared by the modules of `seqq.estimators.methods`, modules in `ORDER`."""
+    rank = {name: i for i, name in enumerate(ORDER)}
+    names = sorted((module.name for module in pkgutil.iter_modules(method_modules.__path__)),
+                   key=lambda name: (rank.get(name, len(ORDER)), name))
+    return [method for name in names
+            for method in importlib.import_module(f"{method_modules.__name__}.{name}").METHODS]
 
 
 def register(method: Method) -> Method:
@@ -37,9 +45,8 @@ def unregister(name: str) -> None:
     METHODS.pop(name, None)
 
 
-for _module in MODULES:
-    for _method in _module.METHODS:
-        register(_method)
+for _method in discover():
+    register(_method)
 
 
 def get(name: str) -> Method:
@@ -49,35 +56,22 @@ def get(name: str) -> Method:
     return METHODS[name]
 
 
+def exact_method() -> Method:
+    """The method whose answers are exact (enumeration): `seqq.exact`, `seqq ask`'s first try."""
+    return next(m for m in METHODS.values() if m.guarantee is Guarantee.EXACT)
+
+
 def budget_setter() -> Method:
-    """The method whose calls at S samples set every other method's budget in a sweep."""
-    return next(m for m in METHODS.values() if m.sets_budget)
+    """The method whose calls at S samples (its `level_option`) set every other method's budget
+    in a sweep."""
+    return next(m for m in METHODS.values() if m.level_option is not None)
+
+
+def until_method() -> Method:
+    """The method that samples until a relative standard error (its `until`): ground truth's
+    `rule="relative"`."""
+    return next(m for m in METHODS.values() if m.until is not None)
 
 
 def paper_methods() -> list[str]:
     return [m.name for m in METHODS.values() if m.in_paper]
-
-
-def readme_table() -> str:
-    """The README's table of methods, one row per registered method."""
-    head = ("| method | what it computes | unbiased | bounds `lower`/`upper` | options |\n"
-            "|---|---|---|---|---|")
-    return "\n".join([head, *(m.readme_row() for m in METHODS.values())])
-
-
-LONG_HORIZON = 10  # beyond this many steps `seqq ask` prefers SMC to sampling without replacement
-SHORT_PICK = ("wor", "unbiased, with bounds that hold with certainty, and exact once its draws "
-              "exhaust the query")
-LONG_PICK = ("smc", "it resamples toward the paths that can still satisfy the query, the most "
-             "accurate method on rare long-horizon events in benchmarks/RESULTS.md (j)")
-
-
-def automatic(horizon: int) -> tuple[str, str]:
-    """The method `seqq ask` uses when exact enumeration costs too much, and why, in words."""
-    if horizon > LONG_HORIZON:
-        return LONG_PICK[0], f"K = {horizon} > {LONG_HORIZON}: {LONG_PICK[1]}"
-    return SHORT_PICK[0], f"K = {horizon} ≤ {LONG_HORIZON}: {SHORT_PICK[1]}"
-
-
-if __name__ == "__main__":  # python -m seqq.estimators.registry: the README's table
-    print(readme_table())

@@ -47,6 +47,7 @@ from seqq.ground_truth import GroundTruth
 from seqq.models import SequenceModel
 
 BUDGET_SETTER = budget_setter().name  # its calls at S samples are the others' budget
+LEVEL_OPTION = budget_setter().level_option  # the setter's option that a budget level S sets
 # the budget setter's calls per query, level and repeat, in one context
 BUDGET_KEY = (*QUERY, "budget_level", "repeat")
 
@@ -239,7 +240,7 @@ class SweepRunner:
         options = dict(run.options)
         if method == BUDGET_SETTER:
             budget: Any = None
-            options["samples"] = level
+            options[LEVEL_OPTION] = level
         else:
             budget = budgets if level > 0 else None  # level 0: the method's own options
         histories = [list(s.history.tokens) for s in specs]

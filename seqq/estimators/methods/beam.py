@@ -18,7 +18,7 @@ from seqq.estimators.engine.beam_search import (
 )
 from seqq.estimators.engine.budget import widths_for_budget
 from seqq.estimators.engine.summary import BranchResult, log_one_minus
-from seqq.estimators.method import POSITIVE, UNIT, Answer, Budgets, Method, Options, option
+from seqq.estimators.method import POSITIVE, UNIT, Answer, Budgets, Guarantee, Method, Options, option
 
 DEFAULT_MAX_WIDTH = 1500
 DEFAULT_BEAM_WIDTH = 10
@@ -76,10 +76,13 @@ def tail(batch: Batch, budgets: Budgets, options: TailOptions, twist: None) -> A
 
 BOUNDS = "p(B), p(B) + 1 − q(B)"
 METHODS = (
-    Method("beam", top_b, TopOptions, "top-B beam search", "lower bound", BOUNDS,
-           certain_bounds=True, in_paper=True, color="C2"),
-    Method("coverage_beam", coverage, CoverageOptions, "coverage beam search (Thm. 1)",
-           "lower bound", BOUNDS, certain_bounds=True, color="C5"),
-    Method("tail_beam", tail, TailOptions, "tail-splitting beam search", "lower bound", BOUNDS,
-           certain_bounds=True, color="C6"),
+    Method(name="beam", run=top_b, options=TopOptions, computes="top-B beam search",
+           guarantee=Guarantee.LOWER_BOUND, bounds=BOUNDS, certain_bounds=True, in_paper=True,
+           color="C2"),
+    Method(name="coverage_beam", run=coverage, options=CoverageOptions,
+           computes="coverage beam search (Thm. 1)", guarantee=Guarantee.LOWER_BOUND,
+           bounds=BOUNDS, certain_bounds=True, takes_budget=False, color="C5"),
+    Method(name="tail_beam", run=tail, options=TailOptions,
+           computes="tail-splitting beam search", guarantee=Guarantee.LOWER_BOUND,
+           bounds=BOUNDS, certain_bounds=True, color="C6"),
 )

@@ -25,7 +25,7 @@ from seqq.estimators.engine.batch import Batch, tree_calls
 from seqq.estimators.engine.memory import rows_within
 from seqq.estimators.engine.rollout import domain_log_mass
 from seqq.estimators.engine.summary import BranchResult, group_logsumexp
-from seqq.estimators.method import POSITIVE, Answer, Budgets, Method, Options, option
+from seqq.estimators.method import POSITIVE, Answer, Budgets, Guarantee, Method, Options, option
 from seqq.models.counting import OwnedState
 
 DEFAULT_MAX_CALLS = 10_000_000
@@ -100,6 +100,8 @@ def _enumerate(batch: Batch, branch: Tensor, nodes: Tensor, log_probs: Tensor,
                    log_value, entropy)
 
 
-METHODS = (Method("exact", exact, ExactOptions,
-                  "enumeration of Q, refused above `max_calls` (the cost is known in advance)",
-                  "exact", "= value", certain_bounds=True, color="k"),)
+METHODS = (Method(
+    name="exact", run=exact, options=ExactOptions,
+    computes="enumeration of Q, refused above `max_calls` (the cost is known in advance)",
+    guarantee=Guarantee.EXACT, bounds="= value", certain_bounds=True, takes_budget=False,
+    cost_cap="max_calls", color="k"),)

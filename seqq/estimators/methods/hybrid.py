@@ -19,7 +19,7 @@ from seqq.estimators.engine.beam_search import Level, TailSplit, beam_search, be
 from seqq.estimators.engine.sum_and_sample import head_plus_tail
 from seqq.estimators.engine.trie import Trie
 from seqq.estimators.engine.twist import Messages
-from seqq.estimators.method import POSITIVE, Answer, Budgets, Method, Options, option
+from seqq.estimators.method import POSITIVE, Answer, Budgets, Guarantee, Method, Options, option
 
 DEFAULT_MAX_WIDTH = 1500
 DEFAULT_TAIL_SAMPLES = 100
@@ -68,7 +68,8 @@ def _beam_entropy(levels: list[Level], num_branches: int) -> Tensor:
 
 
 METHODS = (Method(
-    "hybrid", hybrid, HybridOptions,
-    "the paper's beam + IS hybrid (App. D), tail samples through the trie", "yes",
-    "p(B), p(B) + 1 − q(B) (untwisted)", surrogate="optional", certain_bounds=True,
-    sets_budget=True, in_paper=True, color="C0"),)
+    name="hybrid", run=hybrid, options=HybridOptions,
+    computes="the paper's beam + IS hybrid (App. D), tail samples through the trie",
+    guarantee=Guarantee.UNBIASED, bounds="p(B), p(B) + 1 − q(B) (untwisted)",
+    surrogate="optional", certain_bounds=True, level_option="samples", in_paper=True,
+    color="C0"),)

@@ -17,7 +17,7 @@ from seqq.estimators.engine.rollout import Paths, Policy, sample_rows
 from seqq.estimators.engine.summary import BranchResult, segment_average, segment_mean
 from seqq.estimators.engine.trie import Trie
 from seqq.estimators.engine.twist import Messages
-from seqq.estimators.method import POSITIVE, Answer, Budgets, Method, Options, option
+from seqq.estimators.method import POSITIVE, Answer, Budgets, Guarantee, Method, Options, option
 
 
 @dataclass(frozen=True)
@@ -73,13 +73,15 @@ def naive(batch: Batch, budgets: Budgets, options: SampleOptions, twist: None) -
 
 
 METHODS = (
-    Method("naive", naive, SampleOptions, "Monte Carlo from p", "yes", color="C4"),
-    Method("uniform", uniform, SampleOptions, "Monte Carlo uniform over Q (Eq. 7)", "yes",
+    Method(name="naive", run=naive, options=SampleOptions, computes="Monte Carlo from p",
+           guarantee=Guarantee.UNBIASED, color="C4"),
+    Method(name="uniform", run=uniform, options=SampleOptions,
+           computes="Monte Carlo uniform over Q (Eq. 7)", guarantee=Guarantee.UNBIASED,
            color="C3"),
-    Method("importance", importance, SampleOptions,
-           "IS under the query-restricted proposal q (paper Eq. 5–9), drawn through the prefix "
-           "trie", "yes", in_paper=True, color="C1"),
-    Method("twisted", importance, SampleOptions,
-           "IS steered by a surrogate's backward messages (exact weights), through the prefix "
-           "trie", "yes", surrogate="required"),
+    Method(name="importance", run=importance, options=SampleOptions,
+           computes="IS under the query-restricted proposal q (paper Eq. 5–9), drawn through "
+           "the prefix trie", guarantee=Guarantee.UNBIASED, in_paper=True, color="C1"),
+    Method(name="twisted", run=importance, options=SampleOptions,
+           computes="IS steered by a surrogate's backward messages (exact weights), through "
+           "the prefix trie", guarantee=Guarantee.UNBIASED, surrogate="required"),
 )

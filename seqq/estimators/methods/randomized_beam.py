@@ -43,6 +43,7 @@ from seqq.estimators.method import (
     NON_NEGATIVE,
     Answer,
     Budgets,
+    Guarantee,
     Method,
     Options,
     option,
@@ -199,6 +200,6 @@ def _next_beam(batch: Batch, depth: int, branch: Tensor, log_w: Tensor, log_prob
 
 
 METHODS = (Method(
-    "randomized_beam", randomized_beam, RandomizedBeamOptions,
-    "randomized beam search: top-K1 kept, K2 sampled from the rest (randomized DP)", "yes",
-    surrogate="optional", replicates=8),)
+    name="randomized_beam", run=randomized_beam, options=RandomizedBeamOptions,
+    computes="randomized beam search: top-K1 kept, K2 sampled from the rest (randomized DP)",
+    guarantee=Guarantee.UNBIASED, surrogate="optional", replicates=8),)

@@ -48,6 +48,7 @@ from seqq.estimators.method import (
     POSITIVE,
     Answer,
     Budgets,
+    Guarantee,
     Method,
     Options,
     option,
@@ -286,6 +287,6 @@ def _resample(branch: Tensor, count: Tensor, log_w: Tensor, resample: Tensor, pa
 
 
 METHODS = (Method(
-    "smc", smc, SMCOptions,
-    "SMC on q (or on the twisted proposal) with ESS-triggered systematic resampling", "yes",
-    surrogate="optional", replicates=8),)
+    name="smc", run=smc, options=SMCOptions,
+    computes="SMC on q (or on the twisted proposal) with ESS-triggered systematic resampling",
+    guarantee=Guarantee.UNBIASED, surrogate="optional", replicates=8),)

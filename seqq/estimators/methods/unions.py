@@ -33,7 +33,7 @@ from seqq.estimators.engine.rollout import (
     step_unfinished,
 )
 from seqq.estimators.engine.summary import BranchResult, segment_mean
-from seqq.estimators.method import POSITIVE, Answer, Budgets, Method, Options, option
+from seqq.estimators.method import POSITIVE, Answer, Budgets, Guarantee, Method, Options, option
 
 Weight = Literal["mixture", "klm"]
 
@@ -167,10 +167,10 @@ def _weigh(log_p: Tensor, log_ratio: Tensor, inside: Tensor, own: Tensor, weight
 
 
 METHODS = (
-    Method("mixture", mixture, PartSampleOptions,
-           "a union too large to compile (`Q.union(..., compile=False)`): per-part proposals, "
-           "balance-heuristic MIS", "yes", by_part=True),
-    Method("klm", klm, PartSampleOptions,
-           "a union too large to compile: per-part proposals, Karp–Luby–Madras weights", "yes",
-           by_part=True),
+    Method(name="mixture", run=mixture, options=PartSampleOptions,
+           computes="a union too large to compile (`Q.union(..., compile=False)`): per-part "
+           "proposals, balance-heuristic MIS", guarantee=Guarantee.UNBIASED, by_part=True),
+    Method(name="klm", run=klm, options=PartSampleOptions,
+           computes="a union too large to compile: per-part proposals, Karp–Luby–Madras "
+           "weights", guarantee=Guarantee.UNBIASED, by_part=True),
 )

@@ -3,8 +3,9 @@ sum-and-sample estimator over its draws (`engine/sum_and_sample.py`).
 
 `wor` grows its head with batched WOR rounds (stochastic beam search over the trie's residual
 masses), then draws the tail; `hindsight_gumbel` spends everything on WOR draws and weights
-them with the Hindsight Gumbel Estimator; `wor_until` (ground truth, `wor(rel_tol=)`) grows
-the head and the tail in doubling stages until a relative standard error is met.
+them with the Hindsight Gumbel Estimator; `wor_until` (`wor`'s declared `until`: ground truth,
+`wor(rel_tol=)`) grows the head and the tail in doubling stages until a relative standard error
+is met.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from seqq.estimators.method import (
     POSITIVE,
     Answer,
     Budgets,
+    Guarantee,
     Method,
     Options,
     option,
@@ -328,13 +330,14 @@ def _updated(final: BranchResult, result: BranchResult, branches: Tensor) -> Bra
     return final
 
 
-WOR = Method(
-    "wor", wor, WorOptions,
-    "sampling without replacement over Q (UniqueRandomizer), sum-and-sample; exact on "
-    "exhaustion", "yes", "p(S), p(S) + 1 − q(S) (untwisted)", surrogate="optional",
-    certain_bounds=True)
-HINDSIGHT_GUMBEL = Method(
-    "hindsight_gumbel", hindsight_gumbel, HindsightOptions,
-    "Hindsight-Gumbel estimator over WOR draws, single or repeated", "yes",
-    "p(S), p(S) + 1 − q(S)", certain_bounds=True, replicates=8)
-METHODS = (WOR, HINDSIGHT_GUMBEL)
+METHODS = (
+    Method(name="wor", run=wor, options=WorOptions,
+           computes="sampling without replacement over Q (UniqueRandomizer), sum-and-sample; "
+           "exact on exhaustion", guarantee=Guarantee.UNBIASED,
+           bounds="p(S), p(S) + 1 − q(S) (untwisted)", surrogate="optional",
+           certain_bounds=True, until=wor_until),
+    Method(name="hindsight_gumbel", run=hindsight_gumbel, options=HindsightOptions,
+           computes="Hindsight-Gumbel estimator over WOR draws, single or repeated",
+           guarantee=Guarantee.UNBIASED, bounds="p(S), p(S) + 1 − q(S)", certain_bounds=True,
+           replicates=8),
+)
