@@ -80,7 +80,7 @@ def test_export_refuses_a_missing_level_model_or_markers(tmp_path: Path, tiny_sw
 
 
 def test_other_methods_get_their_own_table_not_the_csv(tmp_path: Path) -> None:
-    overrides = tiny_overrides(tmp_path, "extra", "sweep.report=false", "budget.levels=[10]",
+    overrides = tiny_overrides(tmp_path, "extra", "budget.levels=[10]",
                                "estimator.methods=[hybrid,importance,beam,wor]")
     results = sweep.run(compose_sweep(overrides)) / "results"
     doc = _export(results, tmp_path / "out")

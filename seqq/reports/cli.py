@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import NoReturn
 
 from seqq.errors import ConfigError, ResultsError
-from seqq.experiments.store import part_files
 from seqq.reports import reproduction
 from seqq.reports.build import build_report
 from seqq.reports.figures import FIGURES
+from seqq.results.store import part_files
 
 
 class _Parser(argparse.ArgumentParser):
