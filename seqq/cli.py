@@ -18,7 +18,7 @@ from seqq.commands import EXIT_BUG, EXIT_MISTAKE, run_command, wants_help
 
 COMMANDS = {
     "train": ("seqq.train", "train an LSTM (or score a pretrained LM) on a dataset"),
-    "query-sweep": ("seqq.experiments.sweep", "run estimators over many queries; write results "
+    "query-sweep": ("seqq.query_sweep", "run estimators over many queries; write results "
                     "and a report"),
     "report": ("seqq.reports.cli", "tables and figures from sweep results"),
     "ask": ("seqq.ask", "one question about one model's continuation of one history"),

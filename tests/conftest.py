@@ -10,7 +10,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-from seqq.experiments import sweep
+from seqq import query_sweep
+from seqq.commands import CONF
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -48,17 +49,18 @@ def tiny_overrides(root: Path, name: str = "tiny", *extra: str) -> list[str]:
 
 
 def compose_sweep(overrides: list[str]) -> DictConfig:
-    with initialize_config_dir(str(sweep.CONF), version_base=None):
+    with initialize_config_dir(str(CONF), version_base=None):
         return compose("sweep", overrides=overrides)
 
 
 def compose_train(*overrides: str) -> DictConfig:
-    with initialize_config_dir(str(sweep.CONF), version_base=None):
+    with initialize_config_dir(str(CONF), version_base=None):
         return compose("train", overrides=list(overrides))
 
 
 @pytest.fixture(scope="session")
 def tiny_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One finished tiny sweep (hybrid, importance, beam at S=10, 30), shared by read-only tests."""
+    """One finished tiny sweep (hybrid, importance, beam at S=10, 30) and its report, shared by
+    read-only tests."""
     root = tmp_path_factory.mktemp("sweeps")
-    return sweep.run(compose_sweep(tiny_overrides(root)))
+    return query_sweep.run(compose_sweep(tiny_overrides(root)))

@@ -19,10 +19,10 @@ from conftest import REPO, TINY, tiny_overrides
 
 from seqq import cli
 from seqq.data import load_dataset
-from seqq.experiments.schema import KEY
-from seqq.experiments.store import read_parts
 from seqq.models import LSTMNet
 from seqq.models.checkpoint import save_checkpoint
+from seqq.results.schema import KEY
+from seqq.results.store import read_parts
 
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
 MARKOV = ("model.type=markov", "+model.name=markov", "+model.order=1")

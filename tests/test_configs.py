@@ -10,14 +10,15 @@ import pytest
 from conftest import REPO, compose_sweep, compose_train
 from omegaconf import DictConfig, OmegaConf
 
+from seqq.commands import CONF
 from seqq.estimators import METHODS
-from seqq.experiments import sweep
+from seqq.experiments import sweep, sweep_config
 from seqq.experiments.method_runs import method_runs
 from seqq.experiments.query_specs import KINDS
 from seqq.paths import default_checkpoint_dir
 from seqq.reports.figures import FIGURES
 
-PRESETS = sorted(p.stem for p in (sweep.CONF / "experiment").glob("*.yaml"))
+PRESETS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("size", ["quick", "paper"])
@@ -131,7 +132,7 @@ def _leaves(node: DictConfig, prefix: str = "") -> set[str]:
 def test_help_names_every_setting_and_only_real_ones(command: str) -> None:
     from seqq.train import HELP as TRAIN_HELP
 
-    help_, cfg = ((sweep.HELP, compose_sweep([])) if command == "query-sweep"
+    help_, cfg = ((sweep_config.HELP, compose_sweep([])) if command == "query-sweep"
                   else (TRAIN_HELP, compose_train()))
     variants = [cfg] + ([compose_sweep([f"query={q}"]) for q in ("count", "a_before_b", "expr")]
                         if command == "query-sweep" else [])
@@ -143,10 +144,10 @@ def test_help_names_every_setting_and_only_real_ones(command: str) -> None:
     settings |= _leaves(cfg.sweep, "sweep.") if "sweep" in cfg else set()
     assert settings <= listed, settings - listed
     for group, _ in help_.groups:
-        assert (sweep.CONF / group).is_dir(), group
+        assert (CONF / group).is_dir(), group
 
 
-@pytest.mark.parametrize("model", sorted(p.stem for p in (sweep.CONF / "model").glob("*.yaml")))
+@pytest.mark.parametrize("model", sorted(p.stem for p in (CONF / "model").glob("*.yaml")))
 def test_every_model_follows_the_top_level_device(model: str) -> None:
     """`device=cpu` must reach every model: the authors' LSTMs once ignored it and took the GPU."""
     cfg = OmegaConf.to_container(compose_sweep([f"model={model}", "device=cpu"]), resolve=True)

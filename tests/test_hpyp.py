@@ -205,7 +205,7 @@ def test_exact_figure_presets_run_on_hpyp(tmp_path, shakespeare):
     from seqq.reports.tables import load_results
 
     common = ["dataset=shakespeare", f"checkpoint_dir={tmp_path}", f"data_root={REPO / 'data'}",
-              f"sweep.root={tmp_path}", "sweep.progress=false", "sweep.report=false"]
+              f"sweep.root={tmp_path}", "sweep.progress=false"]
     fig3 = compose_sweep(["experiment=fig3_exact", *common])
     fig14 = compose_sweep(["experiment=unaccounted_exact", *common])
     assert fig3.model.type == fig14.model.type == "hpyp" and fig14.sweep.ground_truth

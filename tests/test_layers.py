@@ -1,11 +1,14 @@
 """Config stops at the entry points: models, estimators, ground truth, queries, data loaders and
 training never import OmegaConf/Hydra or take a `DictConfig`; the entry points hand them typed,
-frozen specs (`seqq/experiments/specs.py`, `seqq/models/spec.py`)."""
+frozen specs (`seqq/experiments/specs.py`, `seqq/models/spec.py`). Experiments and reports meet
+only in the results package."""
 
 from __future__ import annotations
 
 import ast
 import dataclasses
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,9 +18,10 @@ from seqq.experiments import sweep
 from seqq.experiments.specs import SweepSpec
 from seqq.models.spec import ModelSpec
 
-# Everything below the entry points (seqq/experiments, seqq/train.py, seqq/commands.py, the CLI)
+# Everything below the entry points (seqq/experiments, seqq/query_sweep.py, seqq/train.py,
+# seqq/commands.py, the CLI)
 BELOW = ["seqq/models", "seqq/estimators", "seqq/ground_truth.py", "seqq/queries", "seqq/data",
-         "seqq/training", "seqq/api.py", "seqq/paths.py"]
+         "seqq/training", "seqq/results", "seqq/api.py", "seqq/paths.py"]
 CONFIG_MODULES = ("omegaconf", "hydra")
 CONFIG_TYPES = {"DictConfig", "ListConfig", "OmegaConf"}
 
@@ -58,6 +62,21 @@ def test_the_check_finds_what_it_looks_for() -> None:
               "def f(cfg: 'DictConfig') -> None: ...\n"
               "def g(cfg: omegaconf.DictConfig) -> None: ...\n")
     assert len(_config_uses(ast.parse(source))) == 4
+
+
+# Experiments write the results table, reports read it (seqq/results): neither imports the
+# other, and only the command (seqq/query_sweep.py) imports both.
+APART = {"seqq.experiments.sweep": ["seqq.reports"],
+         "seqq.reports.cli": ["seqq.experiments"],
+         "seqq.results.store": ["seqq.experiments", "seqq.reports"]}
+
+
+@pytest.mark.parametrize("module", APART)
+def test_experiments_and_reports_meet_only_in_results(module: str) -> None:
+    code = ("import importlib, sys; importlib.import_module(sys.argv[1]); "
+            "found = [m for m in sys.modules if m.startswith(tuple(sys.argv[2:]))]; "
+            "assert not found, f'{sys.argv[1]} imports {found}'")
+    subprocess.run([sys.executable, "-c", code, module, *APART[module]], cwd=REPO, check=True)
 
 
 def test_a_sweep_config_becomes_one_frozen_spec(tmp_path: Path) -> None:

@@ -18,9 +18,9 @@ from toy_method import TOY
 import seqq
 import seqq.estimators.methods as method_modules
 from seqq import queries as Q
+from seqq import query_sweep
 from seqq.estimators import METHODS, Guarantee, register, unregister
 from seqq.estimators.registry import discover
-from seqq.experiments import sweep
 from seqq.readme import regenerate
 from seqq.reports.tables import load_results
 from tests.oracles import random_markov
@@ -132,8 +132,8 @@ def test_a_registered_toy_method_runs_through_api_sweep_and_report(toy, tmp_path
     assert [e.model_calls <= 40 for e in many] == [True, True]
     with pytest.raises(seqq.QueryError, match="takes no option 'samples'"):
         seqq.estimate(model, [0], query, toy.name, samples=3)
-    out = sweep.run(compose_sweep(tiny_overrides(tmp_path, "toy", f"estimator.methods=[{toy.name}]",
-                                                 "sweep.report=true")))
+    out = query_sweep.run(compose_sweep(tiny_overrides(tmp_path, "toy",
+                                                       f"estimator.methods=[{toy.name}]")))
     table = load_results([str(out / "results")])
     assert set(table.method) == {toy.name} and table.rae.notna().all()
     summary = (out / "report" / "summary.md").read_text()

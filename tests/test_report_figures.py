@@ -12,9 +12,9 @@ import pytest
 from matplotlib.figure import Figure
 from result_frames import beam_extras, panel_rows, results
 
-from seqq.experiments.schema import BUDGET_FROM_SAMPLES
 from seqq.reports.figures import FIGURES
 from seqq.reports.plotting import NotApplicable, log_axes
+from seqq.results.schema import BUDGET_FROM_SAMPLES
 
 
 @pytest.fixture(autouse=True)

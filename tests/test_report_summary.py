@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 from result_frames import RULE, panel_rows, results
 
-from seqq.experiments.schema import BUDGET_FROM_SAMPLES
 from seqq.reports import tables
 from seqq.reports.build import RAE_DEFINITION, write_report
 from seqq.reports.figures import FIGURES
+from seqq.results.schema import BUDGET_FROM_SAMPLES
 
 
 def _summary(table: pd.DataFrame, out: Path, **kw) -> str:

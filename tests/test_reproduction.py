@@ -3,6 +3,7 @@ model with its columns and RAE arithmetic, the figure, and the generated block o
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -10,13 +11,19 @@ import pandas as pd
 import pytest
 from conftest import compose_sweep, tiny_overrides
 
-from seqq.errors import ResultsError
+from seqq.errors import ConfigError, ResultsError
 from seqq.experiments import sweep
-from seqq.reports import cli, reproduction, tables
+from seqq.reports import cli, tables
+from seqq.reports.reproduction.figure import fig3
+from seqq.reports.reproduction.markdown import begin, end, fmt
+from seqq.reports.reproduction.panels import PAPER_METHODS, model_slug, select
+from seqq.reports.reproduction.paper import FIG3
+from seqq.reports.reproduction.reproduce import reproduce
+from seqq.reports.reproduction.stats import median_ci
 from seqq.reports.tables import load_results
 
-DOC = (f"# Reproduction\n\nhand-written intro\n\n{reproduction.BEGIN}\nold\n{reproduction.END}"
-       "\n\nhand-written end\n")
+BEGIN, END = begin(FIG3.block), end(FIG3.block)
+DOC = f"# Reproduction\n\nhand-written intro\n\n{BEGIN}\nold\n{END}\n\nhand-written end\n"
 
 
 def _export(results: Path, out: Path, *extra: str) -> Path:
@@ -36,7 +43,7 @@ def test_export_writes_the_csv_figure_and_doc_block(tmp_path: Path, tiny_sweep: 
     assert list(csv.columns) == ["history_id", "K", "method", "S", "budget_calls", "model_calls",
                                  "estimate", "truth", "truth_kind", "truth_rel_stderr", "rae"]
     # every history at every K by each of the paper's three methods, at the one level asked for
-    assert set(csv.method) == set(reproduction.PAPER_METHODS) and set(csv.S) == {10}
+    assert set(csv.method) == set(PAPER_METHODS) and set(csv.S) == {10}
     cells = csv.groupby("history_id").size()
     assert (cells == 3 * csv.K.nunique()).all() and len(cells) == 6
     # RAE = |estimate − truth| / truth, to the CSV's 6 significant digits
@@ -52,14 +59,14 @@ def test_export_writes_the_csv_figure_and_doc_block(tmp_path: Path, tiny_sweep: 
     assert (folder / "fig3_markov.pdf").stat().st_size > 0
     # the block between the markers is replaced; the hand-written text around it is kept
     text = doc.read_text()
-    assert text.startswith("# Reproduction\n\nhand-written intro\n\n" + reproduction.BEGIN)
-    assert text.endswith(reproduction.END + "\n\nhand-written end\n") and "\nold\n" not in text
-    block = text[text.index(reproduction.BEGIN):]
+    assert text.startswith("# Reproduction\n\nhand-written intro\n\n" + BEGIN)
+    assert text.endswith(END + "\n\nhand-written end\n") and "\nold\n" not in text
+    block = text[text.index(BEGIN):]
     assert "N = 6 of 1000 histories" in block and "(reproduction/fig3_markov.png)" in block
     assert "[`fig3_synthetic_reviews_markov.csv`](reproduction/" in block
     # the table's medians are the CSV's
     median = csv[(csv.method == "hybrid") & (csv.K == 3)].rae.median()
-    assert f"| 3 | exact | 6 | {reproduction._fmt(median)} [" in block
+    assert f"| 3 | exact | 6 | {fmt(median)} [" in block
     # a rerun regenerates the same files
     before = (folder / "fig3_synthetic_reviews_markov.csv").read_text(), text
     _export(tiny_sweep / "results", tmp_path)
@@ -77,10 +84,25 @@ def test_export_refuses_a_missing_level_model_or_markers(tmp_path: Path, tiny_sw
         cli.main([str(tiny_sweep / "results"), "--reproduction", str(tmp_path / "r"),
                   "--doc", str(bare), "--level", "30"])
     assert bare.read_text() == "# no markers\n"
+    with pytest.raises(ConfigError, match="invalid choice: 'fig99'"):
+        cli.main([str(tiny_sweep / "results"), "--reproduction", str(tmp_path / "r"),
+                  "--experiment", "fig99"])
+
+
+def test_an_experiment_is_one_declaration(tmp_path: Path, tiny_sweep: Path) -> None:
+    """Another experiment reuses every job: its own file names, its own block of the doc."""
+    toy = dataclasses.replace(FIG3, name="toy", title="Toy", block="toy", level=10)
+    doc = tmp_path / "doc.md"
+    doc.write_text(f"{begin('toy')}\n{end('toy')}\n{BEGIN}\nkept\n{END}\n")
+    written = reproduce(toy, [tiny_sweep / "results"], tmp_path / "out", doc)
+    assert [p.name for p in written] == ["toy_synthetic_reviews_markov.csv", "toy_markov.png",
+                                         "toy_markov.pdf", "doc.md"]
+    text = doc.read_text()
+    assert "![Toy reproduction](out/toy_markov.png)" in text and f"{BEGIN}\nkept\n" in text
 
 
 def test_other_methods_get_their_own_table_not_the_csv(tmp_path: Path) -> None:
-    overrides = tiny_overrides(tmp_path, "extra", "sweep.report=false", "budget.levels=[10]",
+    overrides = tiny_overrides(tmp_path, "extra", "budget.levels=[10]",
                                "estimator.methods=[hybrid,importance,beam,wor]")
     results = sweep.run(compose_sweep(overrides)) / "results"
     doc = _export(results, tmp_path / "out")
@@ -90,16 +112,16 @@ def test_other_methods_get_their_own_table_not_the_csv(tmp_path: Path) -> None:
     assert "Other methods at the same calls" in block and "| K | wor | best of these |" in block
     assert "histories that every one of them has run at every K" in block
     # the figure gets a second row: the other methods and the hybrid on the same histories
-    runs = reproduction.select(load_results([str(results)]), 10)
-    axes = reproduction.figure(runs, 10).axes
+    runs = select(load_results([str(results)]), PAPER_METHODS, "hitting_time", 10)
+    axes = fig3(runs, 10).axes
     assert len(axes) == 2 and "other methods at the same calls · N = 6" in axes[1].get_title()
     assert {line.get_label() for line in axes[1].get_lines()} == {"wor", "hybrid"}
     # a model that no other method ran on leaves an empty panel before the next model's, and
     # that next panel still has its scale and label
     table = load_results([str(results)])
-    paper_only = table[table.method.isin(reproduction.PAPER_METHODS)].assign(model="a_model")
-    runs = reproduction.select(pd.concat([paper_only, table]), 10)
-    fig = reproduction.figure(runs, 10)
+    paper_only = table[table.method.isin(PAPER_METHODS)].assign(model="a_model")
+    runs = select(pd.concat([paper_only, table]), PAPER_METHODS, "hitting_time", 10)
+    fig = fig3(runs, 10)
     fig.canvas.draw()
     empty, frontier = fig.axes[2:4]  # the second row: a_model's, then the sweep's model's
     assert not empty.axison and frontier.get_ylabel() == "median RAE"
@@ -107,11 +129,11 @@ def test_other_methods_get_their_own_table_not_the_csv(tmp_path: Path) -> None:
 
 
 def test_median_interval_and_noise_floor() -> None:
-    low, high = reproduction.median_ci(np.arange(1.0, 101.0))
+    low, high = median_ci(np.arange(1.0, 101.0))
     assert low < 50.5 < high and (low, high) == (40.0, 61.0)
-    assert reproduction.median_ci(np.array([]))[0] != reproduction.median_ci(np.array([]))[0]
+    assert median_ci(np.array([]))[0] != median_ci(np.array([]))[0]
     # every truth with relative SE σ: a perfect estimator's median RAE is 0.6745·σ
     assert tables.noise_floor(np.full(50, 0.01)) == pytest.approx(0.0067449, rel=1e-4)
     assert tables.noise_floor(np.zeros(5)) == 0.0
-    assert reproduction.model_slug("authors_lstm") == "authors"
-    assert reproduction.model_slug("lstm@1a2b3c4d") == "lstm"
+    assert model_slug("authors_lstm") == "authors"
+    assert model_slug("lstm@1a2b3c4d") == "lstm"

@@ -18,10 +18,10 @@ from seqq.experiments.gt_cache import GroundTruthCache
 from seqq.experiments.histories import History
 from seqq.experiments.provenance import write_provenance
 from seqq.experiments.query_specs import build_specs
-from seqq.experiments.schema import COLUMNS, KEY, to_frame
-from seqq.experiments.store import read_parts, read_results
 from seqq.ground_truth import GroundTruth
 from seqq.models import MarkovModel
+from seqq.results.schema import COLUMNS, KEY, to_frame
+from seqq.results.store import read_parts, read_results
 
 
 def test_rows_have_the_schemas_columns_and_dtypes() -> None:
@@ -44,7 +44,7 @@ def test_old_parts_read_with_new_columns_missing_and_without_keys_fail(tmp_path:
 
 def test_resume_takes_the_hybrids_budget_from_parts_in_any_column_order(tmp_path: Path) -> None:
     overrides = tiny_overrides(tmp_path, "resume", "estimator.methods=[hybrid,importance]",
-                               "sweep.ks=[3]", "budget.levels=[10]", "sweep.report=false")
+                               "sweep.ks=[3]", "budget.levels=[10]")
     results = sweep.run(compose_sweep(overrides)) / "results"
     first = read_parts([results])
     for part in results.glob("*.parquet"):  # keep the hybrid's rows, with columns reversed
@@ -78,8 +78,7 @@ def test_ground_truth_cache_returns_ground_truth_objects(tmp_path: Path) -> None
 
 def test_rows_without_ground_truth_are_marked(tmp_path: Path) -> None:
     overrides = tiny_overrides(tmp_path, "none", "estimator=importance", "sweep.ks=[3]",
-                               "budget.levels=[10]", "sweep.ground_truth=false",
-                               "sweep.report=false")
+                               "budget.levels=[10]", "sweep.ground_truth=false")
     table = read_results([sweep.run(compose_sweep(overrides)) / "results"])
     assert (table.truth_kind == "none").all() and table.truth.isna().all()
     assert (table.truth_rule.str.startswith("none")).all()

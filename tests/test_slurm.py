@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from conftest import REPO, tiny_overrides
 
-from seqq.experiments.schema import KEY
 from seqq.reports import cli
 from seqq.reports.tables import load_results
+from seqq.results.schema import KEY
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 

@@ -18,6 +18,7 @@ import pytest
 import torch
 from conftest import REPO, compose_sweep, tiny_overrides
 
+from seqq import query_sweep
 from seqq.data import load_dataset
 from seqq.errors import CheckpointError, QueryError, SeqqError
 from seqq.experiments import refine, sweep
@@ -25,12 +26,12 @@ from seqq.experiments.histories import sample_histories, shard
 from seqq.experiments.query_specs import resolve_symbols
 from seqq.experiments.run_log import read_runs
 from seqq.experiments.runner import interrupts_deferred
-from seqq.experiments.schema import KEY
-from seqq.experiments.store import PartStore, read_parts
 from seqq.models import LSTMNet
 from seqq.models.checkpoint import save_checkpoint
 from seqq.reports.build import build_report
 from seqq.reports.tables import load_results
+from seqq.results.schema import KEY
+from seqq.results.store import PartStore, read_parts
 
 METHODS, LEVELS, KS, N = {"hybrid", "importance", "beam"}, {10, 30}, {3, 5}, 6
 REQUIRED = ["dataset", "model", "history_id", "K", "query", "method", "budget_level",
@@ -192,7 +193,7 @@ def test_terminated_sweep_saves_its_parts_and_every_run_is_recorded(tmp_path: Pa
 def test_temperatures_and_no_ground_truth(tmp_path: Path) -> None:
     cfg = compose_sweep(tiny_overrides(
         tmp_path, "temps", "sweep.temperatures=[0.5,2.0]", "sweep.ks=[3]", "budget.levels=[10]",
-        "estimator=importance", "sweep.ground_truth=false", "sweep.report=false"))
+        "estimator=importance", "sweep.ground_truth=false"))
     table = load_results([str(sweep.run(cfg) / "results")])
     assert set(table.temperature) == {0.5, 2.0}
     assert (table.truth_kind == "none").all() and table.rae.isna().all()
@@ -207,7 +208,7 @@ def test_sweep_on_a_tiny_lstm_checkpoint(tmp_path: Path) -> None:
                     load_dataset("synthetic_reviews", vocab_size=9, num_sequences=40).vocab)
     overrides = [o for o in tiny_overrides(tmp_path, "lstm") if "model." not in o]
     cfg = compose_sweep([*overrides, f"checkpoint_dir={tmp_path / 'ckpt'}", "model.device=cpu",
-                         "budget.levels=[10]", "sweep.report=false"])
+                         "budget.levels=[10]"])
     table = load_results([str(sweep.run(cfg) / "results")])
     assert len(table) == N * len(KS) * len(METHODS)
     assert table.model.str.startswith("lstm@").all() and np.isfinite(table.rae).all()
@@ -228,7 +229,7 @@ def test_noisy_surrogate_truths_are_refined_to_a_fifth_of_the_errors_they_judge(
     def run(name: str, *extra: str) -> pd.DataFrame:
         overrides = [o for o in tiny_overrides(tmp_path, name) if "model." not in o]
         cfg = compose_sweep([*overrides, f"checkpoint_dir={tmp_path / 'ckpt'}", "model.device=cpu",
-                             "sweep.ks=[4]", "budget.levels=[300]", "sweep.report=false",
+                             "sweep.ks=[4]", "budget.levels=[300]",
                              "ground_truth.exact_max_calls=0", "ground_truth.rule=relative",
                              "ground_truth.rel_tol=0.5", "ground_truth.s_high=40", *extra])
         return load_results([str(sweep.run(cfg) / "results")]).sort_values(list(KEY), ignore_index=True)
@@ -254,7 +255,7 @@ def test_option_variants_share_a_sweep_without_overwriting(tmp_path: Path) -> No
     for alpha in (0.5, 0.9):
         cfg = compose_sweep(tiny_overrides(
             tmp_path, "alphas", "query=event_at", "estimator=coverage", "sweep.ks=[3]",
-            "budget.levels=[0]", "sweep.ground_truth=false", "sweep.report=false",
+            "budget.levels=[0]", "sweep.ground_truth=false",
             f"estimator.options.coverage_beam.alpha={alpha}"))
         sweep.run(cfg)
     table = load_results([str(tmp_path / "alphas" / "results")])
@@ -266,8 +267,7 @@ def test_repeats_have_their_own_seeds_and_budgets_and_old_parts_resume(tmp_path:
     """`sweep.repeats=2`: a second independent run per (query, method, level), budgeted by its own
     hybrid run; parts stored before the `repeat` column existed read as repeat 0 and are not
     run again."""
-    base = tiny_overrides(tmp_path, "repeats", "sweep.ks=[5]", "budget.levels=[10]",
-                          "sweep.report=false")
+    base = tiny_overrides(tmp_path, "repeats", "sweep.ks=[5]", "budget.levels=[10]")
     results = sweep.run(compose_sweep(base)) / "results"
     for part in results.glob("*.parquet"):  # as an older seqq wrote them: no repeat column
         pd.read_parquet(part).drop(columns="repeat").to_parquet(part)
@@ -292,7 +292,7 @@ def test_repeats_have_their_own_seeds_and_budgets_and_old_parts_resume(tmp_path:
 def test_count_and_event_queries_against_ground_truth(tmp_path: Path) -> None:
     for query in ("count", "event_at"):
         cfg = compose_sweep(tiny_overrides(tmp_path, query, f"query={query}", "sweep.ks=[3]",
-                                           "budget.levels=[10]", "sweep.report=false"))
+                                           "budget.levels=[10]"))
         table = load_results([str(sweep.run(cfg) / "results")])
         assert set(table["query"]) == {query} and len(table) == N * len(METHODS)
         assert np.isfinite(table.rae).all() and (table.truth > 0).all()
@@ -314,7 +314,6 @@ def test_a_query_on_the_next_symbol_needs_one_observed_symbol(tmp_path: Path) ->
     ("sweep.chunk_size=0", "sweep.chunk_size must be a whole number >= 1"),
     ("sweep.shard=2", "sweep.shard must lie in 0..0"),
     ("sweep.temperatures=[1.0,-1]", "sweep.temperatures must be a list of numbers > 0"),
-    ("sweep.figures=[bogus]", "sweep.figures: unknown 'bogus'"),
     ("sweep.report=maybe", "sweep.report must be true or false"),
     ("sweep.future=4", "sweep.future (4) must be at least the largest K (5)"),
     ("budget.levels=[10,-1]", "budget.levels must be a list of whole numbers >= 0"),
@@ -336,6 +335,15 @@ def test_check_config_refuses_bad_values_before_loading(tmp_path: Path, override
         return
     with pytest.raises(SeqqError, match=re.escape(said)):
         sweep.check_config(cfg)
+
+
+def test_the_command_refuses_an_unknown_figure_before_the_sweep(tmp_path: Path) -> None:
+    """`sweep.figures` is the report's setting: the command checks it against the report's
+    figures before any data is loaded or any result written."""
+    cfg = compose_sweep(tiny_overrides(tmp_path, "figures", "sweep.figures=[bogus]"))
+    with pytest.raises(SeqqError, match=re.escape("sweep.figures: unknown 'bogus'")):
+        query_sweep.run(cfg)
+    assert not (tmp_path / "figures").exists()
 
 
 def test_query_symbols_are_checked_against_the_vocabulary() -> None:

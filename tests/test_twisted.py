@@ -245,7 +245,7 @@ def test_the_sweep_fits_the_surrogate_on_the_training_split(tmp_path):
     from seqq.reports.tables import load_results
 
     cfg = compose_sweep(tiny_overrides(tmp_path, "twisted", "estimator=twisted",
-                                       "estimator.options.twisted.order=2", "sweep.report=false"))
+                                       "estimator.options.twisted.order=2"))
     table = load_results([str(sweep.run(cfg) / "results")])
     twisted = table[table.method == "twisted"].set_index(["history_id", "K", "budget_level"])
     hybrid = table[table.method == "hybrid"].set_index(["history_id", "K", "budget_level"])

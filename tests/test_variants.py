@@ -14,6 +14,7 @@ import pytest
 from conftest import compose_sweep, tiny_overrides
 from result_frames import panel_rows, results
 
+from seqq import query_sweep
 from seqq.errors import ConfigError
 from seqq.estimators.surrogates import DISTILL_SYMBOLS
 from seqq.experiments import method_runs as runs_module
@@ -131,7 +132,7 @@ def test_a_sweep_stores_rows_under_the_label_at_the_hybrids_budgets(tmp_path: Pa
     hybrid's budgets, rows and report named by the label; a re-run resumes them all."""
     overrides = ["estimator.methods=[hybrid,smc,st]", SMC_TWISTED, "sweep.ks=[3]"]
     cfg = _compose(tmp_path, *overrides)
-    folder = sweep.run(cfg)
+    folder = query_sweep.run(cfg)
     table = load_results([folder / "results"])
     assert set(table.method) == {"hybrid", "smc", "st"}
     variant = table[table.method == "st"]
@@ -157,9 +158,9 @@ def test_a_sweep_stores_rows_under_the_label_at_the_hybrids_budgets(tmp_path: Pa
 
 def test_a_label_reused_for_another_method_is_refused_on_resume(tmp_path: Path) -> None:
     sweep.run(_compose(tmp_path, "estimator.methods=[hybrid,st]", SMC_TWISTED, "sweep.ks=[3]",
-                       "budget.levels=[10]", "sweep.report=false"))
+                       "budget.levels=[10]"))
     moved = _compose(tmp_path, "estimator.methods=[hybrid,st]", "sweep.ks=[3]",
-                     "budget.levels=[10]", "sweep.report=false",
+                     "budget.levels=[10]",
                      "+estimator.variants.st={method:randomized_beam,surrogate:hpyp,order:2}")
     with pytest.raises(ConfigError, match="holds rows labelled 'st' from method 'smc', not "
                                           "'randomized_beam'; give the variant another label"):

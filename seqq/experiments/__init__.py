@@ -1,1 +1,2 @@
-"""`seqq query-sweep`: sample queries, compute ground truth, run estimators, store results."""
+"""A sweep's work: sample queries, compute ground truth, run estimators, store results
+(`seqq query-sweep`, whose command is `seqq/query_sweep.py`)."""

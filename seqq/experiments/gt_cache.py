@@ -18,9 +18,9 @@ import pandas as pd
 
 import seqq
 from seqq.experiments.query_specs import QuerySpec
-from seqq.experiments.store import PartStore
 from seqq.ground_truth import GroundTruth
 from seqq.models import SequenceModel
+from seqq.results.store import PartStore
 
 KEY = ["dataset", "model", "temperature", "history_hash", "label", "gt_options"]
 NO_TRUTH_RULE = "none: estimates only, no RAE"

@@ -25,8 +25,8 @@ import pandas as pd
 from seqq.experiments.gt_cache import GroundTruthCache
 from seqq.experiments.query_specs import QuerySpec
 from seqq.experiments.runner import SweepRunner, rae
-from seqq.experiments.store import part_files
 from seqq.ground_truth import GroundTruth, ground_truth_many
+from seqq.results.store import part_files
 
 CALLS_FACTOR = 16  # a refined truth may sample up to this many times the configured s_high
 

@@ -29,7 +29,9 @@ from seqq.estimators.registry import budget_setter
 from seqq.experiments.gt_cache import GroundTruthCache, NoGroundTruth, digest
 from seqq.experiments.method_runs import MethodRun
 from seqq.experiments.query_specs import QuerySpec
-from seqq.experiments.schema import (
+from seqq.ground_truth import GroundTruth
+from seqq.models import SequenceModel
+from seqq.results.schema import (
     BUDGET_FROM_SAMPLES,
     BUDGET_FROM_SETTER,
     CONTEXT,
@@ -42,9 +44,7 @@ from seqq.experiments.schema import (
     keys_of,
     to_frame,
 )
-from seqq.experiments.store import PartStore
-from seqq.ground_truth import GroundTruth
-from seqq.models import SequenceModel
+from seqq.results.store import PartStore
 
 BUDGET_SETTER = budget_setter().name  # its calls at S samples are the others' budget
 LEVEL_OPTION = budget_setter().level_option  # the setter's option that a budget level S sets

@@ -89,7 +89,8 @@ class HistorySpec:
 
 @dataclass(frozen=True)
 class SweepSpec:
-    """One `seqq query-sweep` job, checked: everything `sweep.run` reads.
+    """One `seqq query-sweep` job, checked: everything `sweep.run` reads, and whether the
+    command reports the results when done.
 
     `config` is the resolved config as a plain mapping, recorded in the run folder's
     provenance and nowhere read again.
@@ -114,7 +115,6 @@ class SweepSpec:
     dir: Path
     progress: bool
     report: bool
-    figures: tuple[str, ...] | None
     config: Mapping[str, Any]
     refine_truth: float | None = None  # surrogate truths' rel. SE ≤ this × smallest median RAE
 

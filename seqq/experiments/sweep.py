@@ -1,9 +1,10 @@
-"""`seqq query-sweep`: the paper's evidence from a model, a dataset and a set of estimators.
+"""A sweep: the paper's evidence from a model, a dataset and a set of estimators (the work of
+`seqq query-sweep`, whose command, `seqq/query_sweep.py`, then reports it).
 
 Config groups pick the dataset, model, query, estimators, budget levels and ground-truth
 settings; `experiment=<preset>` bundles them per paper figure. Results go to
-`<sweep.dir>/results/` as Parquet parts (resumable, see `runner.py`), ground truth to
-`<sweep.dir>/ground_truth/`, and a Markdown summary with figures to `<sweep.dir>/report/`.
+`<sweep.dir>/results/` as Parquet parts (resumable, see `runner.py`) and ground truth to
+`<sweep.dir>/ground_truth/`.
 
 The whole config is checked and typed once (`sweep_spec` → `SweepSpec`, then the symbols against
 the dataset's vocabulary and the checkpoint's presence) before any model is loaded or any query
@@ -15,12 +16,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-import hydra
-from hydra.core.hydra_config import HydraConfig
-from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from seqq.commands import CONF, hydra_job, run_hydra, wants_help
 from seqq.data import DATASETS, SequenceDataset
 from seqq.data.cache import file_digest
 from seqq.errors import CheckpointError, Interrupted, MissingRawData
@@ -39,16 +36,15 @@ from seqq.experiments.query_specs import QuerySpec, build_specs, resolve_symbols
 from seqq.experiments.refine import refine_truths
 from seqq.experiments.run_log import recorded
 from seqq.experiments.runner import SweepPlan, SweepRunner
-from seqq.experiments.schema import KEY
 from seqq.experiments.specs import SweepSpec
-from seqq.experiments.store import PartStore
-from seqq.experiments.sweep_config import HELP, check_config, horizons, sweep_spec
+from seqq.experiments.sweep_config import check_config, horizons, sweep_spec
 from seqq.models import SequenceModel, TemperatureModel
 from seqq.models.loading import load_model, trained_checkpoint
 from seqq.paths import data_root
-from seqq.reports.build import build_report
+from seqq.results.schema import KEY
+from seqq.results.store import PartStore
 
-__all__ = ["HELP", "QUICK_TRAINING", "check_config", "horizons", "load_data", "load_sweep_model",
+__all__ = ["QUICK_TRAINING", "check_config", "horizons", "load_data", "load_sweep_model",
            "make_specs", "model_id", "run", "sweep_spec", "train_command"]
 
 # What `make` trains at SIZE=quick (Makefile TRAIN_quick): minutes per LSTM instead of hours.
@@ -221,38 +217,5 @@ def run(cfg: DictConfig | SweepSpec, model: SequenceModel | None = None,
         finally:
             record.update(parts_saved=sum(r.saved_parts for r in runners),
                           ground_truths_computed=sum(r.truth.computed for r in runners))
-    if spec.report:
-        build_report([results.root], sweep_dir / "report",
-                     figures=list(spec.figures) if spec.figures is not None else None)
     return sweep_dir
 
-
-@hydra.main(config_path=str(CONF), config_name="sweep", version_base=None)
-@hydra_job("query-sweep")
-def _app(cfg: DictConfig) -> None:
-    hydra_cfg = HydraConfig.get()
-    multirun = hydra_cfg.mode == RunMode.MULTIRUN
-    merge_later = multirun and cfg.sweep.report
-    if merge_later:
-        # jobs of one multirun share a sweep folder: merge once, after all of them (set in the
-        # config itself, so the run's provenance records it)
-        cfg.sweep.report = False
-    spec = sweep_spec(cfg)
-    if merge_later:
-        log.info("multirun job: no per-job report; run `seqq report %s` when all are done",
-                 results_dir(spec.dir))
-    sweep_dir = run(spec, run_dir=hydra_cfg.runtime.output_dir)
-    if not multirun:
-        if spec.report:
-            print(f"report: {sweep_dir / 'report' / 'summary.md'}")
-        else:
-            print(f"results: {results_dir(sweep_dir)} (report them with: seqq report "
-                  f"{results_dir(sweep_dir)})")
-
-
-def main(argv: list[str]) -> int:
-    if wants_help(argv):
-        print(HELP.text())
-        return 0
-    run_hydra(_app, "query-sweep", argv)
-    return 0

@@ -1,6 +1,7 @@
 """What a sweep's config may hold: every setting checked and typed once (`sweep_spec` → a
 `SweepSpec`) before any data or model is loaded, and the `seqq query-sweep --help` that lists
-them. Nothing past `sweep_spec` reads the config."""
+them. Nothing past `sweep_spec` reads the config, except the command (`seqq/query_sweep.py`),
+which checks `sweep.figures` against the report's figures: this layer knows no report."""
 
 from __future__ import annotations
 
@@ -27,7 +28,6 @@ from seqq.experiments.specs import (
 )
 from seqq.models.device import resolve_device
 from seqq.models.loading import LOADERS
-from seqq.reports.figures import FIGURES
 
 SIZES = ("quick", "paper")
 
@@ -200,7 +200,6 @@ def sweep_spec(cfg: DictConfig) -> SweepSpec:
     if shard >= shards:
         raise ConfigError(f"sweep.shard must lie in 0..{shards - 1} (sweep.shards={shards})")
     progress, report = (check.boolean(cfg, "sweep.progress"), check.boolean(cfg, "sweep.report"))
-    figures = check.names(cfg, "sweep.figures", list(FIGURES), optional=True)
     runs = method_runs(cfg)
     levels = check.integers(cfg, "budget.levels", minimum=0)
     query = _query(cfg, ks)
@@ -212,7 +211,6 @@ def sweep_spec(cfg: DictConfig) -> SweepSpec:
         histories=histories, temperatures=temperatures, seed=seed, chunk_size=chunk_size,
         repeats=repeats, shard=shard, shards=shards, dir=Path(check.value(cfg, "sweep.dir")),
         progress=progress, report=report,
-        figures=tuple(figures) if check.value(cfg, "sweep.figures") is not None else None,
         config=OmegaConf.to_container(cfg, resolve=True),
         refine_truth=check.number(cfg, "sweep.refine_truth", above=0, at_most=1, optional=True))
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from seqq.experiments.schema import BUDGET_FROM_SAMPLES, BUDGET_FROM_SETTER, NO_BUDGET
 from seqq.reports import frontier, tables
 from seqq.reports.figures import FIGURES
 from seqq.reports.plotting import NotApplicable, save
+from seqq.results.schema import BUDGET_FROM_SAMPLES, BUDGET_FROM_SETTER, NO_BUDGET
 
 QUERY_KINDS = {
     "hitting_time": "`hitting_time`: p(τ(a) = K), the first a is the K-th next symbol "

@@ -3,9 +3,9 @@
 Inputs are result part files or folders of them (a sweep's `results/`, or several SLURM jobs'
 folders); they are merged with one row per (query, method, budget level).
 
-`--reproduction DIR [--doc FILE] [--level S] [--models m,n]` writes the paper's Fig. 3 beside
-seqq's instead (`seqq/reports/reproduction.py`, `make reproduction`): a CSV per model, the figure,
-and the generated block of FILE (docs/reproduction.md).
+`--reproduction DIR [--experiment fig3] [--doc FILE] [--level S] [--models m,n]` writes one of
+the paper's experiments beside seqq's instead (`seqq/reports/reproduction/`, `make reproduction`):
+a CSV per model, the figure, and the experiment's generated block of FILE (docs/reproduction.md).
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import NoReturn
 
 from seqq.errors import ConfigError, ResultsError
-from seqq.experiments.store import part_files
-from seqq.reports import reproduction
 from seqq.reports.build import build_report
 from seqq.reports.figures import FIGURES
+from seqq.reports.reproduction.paper import EXPERIMENTS, FIG3
+from seqq.reports.reproduction.reproduce import reproduce
+from seqq.results.store import part_files
 
 
 class _Parser(argparse.ArgumentParser):
@@ -36,13 +37,20 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--figures", help=f"comma-separated subset of: {', '.join(FIGURES)}")
     parser.add_argument("--datasets", help="comma-separated datasets to keep (default: all)")
     parser.add_argument("--reproduction", type=Path, metavar="DIR",
-                        help="write Fig. 3's reproduction (fig3_<dataset>_<model>.csv per model, "
-                             "the figure as PNG + PDF) into DIR instead of a report")
+                        help="write an experiment's reproduction (<experiment>_<dataset>_<model>"
+                             ".csv per model, the figure as PNG + PDF) into DIR instead of a "
+                             "report")
+    parser.add_argument("--experiment", choices=list(EXPERIMENTS),
+                        help="with --reproduction: which one (default: fig3); "
+                             + "; ".join(f"{e.name}: the paper's {e.title} from the "
+                                         f"experiment={e.sweep} sweep"
+                                         for e in EXPERIMENTS.values()))
     parser.add_argument("--doc", type=Path, metavar="FILE",
                         help="with --reproduction: rewrite the generated block of this Markdown "
                              "file (e.g. docs/reproduction.md)")
-    parser.add_argument("--level", type=int, default=reproduction.LEVEL, metavar="S",
-                        help="with --reproduction: the budget level S (default: 100, Fig. 3's)")
+    parser.add_argument("--level", type=int, metavar="S",
+                        help="with --reproduction: the budget level S (default: the "
+                             "experiment's, 100 for Fig. 3)")
     parser.add_argument("--models", help="with --reproduction: comma-separated models to keep, "
                                          "e.g. authors_lstm (default: all)")
     return parser
@@ -82,12 +90,13 @@ def main(argv: list[str]) -> int:
         if args.figures or args.out:
             raise ConfigError("--reproduction writes its own files: drop --figures and --out")
         models = [m for m in (args.models or "").split(",") if m]
-        for path in reproduction.export(args.results, args.reproduction, args.doc, args.level,
-                                        models, datasets or ()):
+        experiment = EXPERIMENTS[args.experiment or FIG3.name]
+        for path in reproduce(experiment, args.results, args.reproduction, args.doc, args.level,
+                              models, datasets or ()):
             print(f"reproduction: {path}")
         return 0
-    if args.doc or args.models:
-        raise ConfigError("--doc and --models go with --reproduction DIR")
+    if args.experiment or args.doc or args.level is not None or args.models:
+        raise ConfigError("--experiment, --doc, --level and --models go with --reproduction DIR")
     out = build_report(args.results, args.out or _default_out(args.results[0]), figures,
                        datasets)
     print(f"report: {out / 'summary.md'}")

@@ -131,10 +131,11 @@ def empty(ax: Axes, text: str) -> None:
 
 
 def save(fig: Figure, out: Path, name: str) -> list[Path]:
-    """Write `name`.png and `name`.pdf into `out` and release the figure."""
+    """Write `name`.png and `name`.pdf into `out` and release the figure. The PDF has no
+    creation date: a rerun on the same results rewrites the same bytes (git stays quiet)."""
     out.mkdir(parents=True, exist_ok=True)
-    paths = [out / f"{name}.png", out / f"{name}.pdf"]
-    for path in paths:
-        fig.savefig(path, dpi=120)
+    png, pdf = out / f"{name}.png", out / f"{name}.pdf"
+    fig.savefig(png, dpi=120)
+    fig.savefig(pdf, dpi=120, metadata={"CreationDate": None})
     plt.close(fig)
-    return paths
+    return [png, pdf]

@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from seqq.experiments.schema import BUDGET_FROM_SAMPLES, QUERY
-from seqq.experiments.store import read_results, safe_name
+from seqq.results.schema import BUDGET_FROM_SAMPLES, QUERY
+from seqq.results.store import read_results, safe_name
 
 PANEL = ["dataset", "model", "temperature", "query", "budget_rule"]
 Z99 = 2.5758  # two-sided 99% normal quantile: Fig. 14's confidence band

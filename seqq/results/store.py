@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from seqq.experiments import schema
+from seqq.results import schema
 
 PART_SUFFIX = ".parquet"
 

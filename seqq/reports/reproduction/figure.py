@@ -1,0 +1,87 @@
+"""The reproductions' figures, one function per paper figure: `(panels, S) -> Figure`. The
+paper's figures are plots whose values its text does not give, so no paper values are drawn."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from seqq.estimators.registry import get
+from seqq.reports.plotting import grid, integer_ticks, panel_title, suptitle
+from seqq.reports.reproduction.panels import PAPER_METHODS, SETTER, ModelRun
+from seqq.reports.reproduction.stats import others_medians, summary
+
+# markers and colours of the non-paper methods, apart from the paper methods' registered colours
+OTHER_STYLES = [("s", "C3"), ("^", "C4"), ("v", "C5"), ("D", "C6"), ("P", "C7"), ("X", "C8"),
+                ("<", "C9"), (">", "black"), ("h", "darkgoldenrod"), ("*", "teal")]
+
+
+def fig3(runs: Sequence[ModelRun], level: int) -> Figure:
+    """Median RAE vs K, one panel per model (bands: 95% intervals of the medians); where other
+    methods ran at the same calls, a second row with them and the budget setter on their
+    histories."""
+    stats = [summary(r) for r in runs]
+    frontier = any(not r.others.empty for r in runs)
+    fig, axes = grid(2 if frontier else 1, len(runs), size=(max(4.8, 8.0 / len(runs)), 3.8),
+                     sharey=True)
+    if frontier:
+        for ax, run, s in zip(axes[1], runs, stats, strict=True):
+            _others_panel(ax, run, s)
+    for ax, run, s in zip(axes[0], runs, stats, strict=True):
+        for method in PAPER_METHODS:
+            color = get(method).color
+            ax.plot(s.K, s[method], "o-", ms=3.5, color=color, label=method)
+            ax.fill_between(s.K, s[f"{method}_low"], s[f"{method}_high"], color=color,
+                            alpha=0.15, lw=0)
+        surrogate = s[s.floor > 0]
+        if len(surrogate):
+            ax.plot(surrogate.K, surrogate.floor, ":", color="grey",
+                    label="noise floor of the surrogate truth")
+        exact = s[s.truth == "exact"].K
+        if len(exact):
+            ax.axvspan(exact.min() - 0.5, exact.max() + 0.5, color="grey", alpha=0.1, lw=0,
+                       label=f"exact truth (K ≤ {exact.max()})")
+        _log_rae_axes(ax, s.K.to_list())
+        panel_title(ax, *run.lines, width=60)
+    for row in axes:  # a row may start with an empty panel (a model no other method ran on)
+        shown = [ax for ax in row if ax.axison]
+        shown[0].set_ylabel("median RAE")
+        for ax in shown:
+            ax.tick_params(labelleft=True)
+    suptitle(fig, f"Fig. 3 protocol: median RAE of p(τ(a) = K) at equal model calls "
+                  f"(the hybrid's, S = {level})\nbands: 95% intervals of the medians · no paper values: "
+                  "its text gives none for Fig. 3")
+    handles: dict[str, object] = {}
+    for ax in axes.flat:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(label, handle)
+    fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncol=3,
+               fontsize=8)
+    return fig
+
+
+def _others_panel(ax: Axes, run: ModelRun, s: pd.DataFrame) -> None:
+    """The other methods at the same calls, and the budget setter, on the histories all of them
+    ran."""
+    ks = s.K.to_list()
+    if run.others.empty:
+        ax.set_axis_off()
+        return
+    medians, n = others_medians(run, ks)
+    for i, method in enumerate(c for c in medians.columns if c != SETTER):
+        marker, color = OTHER_STYLES[i % len(OTHER_STYLES)]
+        ax.plot(ks, medians[method], marker + "--", ms=3.5, lw=1, color=color, label=method)
+    ax.plot(ks, medians[SETTER], "o-", ms=3.5, color=get(SETTER).color, label=SETTER)
+    _log_rae_axes(ax, ks)
+    panel_title(ax, f"{run.dataset} · other methods at the same calls · N = {n}", width=60)
+
+
+def _log_rae_axes(ax: Axes, ks: Sequence[int]) -> None:
+    """Log RAE against integer K, half a step of room either side, major grid lines."""
+    ax.set_yscale("log")
+    ax.set(xlabel="horizon K", xlim=(min(ks) - 0.5, max(ks) + 0.5))
+    ax.grid(True, which="major", alpha=0.3)
+    integer_ticks(ax)
