@@ -36,7 +36,40 @@ def run(sweep_dir: str | Path) -> list[str]:
         recorded = runs[runs.tag.str.startswith(tag)] if not runs.empty else runs
         lines += [f"**{dataset} · {model}**", "", *_calls(block, mine), "",
                   *_time(recorded, len(mine)), ""]
-    return lines
+    return lines + _other_experiments(sweep_dir.parent, sweep_dir.name)
+
+
+def _other_experiments(root: Path, fig3: str) -> list[str]:
+    """One row per paper-size sweep beside Fig. 3's (issue 41): its histories, model calls
+    and recorded time."""
+    rows = []
+    for folder in sorted(root.glob("*-paper")):
+        results = read_parts([folder / "results"])
+        if folder.name == fig3 or results.empty:
+            continue
+        truths = read_parts([folder / "ground_truth"])
+        runs = read_runs(folder)
+        for dataset, block in results.groupby("dataset", sort=True):
+            recorded = runs[runs.tag.str.startswith(f"{dataset}-")] if not runs.empty else runs
+            computed = int(recorded.ground_truths_computed.fillna(0).sum()) if len(recorded) else 0
+            mine = truths[truths.dataset == dataset] if not truths.empty else truths
+            rows.append([folder.name.removesuffix("-paper"), dataset,
+                         f"{block.history_id.nunique():,}", f"{len(block):,}",
+                         f"{int(block.model_calls.sum()):,}", f"{computed:,}",
+                         f"{int(mine.model_calls.sum()) if len(mine) else 0:,}",
+                         f"{len(recorded)}", fmt_hours(float(recorded.wall_s.sum()))
+                         if len(recorded) else "", fmt_hours(float(recorded.cpu_s.sum()))
+                         if len(recorded) else ""])
+    if not rows:
+        return []
+    return ["#### The rest of the paper (docs/reproduction.md)", "",
+            "Every other paper-size sweep beside this one (`make paper SIZE=paper`), from its "
+            "own files: ground-truth calls count the truths stored in its folder (Figs 5–11 "
+            "reuse Fig. 3's committed truths, so they compute none); time sums its recorded "
+            "invocations, one thread each unless run as shards side by side.", "",
+            *table(["sweep", "dataset", "histories", "rows", "estimator calls",
+                    "truths computed", "truth calls stored", "invocations", "wall", "CPU"],
+                  rows), ""]
 
 
 def _calls(block: pd.DataFrame, truths: pd.DataFrame) -> list[str]:
