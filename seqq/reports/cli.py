@@ -5,19 +5,21 @@ folders); they are merged with one row per (query, method, budget level).
 
 `--reproduction DIR [--experiment fig3] [--doc FILE] [--level S] [--models m,n]` writes one of
 the paper's experiments beside seqq's instead (`seqq/reports/reproduction/`, `make reproduction`):
-a CSV per model, the figure, and the experiment's generated block of FILE (docs/reproduction.md).
+its CSVs per model, its figures, and the experiment's generated block and summary-table row of
+FILE (docs/reproduction.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 from typing import NoReturn
 
 from seqq.errors import ConfigError, ResultsError
 from seqq.reports.build import build_report
 from seqq.reports.figures import FIGURES
-from seqq.reports.reproduction.paper import EXPERIMENTS, FIG3
+from seqq.reports.reproduction.paper import EXPERIMENTS, FIG3, SUMMARY
 from seqq.reports.reproduction.reproduce import reproduce
 from seqq.results.store import part_files
 
@@ -46,11 +48,12 @@ def _parser() -> argparse.ArgumentParser:
                                          f"experiment={e.sweep} sweep"
                                          for e in EXPERIMENTS.values()))
     parser.add_argument("--doc", type=Path, metavar="FILE",
-                        help="with --reproduction: rewrite the generated block of this Markdown "
-                             "file (e.g. docs/reproduction.md)")
+                        help="with --reproduction: rewrite the experiment's generated block and "
+                             "its row of the summary table in this Markdown file (e.g. "
+                             "docs/reproduction.md)")
     parser.add_argument("--level", type=int, metavar="S",
-                        help="with --reproduction: the budget level S (default: the "
-                             "experiment's, 100 for Fig. 3)")
+                        help="with --reproduction: the budget level S of an experiment that "
+                             "reads one (default: the experiment's, 100 for Fig. 3)")
     parser.add_argument("--models", help="with --reproduction: comma-separated models to keep, "
                                          "e.g. authors_lstm (default: all)")
     return parser
@@ -91,8 +94,16 @@ def main(argv: list[str]) -> int:
             raise ConfigError("--reproduction writes its own files: drop --figures and --out")
         models = [m for m in (args.models or "").split(",") if m]
         experiment = EXPERIMENTS[args.experiment or FIG3.name]
-        for path in reproduce(experiment, args.results, args.reproduction, args.doc, args.level,
-                              models, datasets or ()):
+        if args.level is not None:
+            if experiment.levels is None or len(experiment.levels) != 1 or experiment.csv:
+                one = [e.name for e in EXPERIMENTS.values()
+                       if e.levels is not None and len(e.levels) == 1 and not e.csv]
+                raise ConfigError(f"--level: {experiment.name} reads several budget levels; "
+                                  "--level picks the one level of an experiment that reads "
+                                  f"one ({', '.join(one)})")
+            experiment = dataclasses.replace(experiment, levels=(args.level,))
+        for path in reproduce(experiment, args.results, args.reproduction, args.doc, models,
+                              datasets or (), SUMMARY):
             print(f"reproduction: {path}")
         return 0
     if args.experiment or args.doc or args.level is not None or args.models:

@@ -1,5 +1,7 @@
-"""The reproductions' figures, one function per paper figure: `(panels, S) -> Figure`. The
-paper's figures are plots whose values its text does not give, so no paper values are drawn."""
+"""The reproductions' figures, one function per experiment: `panels -> {file stem: Figure}`.
+Fig. 3 has its own; the others draw the quick-size report's figures (`seqq/reports/figures.py`)
+on the experiment's panels. The paper's figures are plots whose values its text does not give,
+so no paper values are drawn."""
 
 from __future__ import annotations
 
@@ -10,19 +12,21 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from seqq.estimators.registry import get
+from seqq.reports import figures
 from seqq.reports.plotting import grid, integer_ticks, panel_title, suptitle
 from seqq.reports.reproduction.panels import PAPER_METHODS, SETTER, ModelRun
-from seqq.reports.reproduction.stats import others_medians, summary
+from seqq.reports.reproduction.stats import FIG3_LEVEL, others_medians, summary
 
 # markers and colours of the non-paper methods, apart from the paper methods' registered colours
 OTHER_STYLES = [("s", "C3"), ("^", "C4"), ("v", "C5"), ("D", "C6"), ("P", "C7"), ("X", "C8"),
                 ("<", "C9"), (">", "black"), ("h", "darkgoldenrod"), ("*", "teal")]
 
 
-def fig3(runs: Sequence[ModelRun], level: int) -> Figure:
-    """Median RAE vs K, one panel per model (bands: 95% intervals of the medians); where other
-    methods ran at the same calls, a second row with them and the budget setter on their
-    histories."""
+def fig3(runs: Sequence[ModelRun]) -> dict[str, Figure]:
+    """Fig. 3: median RAE vs K, one panel per model (bands: 95% intervals of the medians);
+    where other methods ran at the same calls, a second row with them and the budget setter on
+    their histories."""
+    (level,) = {s for r in runs for s in r.levels}
     stats = [summary(r) for r in runs]
     frontier = any(not r.others.empty for r in runs)
     fig, axes = grid(2 if frontier else 1, len(runs), size=(max(4.8, 8.0 / len(runs)), 3.8),
@@ -60,7 +64,7 @@ def fig3(runs: Sequence[ModelRun], level: int) -> Figure:
             handles.setdefault(label, handle)
     fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncol=3,
                fontsize=8)
-    return fig
+    return {"fig3": fig}
 
 
 def _others_panel(ax: Axes, run: ModelRun, s: pd.DataFrame) -> None:
@@ -85,3 +89,76 @@ def _log_rae_axes(ax: Axes, ks: Sequence[int]) -> None:
     ax.set(xlabel="horizon K", xlim=(min(ks) - 0.5, max(ks) + 0.5))
     ax.grid(True, which="major", alpha=0.3)
     integer_ticks(ax)
+
+
+# ---- the other experiments: the quick-size report's figures (`seqq/reports/figures.py`) drawn
+# on an experiment's panels, N added to the title; the paper's figures give no values to draw
+
+def _rows(runs: Sequence[ModelRun]) -> pd.DataFrame:
+    return pd.concat([r.rows for r in runs])
+
+
+def _with_n(fig: Figure, runs: Sequence[ModelRun], what: str = "histories") -> Figure:
+    """The figure with a last title line naming N per model."""
+    suptitle(fig, fig.get_suptitle() + "\nN = " + ", ".join(f"{r.n:,} ({r.dataset})"
+                                                             for r in runs) + f" {what}")
+    return fig
+
+
+def _only(figures: dict[str, Figure]) -> Figure:
+    (fig,) = figures.values()
+    return fig
+
+
+def fig5(runs: Sequence[ModelRun]) -> dict[str, Figure]:
+    """Figs 5 and 6: median and mean RAE vs K, one row per budget level S."""
+    rows = _rows(runs)
+    return {"fig5": _with_n(_only(figures.rae_vs_k(rows, "median")), runs),
+            "fig6": _with_n(_only(figures.rae_vs_k(rows, "mean")), runs)}
+
+
+def fig4a(runs: Sequence[ModelRun]) -> dict[str, Figure]:
+    """Fig. 4a: per-query RAE vs restricted entropy, IS and beam search, at Fig. 3's S."""
+    rows = _rows(runs)
+    rows = rows[(rows.budget_level == FIG3_LEVEL) & rows.method.isin(("importance", "beam"))]
+    return {"fig4a": _with_n(_only(figures.rae_vs_entropy(rows)), runs)}
+
+
+SCATTER = {10: "fig7", 100: "fig8", 1000: "fig9"}  # the paper's figure per budget level S
+
+
+def fig7_9(runs: Sequence[ModelRun]) -> dict[str, Figure]:
+    """Figs 7–9: estimate vs ground truth, one figure per model and budget level S."""
+    out = {}
+    for run in runs:
+        for stem, fig in figures.scatter(run.rows).items():
+            level = int(stem.rsplit("_S", 1)[1])
+            out[f"{SCATTER.get(level, f'scatter_S{level}')}_{run.dataset}"] = _with_n(fig, [run])
+    return out
+
+
+def fig10(runs: Sequence[ModelRun]) -> dict[str, Figure]:
+    """Figs 10 and 11: median and mean RAE vs budget level S, one row per K."""
+    rows = _rows(runs)
+    return {"fig10": _with_n(_only(figures.rae_vs_budget(rows, "median")), runs),
+            "fig11": _with_n(_only(figures.rae_vs_budget(rows, "mean")), runs)}
+
+
+def fig12(runs: Sequence[ModelRun]) -> dict[str, Figure]:
+    """Fig. 12: beams kept per step by coverage beam search, per α."""
+    return {"fig12": _with_n(_only(figures.beam_sizes(_rows(runs))), runs)}
+
+
+def fig13(runs: Sequence[ModelRun]) -> dict[str, Figure]:
+    """Figs 13 and 4b: median RAE vs temperature with interquartile bands."""
+    return {"fig13": _with_n(_only(figures.rae_vs_temperature(_rows(runs))), runs)}
+
+
+def fig14(runs: Sequence[ModelRun]) -> dict[str, Figure]:
+    """Fig. 14: mean unaccounted probability vs K with 99% bands."""
+    return {"fig14": _with_n(_only(figures.unaccounted_vs_k(_rows(runs))), runs)}
+
+
+def fig15(runs: Sequence[ModelRun]) -> dict[str, Figure]:
+    """Fig. 15: mean estimate vs the share of the focus symbols, 90% intervals."""
+    return {"fig15": _with_n(_only(figures.case_study(_rows(runs))), runs)}
