@@ -51,7 +51,7 @@ own = $(if $(filter authors,$(MODELS)),,$(1))
 
 FIGURES := fig3 fig3-exact fig4 fig5 fig6 fig7-9 fig10 fig11 fig12 fig13 fig14 fig14-exact fig15 table2 tables3-6
 .PHONY: help venv test lint readme bench bench-e2e bench-paper-slice bench-paper-run calibration demo paper slurm-local fig-frontier \
-	reproduction fig3-frontier fig3-paper-resume fig3-paper-save $(FIGURES)
+	reproduction paper-sweeps fig3-frontier fig3-paper-resume fig3-paper-save $(FIGURES)
 
 help:  ## list targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -129,13 +129,46 @@ fig3: venv $(call own,$(call checkpoints,$(DATASETS)))  ## median RAE vs K, hybr
 fig3-frontier: venv  ## the frontier methods at Fig. 3's calls on the authors' LSTMs (after make fig3; SIZE=paper for the reproduction)
 	$(call authors,fig3_frontier)
 
-# The paper's Fig. 3 beside seqq's (docs/reproduction.md): from the paper-size fig3 sweep's results
-# (`make fig3 SIZE=paper MODELS=authors`, finished or not), fig3_<dataset>_authors.csv per model,
-# the figure, and the generated tables of docs/reproduction.md.
+# The paper's experiments beside seqq's (docs/reproduction.md): <experiment>:<sweep> for every entry
+# of EXPERIMENTS in seqq/reports/reproduction/paper.py (tests/test_reproduction_experiments.py keeps
+# the two in step). `make reproduction` exports each whose paper-size sweep has results, finished or
+# not: its CSVs per model and figures into docs/reproduction/, its block and summary-table row of
+# docs/reproduction.md; an experiment whose sweep has no results yet is skipped, its rows kept.
+REPRODUCE := fig3:fig3 fig4a:horizons fig13:temperature fig5:horizons fig7-9:horizons \
+	fig10:budgets fig12:coverage fig14:unaccounted fig15:case_study
 REPRODUCTION := docs/reproduction
-reproduction: venv  ## Fig. 3 at paper size on the authors' LSTMs → docs/reproduction/ + docs/reproduction.md
-	$(SEQQ) report $(SWEEPS)/fig3-paper/results --reproduction $(REPRODUCTION) \
-		--doc $(REPRODUCTION).md --models authors_lstm
+reproduction: venv  ## every paper-size experiment on the authors' LSTMs → docs/reproduction/ + docs/reproduction.md
+	@set -e; for pair in $(REPRODUCE); do \
+	  name=$${pair%%:*}; results=$(SWEEPS)/$${pair#*:}-paper/results; \
+	  if [ -n "$$(find $$results -name '*.parquet' -print -quit 2>/dev/null)" ]; then \
+	    echo "$(SEQQ) report $$results --reproduction $(REPRODUCTION) --doc $(REPRODUCTION).md --models authors_lstm --experiment $$name"; \
+	    $(SEQQ) report $$results --reproduction $(REPRODUCTION) --doc $(REPRODUCTION).md \
+	      --models authors_lstm --experiment $$name; \
+	  else echo "reproduction: $$name skipped, no results in $$results yet"; fi; \
+	done
+
+# `make paper SIZE=paper`: every sweep of docs/reproduction.md on the authors' LSTMs (nothing is
+# trained), then `make reproduction`. Fig. 3's ground truth committed in docs/reproduction/ground_truth
+# is copied in first (the horizons and budgets sweeps ask Fig. 3's queries), surrogate truths are
+# kept as computed (sweep.refine_truth=null, as Fig. 3's preset at paper size). Each sweep resumes
+# where it stopped; SHARD=i SHARDS=n runs one share of every sweep's histories (n invocations side
+# by side, one thread each: OMP_NUM_THREADS=1), the shards' results landing in the same folders.
+SHARDS ?=
+SHARD ?= 0
+PAPER_ARGS = sweep.refine_truth=null $(if $(SHARDS),sweep.shard=$(SHARD) sweep.shards=$(SHARDS))
+TRUTH_SWEEPS := fig3 horizons budgets
+paper-sweeps: venv  ## SIZE=paper: the sweeps of every reproduced experiment on the authors' LSTMs, from the committed truths (SHARD=i SHARDS=n)
+	$(if $(filter paper,$(SIZE)),,$(error paper-sweeps runs at SIZE=paper))
+	$(foreach s,$(TRUTH_SWEEPS),mkdir -p $(SWEEPS)/$(s)-paper/ground_truth && \
+		cp -n $(GT_SAVED)/*.parquet $(SWEEPS)/$(s)-paper/ground_truth/ &&) true
+	$(call authors,fig3,$(PAPER_ARGS))
+	$(call authors,horizons,$(PAPER_ARGS))
+	$(call authors,budgets,$(PAPER_ARGS))
+	$(call authors,temperature,$(PAPER_ARGS))
+	$(call authors,unaccounted,$(PAPER_ARGS))
+	$(call sweep,coverage,shakespeare,model=authors $(PAPER_ARGS) \
+		estimator.options.coverage_beam.alpha=0.95$(comma)0.75$(comma)0.5)
+	$(call sweep,case_study,moocs,model=authors $(PAPER_ARGS))
 
 # The paper-size sweeps across sessions: their ground truth (99 % of the cost) travels in git
 GT_SAVED := docs/reproduction/ground_truth
@@ -225,7 +258,8 @@ fig-frontier: venv $(FRONTIER_CKPT)/shakespeare_lstm.pt $(FRONTIER_CKPT)/$(FRONT
 	$(call sweep,frontier,shakespeare,model=authors)
 	$(call report,frontier,fig-frontier,--figures frontier)
 
-paper: $(FIGURES)  ## every figure and table above
+paper: $(if $(filter paper,$(SIZE)),,$(FIGURES))  ## every figure and table above (SIZE=paper: make paper-sweeps, then make reproduction)
+	$(if $(filter paper,$(SIZE)),$(MAKE) paper-sweeps && $(MAKE) reproduction)
 
 slurm-local:  ## (root) start a one-node SLURM cluster on this machine for hydra/launcher=slurm
 	scripts/slurm_local.sh

@@ -91,14 +91,14 @@ def select(results: pd.DataFrame, methods: Sequence[str], query: str,
                            f"{', '.join(map(str, present))}" + (" (pick one with --level)"
                                                                if one else ""))
     rows = rows[rows.budget_level.isin(wanted)]
-    base = rows.method.str.split(" ", n=1).str[0]  # `coverage_beam {"alpha": 0.5}`: coverage_beam
     runs = []
     for (dataset, model), block in rows.groupby(["dataset", "model"], sort=True):
-        mine = base.loc[block.index].isin(methods)
+        base = block.method.str.split(" ", n=1).str[0]  # `coverage_beam {"alpha": 0.5}`
+        mine = base.isin(methods)
         chosen = block[mine]
         if chosen.empty:
             continue
-        absent = set(methods) - set(base.loc[chosen.index])  # a method with no rows: none done
+        absent = set(methods) - set(base[mine])  # a method without rows: no history is done
         complete = complete_histories(chosen, chosen.method.nunique() + len(absent),
                                       sorted(chosen.K.unique()), cells)
         chosen = chosen[chosen.history_id.isin(complete)]

@@ -41,6 +41,7 @@ class Experiment:
     levels: tuple[int, ...] | None  # the budget levels S it reads (None: all there are)
     block: str  # the name in the doc's BEGIN/END markers
     figure: Callable[[Sequence[ModelRun]], dict[str, Figure]]  # panels -> {file stem: figure}
+    # (one figure's file is `<name>_<models>`, several are `<stem>_<models>`)
     caption: Callable[[Sequence[ModelRun]], str]  # the figures' caption in the doc
     section: Callable[[ModelRun, str], list[str]]  # a panel's tables, given its CSVs' links
     claims: Callable[[ModelRun], str]  # the paper's claims beside the panel's numbers
@@ -85,7 +86,9 @@ def export(experiment: Experiment, results: pd.DataFrame, out: str | Path,
     csvs = [to_csv(run, out, experiment.csv_name, experiment.columns, experiment.split)
             for run in runs]
     suffix = "_".join(sorted({model_slug(r.model) for r in runs}))
-    figures = {f"{stem}_{suffix}": fig for stem, fig in experiment.figure(runs).items()}
+    drawn = experiment.figure(runs)  # one figure is named after the experiment, several by
+    figures = {f"{stem if len(drawn) > 1 else experiment.name}_{suffix}": fig  # their keys
+               for stem, fig in drawn.items()}
     written = [path for paths in csvs for path in paths]
     for stem, fig in figures.items():
         written += save(fig, out, stem)
