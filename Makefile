@@ -129,22 +129,23 @@ fig3: venv $(call own,$(call checkpoints,$(DATASETS)))  ## median RAE vs K, hybr
 fig3-frontier: venv  ## the frontier methods at Fig. 3's calls on the authors' LSTMs (after make fig3; SIZE=paper for the reproduction)
 	$(call authors,fig3_frontier)
 
-# The paper's experiments beside seqq's (docs/reproduction.md): <experiment>:<sweep> for every entry
+# The paper's experiments beside seqq's (docs/reproduction.md): <sweep>:<experiments> for every entry
 # of EXPERIMENTS in seqq/reports/reproduction/paper.py (tests/test_reproduction_experiments.py keeps
-# the two in step). `make reproduction` exports each whose paper-size sweep has results, finished or
-# not: its CSVs per model and figures into docs/reproduction/, its block and summary-table row of
-# docs/reproduction.md; an experiment whose sweep has no results yet is skipped, its rows kept.
-REPRODUCE := fig3:fig3 fig4a:horizons fig13:temperature fig5:horizons fig7-9:horizons \
-	fig10:budgets fig12:coverage fig14:unaccounted fig15:case_study
+# the two in step); the experiments of one sweep are exported from one load of its results, so
+# those sharing CSVs agree on N. `make reproduction` exports each sweep's that has results, finished
+# or not: CSVs per model and figures into docs/reproduction/, blocks and summary-table rows of
+# docs/reproduction.md; a sweep without results yet is skipped, its experiments' rows kept.
+REPRODUCE := fig3:fig3 horizons:fig5,fig4a,fig7-9 temperature:fig13 budgets:fig10 \
+	coverage:fig12 unaccounted:fig14 case_study:fig15
 REPRODUCTION := docs/reproduction
 reproduction: venv  ## every paper-size experiment on the authors' LSTMs → docs/reproduction/ + docs/reproduction.md
 	@set -e; for pair in $(REPRODUCE); do \
-	  name=$${pair%%:*}; results=$(SWEEPS)/$${pair#*:}-paper/results; \
+	  names=$${pair#*:}; results=$(SWEEPS)/$${pair%%:*}-paper/results; \
 	  if [ -n "$$(find $$results -name '*.parquet' -print -quit 2>/dev/null)" ]; then \
-	    echo "$(SEQQ) report $$results --reproduction $(REPRODUCTION) --doc $(REPRODUCTION).md --models authors_lstm --experiment $$name"; \
+	    echo "$(SEQQ) report $$results --reproduction $(REPRODUCTION) --doc $(REPRODUCTION).md --models authors_lstm --experiment $$names"; \
 	    $(SEQQ) report $$results --reproduction $(REPRODUCTION) --doc $(REPRODUCTION).md \
-	      --models authors_lstm --experiment $$name; \
-	  else echo "reproduction: $$name skipped, no results in $$results yet"; fi; \
+	      --models authors_lstm --experiment $$names; \
+	  else echo "reproduction: $$names skipped, no results in $$results yet"; fi; \
 	done
 
 # `make paper SIZE=paper`: every sweep of docs/reproduction.md on the authors' LSTMs (nothing is

@@ -171,10 +171,13 @@ def test_every_experiment_exports_its_csvs_figures_block_and_summary_row(
         name: str, tmp_path: Path) -> None:
     experiment = EXPERIMENTS[name]
     frame, datasets, n = FRAMES[name]  # an experiment without a frame here fails
-    written, text = _export(experiment, frame(), tmp_path)
-    csvs = [p for p in written if p.suffix == ".csv"]
-    assert [p.name for p in csvs] == [f"{experiment.csv_name}_{d}_authors{s}.csv"
-                                      for d in datasets for s in SPLITS[experiment.split]]
+    table = frame()
+    if experiment.csv:  # its owner writes the CSVs it links
+        _export(EXPERIMENTS[experiment.csv], table, tmp_path)
+    written, text = _export(experiment, table, tmp_path)
+    csvs = [tmp_path / "out" / f"{experiment.csv_name}_{d}_authors{s}.csv"
+            for d in datasets for s in SPLITS[experiment.split]]
+    assert [p for p in written if p.suffix == ".csv"] == ([] if experiment.csv else csvs)
     for dataset in datasets:
         table = pd.concat([pd.read_csv(p) for p in csvs if f"_{dataset}_" in p.name])
         assert list(table.columns) == list(experiment.columns)
@@ -253,19 +256,31 @@ def test_claims_that_do_not_hold_say_so(tmp_path: Path) -> None:
     assert "**not checkable yet**" in _block(text, "summary")
 
 
-def test_experiments_that_share_rows_write_the_same_csvs(tmp_path: Path) -> None:
+def test_experiments_that_share_rows_link_their_owners_csvs(tmp_path: Path) -> None:
     table = horizons()
-    fig5, _ = _export(EXPERIMENTS["fig5"], table, tmp_path / "a")
-    fig4a, text = _export(EXPERIMENTS["fig4a"], table, tmp_path / "b")
-    shared = [p for p in fig4a if p.suffix == ".csv"]
-    assert [p.name for p in shared] == [p.name for p in fig5 if p.suffix == ".csv"]
-    assert all(p.read_bytes() == (tmp_path / "a" / "out" / p.name).read_bytes() for p in shared)
-    # Fig. 4a's table reads the S = 100 file, beam search's error rising with H(q), IS's not
+    owned, _ = _export(EXPERIMENTS["fig5"], table, tmp_path)
+    before = {p: p.read_bytes() for p in owned if p.suffix == ".csv"}
+    shared, text = _export(EXPERIMENTS["fig4a"], table, tmp_path)
+    assert not [p for p in shared if p.suffix == ".csv"]
+    assert all(p.read_bytes() == data for p, data in before.items())
+    # Fig. 4a's table reads the S = 100 file, beam search's error rising with H(q), IS's less
     block = _block(text, "fig4a")
     assert "fig5_moocs_authors_S100.csv" in block and "_S10.csv" not in block
     assert "| beam | 35 | " in block and "| importance | 35 | " in block
-    csv = pd.read_csv(tmp_path / "a" / "out" / "fig5_moocs_authors_S10.csv")
+    csv = pd.read_csv(tmp_path / "out" / "fig5_moocs_authors_S10.csv")
     assert csv.entropy.notna().all() and set(csv.S) == {10}
+    # the CLI exports a sweep's experiments from one load, each its own block
+    doc = _doc(tmp_path / "cli.md")
+    results_dir = tmp_path / "results"
+    results_dir.mkdir()
+    table.to_parquet(results_dir / "part.parquet")
+    assert cli.main([str(results_dir), "--reproduction", str(tmp_path / "cli"), "--doc", str(doc),
+                     "--experiment", "fig5,fig4a,fig7-9"]) == 0
+    text = doc.read_text()
+    for block in ("fig5", "fig4a", "fig7-9"):
+        assert "N = 7" in _block(text, block)
+    assert sorted(p.name for p in (tmp_path / "cli").glob("*.csv")) == sorted(
+        p.name for p in before)
 
 
 def test_level_picks_one_level_of_a_one_level_experiment(tmp_path: Path,
@@ -278,4 +293,11 @@ def test_level_picks_one_level_of_a_one_level_experiment(tmp_path: Path,
 def test_make_reproduction_runs_every_experiment_on_its_sweep() -> None:
     text = (REPO / "Makefile").read_text().replace("\\\n", " ")  # continued lines joined
     pairs = re.search(r"^REPRODUCE := (.*)$", text, re.MULTILINE).group(1).split()
-    assert dict(p.split(":") for p in pairs) == {e.name: e.sweep for e in EXPERIMENTS.values()}
+    sweeps = {name: pair.split(":")[0] for pair in pairs for name in pair.split(":")[1].split(",")}
+    assert sweeps == {e.name: e.sweep for e in EXPERIMENTS.values()}
+    # the experiments sharing a CSV are exported after its owner, from the same load
+    for pair in pairs:
+        names = pair.split(":")[1].split(",")
+        for name in names:
+            if EXPERIMENTS[name].csv:
+                assert names.index(EXPERIMENTS[name].csv) < names.index(name)

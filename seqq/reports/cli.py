@@ -20,7 +20,8 @@ from seqq.errors import ConfigError, ResultsError
 from seqq.reports.build import build_report
 from seqq.reports.figures import FIGURES
 from seqq.reports.reproduction.paper import EXPERIMENTS, FIG3, SUMMARY
-from seqq.reports.reproduction.reproduce import reproduce
+from seqq.reports.reproduction.reproduce import Experiment, export
+from seqq.reports.tables import load_results
 from seqq.results.store import part_files
 
 
@@ -42,8 +43,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="write an experiment's reproduction (<experiment>_<dataset>_<model>"
                              ".csv per model, the figure as PNG + PDF) into DIR instead of a "
                              "report")
-    parser.add_argument("--experiment", choices=list(EXPERIMENTS),
-                        help="with --reproduction: which one (default: fig3); "
+    parser.add_argument("--experiment", metavar="NAME[,NAME...]",
+                        help="with --reproduction: which (default: fig3), several from one "
+                             "load of the results; "
                              + "; ".join(f"{e.name}: the paper's {e.title} from the "
                                          f"experiment={e.sweep} sweep"
                                          for e in EXPERIMENTS.values()))
@@ -84,6 +86,23 @@ def _figures(names: str | None) -> list[str] | None:
     return chosen
 
 
+def _experiment(name: str, level: int | None) -> Experiment:
+    """The experiment called `name`, at budget level `level` if given (only for an experiment
+    that reads one level and owns its CSVs)."""
+    if name not in EXPERIMENTS:
+        raise ConfigError(f"argument --experiment: invalid choice: {name!r} (choose from "
+                          f"{', '.join(EXPERIMENTS)}); see seqq report --help")
+    experiment = EXPERIMENTS[name]
+    if level is None:
+        return experiment
+    if experiment.levels is None or len(experiment.levels) != 1 or experiment.csv:
+        one = [e.name for e in EXPERIMENTS.values()
+               if e.levels is not None and len(e.levels) == 1 and not e.csv]
+        raise ConfigError(f"--level: {name} reads several budget levels; --level picks the one "
+                          f"level of an experiment that reads one ({', '.join(one)})")
+    return dataclasses.replace(experiment, levels=(level,))
+
+
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     figures = _figures(args.figures)
@@ -93,18 +112,12 @@ def main(argv: list[str]) -> int:
         if args.figures or args.out:
             raise ConfigError("--reproduction writes its own files: drop --figures and --out")
         models = [m for m in (args.models or "").split(",") if m]
-        experiment = EXPERIMENTS[args.experiment or FIG3.name]
-        if args.level is not None:
-            if experiment.levels is None or len(experiment.levels) != 1 or experiment.csv:
-                one = [e.name for e in EXPERIMENTS.values()
-                       if e.levels is not None and len(e.levels) == 1 and not e.csv]
-                raise ConfigError(f"--level: {experiment.name} reads several budget levels; "
-                                  "--level picks the one level of an experiment that reads "
-                                  f"one ({', '.join(one)})")
-            experiment = dataclasses.replace(experiment, levels=(args.level,))
-        for path in reproduce(experiment, args.results, args.reproduction, args.doc, models,
-                              datasets or (), SUMMARY):
-            print(f"reproduction: {path}")
+        experiments = [_experiment(name, args.level)
+                       for name in (args.experiment or FIG3.name).split(",")]
+        table = load_results(args.results, datasets or ())
+        for experiment in experiments:
+            for path in export(experiment, table, args.reproduction, args.doc, models, SUMMARY):
+                print(f"reproduction: {path}")
         return 0
     if args.experiment or args.doc or args.level is not None or args.models:
         raise ConfigError("--experiment, --doc, --level and --models go with --reproduction DIR")

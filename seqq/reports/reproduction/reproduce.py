@@ -13,7 +13,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from seqq.reports.plotting import save
-from seqq.reports.reproduction.export import FIG3_COLUMNS, to_csv
+from seqq.reports.reproduction.export import FIG3_COLUMNS, csv_names, to_csv
 from seqq.reports.reproduction.markdown import (
     SUMMARY_BLOCK,
     begin,
@@ -50,11 +50,12 @@ class Experiment:
     cells: tuple[str, ...] = ()  # besides K, columns whose every value a history needs
     columns: tuple[str, ...] = FIG3_COLUMNS  # its CSV's columns (`export.COLUMNS`)
     split: str = ""  # a CSV per value of this CSV column, where one file would be too large
-    csv: str = ""  # the experiment whose CSVs hold these very rows (same selection), if not own
+    csv: str = ""  # the experiment whose CSVs hold these very rows (same selection): linked
     datasets: tuple[str, ...] = ()  # only these datasets (default: all)
 
     @property
     def csv_name(self) -> str:
+        """The `<csv>` of its CSVs' names: its own, or those of the experiment it shares."""
         return self.csv or self.name
 
     def runs(self, results: pd.DataFrame, models: Sequence[str] = ()) -> list[ModelRun]:
@@ -83,13 +84,17 @@ def export(experiment: Experiment, results: pd.DataFrame, out: str | Path,
         if summary is not None:
             find_block(Path(doc), SUMMARY_BLOCK)
     runs = experiment.runs(results, models)
-    csvs = [to_csv(run, out, experiment.csv_name, experiment.columns, experiment.split)
-            for run in runs]
+    if experiment.csv:  # its owner's CSVs hold these very rows: linked, not written again
+        csvs = [[out / name for name in csv_names(run, experiment.csv, experiment.columns,
+                                                  experiment.split)] for run in runs]
+    else:
+        csvs = [to_csv(run, out, experiment.name, experiment.columns, experiment.split)
+                for run in runs]
     suffix = "_".join(sorted({model_slug(r.model) for r in runs}))
     drawn = experiment.figure(runs)  # one figure is named after the experiment, several by
     figures = {f"{stem if len(drawn) > 1 else experiment.name}_{suffix}": fig  # their keys
                for stem, fig in drawn.items()}
-    written = [path for paths in csvs for path in paths]
+    written = [] if experiment.csv else [path for paths in csvs for path in paths]
     for stem, fig in figures.items():
         written += save(fig, out, stem)
     if doc is not None:
