@@ -44,8 +44,8 @@ authors = $(if $(filter shakespeare,$(ALL)),$(call sweep,$(1),shakespeare,model=
 	$(if $(filter %moocs,$(ALL)),$(call sweep,$(1),moocs,model=authors \
 	$(if $(wildcard $(DATA_ROOT)/moocs/*),,sweep.histories_from=model) $(2)) &&) true
 
-# MODELS=authors (fig3): only the paper authors' Shakespeare and MOOCs LSTMs, no LSTM of seqq's
-# trained or swept; MODELS=all (default) sweeps both.
+# MODELS=authors (fig3, fig5/6, fig10/11, fig13, fig14, tables3-6): only the paper authors'
+# Shakespeare and MOOCs LSTMs, no LSTM of seqq's trained or swept; MODELS=all (default) sweeps both.
 MODELS ?= all
 own = $(if $(filter authors,$(MODELS)),,$(1))
 
@@ -191,8 +191,8 @@ fig4: fig3 $(call checkpoints,apps)  ## RAE vs restricted entropy (fits); RAE vs
 	$(SEQQ) report $(SWEEPS)/fig3$(SUFFIX)/results $(SWEEPS)/temperature$(SUFFIX)/results \
 		--datasets $(call csv,$(ALL)) --out $(FIGS)/fig4 --figures rae_vs_entropy,rae_vs_temperature
 
-fig5 fig6: venv $(call checkpoints,$(DATASETS))
-	$(call sweep,horizons,$(ALL))
+fig5 fig6: venv $(call own,$(call checkpoints,$(DATASETS)))
+	$(call own,$(call sweep,horizons,$(ALL)))
 	$(call authors,horizons)
 	$(call report,horizons,$@,--figures $(if $(filter fig5,$@),rae_vs_k_median,rae_vs_k_mean))
 fig5:  ## median RAE vs K at S=10/100/1000
@@ -202,8 +202,8 @@ fig7-9: venv $(call checkpoints,moocs)  ## MOOCs estimate vs ground truth at S=1
 	$(call sweep,horizons,$(MOOCS))
 	$(call report,horizons,fig7-9,--figures scatter --datasets $(MOOCS))
 
-fig10 fig11: venv $(call checkpoints,$(DATASETS))
-	$(call sweep,budgets,$(ALL))
+fig10 fig11: venv $(call own,$(call checkpoints,$(DATASETS)))
+	$(call own,$(call sweep,budgets,$(ALL)))
 	$(call authors,budgets)
 	$(call report,budgets,$@,--figures $(if $(filter fig10,$@),rae_vs_budget_median,rae_vs_budget_mean))
 fig10:  ## median RAE vs budget incl. uniform and naive MC
@@ -213,13 +213,13 @@ fig12: venv $(call checkpoints,shakespeare)  ## coverage beam search: beams vs s
 	$(call sweep,coverage,$(SHAKESPEARE),estimator.options.coverage_beam.alpha=0.95$(comma)0.75$(comma)0.5)
 	$(call report,coverage,fig12,--figures beam_sizes)
 
-fig13: venv $(call checkpoints,$(DATASETS))  ## median RAE vs temperature, all datasets
-	$(call sweep,temperature,$(ALL))
+fig13: venv $(call own,$(call checkpoints,$(DATASETS)))  ## median RAE vs temperature, all datasets
+	$(call own,$(call sweep,temperature,$(ALL)))
 	$(call authors,temperature)
 	$(call report,temperature,fig13,--figures rae_vs_temperature)
 
-fig14: venv $(call checkpoints,$(DATASETS))  ## unaccounted probability of τ(A)<τ(B) vs K
-	$(call sweep,unaccounted,$(ALL))
+fig14: venv $(call own,$(call checkpoints,$(DATASETS)))  ## unaccounted probability of τ(A)<τ(B) vs K
+	$(call own,$(call sweep,unaccounted,$(ALL)))
 	$(call authors,unaccounted)
 	$(call report,unaccounted,fig14,--figures unaccounted_vs_k)
 
@@ -236,8 +236,8 @@ table2: venv  ## large LM on WikiText: IS vs beam vs uniform, restricted entropy
 	$(SEQQ) query-sweep experiment=large_lm size=$(SIZE) model=$(LARGE_LM) sweep.report=false
 	$(call report,large_lm,table2,--figures rae_vs_entropy)
 
-tables3-6: venv $(call checkpoints,$(DATASETS))  ## KL of IS vs ground truth over samples × horizons
-	$(call sweep,kl,$(ALL))
+tables3-6: venv $(call own,$(call checkpoints,$(DATASETS)))  ## KL of IS vs ground truth over samples × horizons
+	$(call own,$(call sweep,kl,$(ALL)))
 	$(call authors,kl)
 	$(call report,kl,tables3-6,--figures rae_vs_budget_median)
 
