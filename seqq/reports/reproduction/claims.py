@@ -5,7 +5,6 @@ table's verdict is judged from them (`judge`)."""
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from seqq.reports.reproduction.panels import PAPER_METHODS, SETTER, ModelRun
 from seqq.reports.reproduction.stats import (
     FIG3_LEVEL,
     above_truth,
+    alpha_of,
     beam_growth,
     decade_ratios,
     entropy_fits,
@@ -338,7 +338,7 @@ def fig12(run: ModelRun) -> list[Check]:
         steps = growth[method].dropna().iloc[:-1] if len(growth) > 2 else growth[method]
         slope, r2 = _log_fit(steps)
         factors[method], fits[method] = math.exp(slope), r2
-    alphas = [_alpha(m) for m in growth.columns]
+    alphas = [alpha_of(m) for m in growth.columns]
     exponential = all(f > 1.5 and fits[m] >= 0.9 for m, f in factors.items())
     last = growth.iloc[-2] if len(growth) > 2 else growth.iloc[-1]
     return [
@@ -365,11 +365,6 @@ def _log_fit(values: pd.Series) -> tuple[float, float]:
     residual = y - (slope * x + intercept)
     total = ((y - y.mean()) ** 2).sum()
     return float(slope), float(1 - (residual ** 2).sum() / total) if total > 0 else 1.0
-
-
-def _alpha(method: str) -> str:
-    _, _, options = method.partition(" ")
-    return f"{json.loads(options).get('alpha')}" if options else "?"
 
 
 def fig13(run: ModelRun) -> list[Check]:

@@ -17,6 +17,7 @@ from seqq.errors import ResultsError
 from seqq.reports.reproduction.panels import PAPER_METHODS, PAPER_N, SETTER, ModelRun
 from seqq.reports.reproduction.stats import (
     FIG3_LEVEL,
+    alpha_of,
     beam_growth,
     decade_ratios,
     entropy_fits,
@@ -354,17 +355,12 @@ def fig12_section(run: ModelRun, csv: str) -> list[str]:
     calls = run.rows.groupby("method").model_calls.median()
     shown = pd.DataFrame({"step": [*growth.index, "model calls"]})
     for method in growth.columns:
-        shown[f"α = {_alpha_of(method)}"] = ([f"{x:,.0f}" for x in growth[method]]
+        shown[f"α = {alpha_of(method)}"] = ([f"{x:,.0f}" for x in growth[method]]
                                              + [f"{calls[method]:,.0f}"])
     return [_links_line(run, csv, f"at K = {', '.join(map(str, _values(run, 'K')))} with "
                                   f"every α"),
             "", "Median beams kept per step over the histories, and the median model calls:",
             "", to_markdown(shown), ""]
-
-
-def _alpha_of(method: str) -> str:
-    _, _, options = method.partition(" ")
-    return str(json.loads(options).get("alpha")) if options else "?"
 
 
 def fig13_caption(runs: Sequence[ModelRun]) -> str:

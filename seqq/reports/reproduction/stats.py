@@ -171,10 +171,16 @@ def beam_growth(rows: pd.DataFrame) -> pd.DataFrame:
                         index=pd.RangeIndex(1, steps + 1, name="step"))
 
 
+def alpha_of(method: str) -> str:
+    """The coverage α in a method's name (`coverage_beam {"alpha": 0.5}` -> "0.5"), "?" if none."""
+    _, _, options = method.partition(" ")
+    return str(json.loads(options).get("alpha", "?")) if options else "?"
+
+
 def _alpha_order(method: str) -> float:
     """Coverage variants by α, largest first (the order of Fig. 12's legend)."""
-    _, _, options = method.partition(" ")
-    return -float(json.loads(options).get("alpha", 0)) if options else 0.0
+    alpha = alpha_of(method)
+    return -float(alpha) if alpha != "?" else 0.0
 
 
 def share_means(rows: pd.DataFrame) -> pd.DataFrame:
