@@ -184,7 +184,7 @@ def _span(values: Sequence[int], ranges: bool = True) -> str:
     """3–11 for a run of consecutive integers, else the list (at most 6 shown)."""
     if ranges and len(values) > 2 and values == list(range(values[0], values[-1] + 1)):
         return f"{values[0]}–{values[-1]}"
-    shown = [f"{v:,}" for v in values]
+    shown = [f"{v:,}" if v >= 10_000 else str(v) for v in values]
     return ", ".join(shown) if len(shown) <= 6 else f"{', '.join(shown[:3])}, …, {shown[-1]}"
 
 

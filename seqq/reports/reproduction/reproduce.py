@@ -117,10 +117,13 @@ def _doc_block(experiment: Experiment, runs: Sequence[ModelRun], figures: Sequen
     at = ("no budget level: coverage beam search runs to its α" if levels == [0] else
           f"budget level S = {levels[0]}" if len(levels) == 1 else
           f"budget levels S = {', '.join(map(str, levels))}")
+    plural = "s" if len(figures) > 1 else ""
+    written = (f"the figure{plural} and CSVs below were written by the same command" if not
+               experiment.csv else f"the rows of {experiment.csv}'s CSVs, linked below; the "
+               f"figure{plural} below {'were' if plural else 'was'} written by the same command")
     lines = [begin(experiment.block), "",
-             f"Generated from {sum(len(r.rows) for r in runs):,} result rows ({at}); the "
-             f"figure{'s' if len(figures) > 1 else ''} and CSVs below were written by the same "
-             "command.", ""]
+             f"Generated from {sum(len(r.rows) for r in runs):,} result rows ({at}); "
+             f"{written}.", ""]
     for stem in figures:
         name = (f"{experiment.title} reproduction" if len(figures) == 1 else
                 f"{experiment.title} reproduction: {stem}")
