@@ -5,7 +5,7 @@ so no paper values are drawn."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pandas as pd
 from matplotlib.axes import Axes
@@ -110,11 +110,27 @@ def _only(figures: dict[str, Figure]) -> Figure:
     return fig
 
 
-def fig5(runs: Sequence[ModelRun]) -> dict[str, Figure]:
-    """Figs 5 and 6: median and mean RAE vs K, one row per budget level S."""
-    rows = _rows(runs)
-    return {"fig5": _with_n(_only(figures.rae_vs_k(rows, "median")), runs),
-            "fig6": _with_n(_only(figures.rae_vs_k(rows, "mean")), runs)}
+Drawn = Callable[[Sequence[ModelRun]], dict[str, Figure]]
+
+
+def _drawn(stem: str, draw: Callable[[pd.DataFrame], dict[str, Figure]]) -> Drawn:
+    """An experiment's one figure: the report figure `draw` on its rows, N in the title."""
+    return lambda runs: {stem: _with_n(_only(draw(_rows(runs))), runs)}
+
+
+def _median_and_mean(stems: tuple[str, str],
+                     draw: Callable[[pd.DataFrame, str], dict[str, Figure]]) -> Drawn:
+    """Two figures of the same rows: `draw`'s median one and its mean one."""
+    return lambda runs: {stem: _with_n(_only(draw(_rows(runs), stat)), runs)
+                         for stem, stat in zip(stems, ("median", "mean"), strict=True)}
+
+
+fig5 = _median_and_mean(("fig5", "fig6"), figures.rae_vs_k)  # Figs 5, 6: RAE vs K per S
+fig10 = _median_and_mean(("fig10", "fig11"), figures.rae_vs_budget)  # Figs 10, 11: RAE vs S
+fig12 = _drawn("fig12", figures.beam_sizes)  # beams kept per step, per α
+fig13 = _drawn("fig13", figures.rae_vs_temperature)  # Figs 13, 4b: median RAE vs T, IQR bands
+fig14 = _drawn("fig14", figures.unaccounted_vs_k)  # unaccounted probability vs K, 99% bands
+fig15 = _drawn("fig15", figures.case_study)  # mean estimate vs share of A, 90% intervals
 
 
 def fig4a(runs: Sequence[ModelRun]) -> dict[str, Figure]:
@@ -135,30 +151,3 @@ def fig7_9(runs: Sequence[ModelRun]) -> dict[str, Figure]:
             level = int(stem.rsplit("_S", 1)[1])
             out[f"{SCATTER.get(level, f'scatter_S{level}')}_{run.dataset}"] = _with_n(fig, [run])
     return out
-
-
-def fig10(runs: Sequence[ModelRun]) -> dict[str, Figure]:
-    """Figs 10 and 11: median and mean RAE vs budget level S, one row per K."""
-    rows = _rows(runs)
-    return {"fig10": _with_n(_only(figures.rae_vs_budget(rows, "median")), runs),
-            "fig11": _with_n(_only(figures.rae_vs_budget(rows, "mean")), runs)}
-
-
-def fig12(runs: Sequence[ModelRun]) -> dict[str, Figure]:
-    """Fig. 12: beams kept per step by coverage beam search, per α."""
-    return {"fig12": _with_n(_only(figures.beam_sizes(_rows(runs))), runs)}
-
-
-def fig13(runs: Sequence[ModelRun]) -> dict[str, Figure]:
-    """Figs 13 and 4b: median RAE vs temperature with interquartile bands."""
-    return {"fig13": _with_n(_only(figures.rae_vs_temperature(_rows(runs))), runs)}
-
-
-def fig14(runs: Sequence[ModelRun]) -> dict[str, Figure]:
-    """Fig. 14: mean unaccounted probability vs K with 99% bands."""
-    return {"fig14": _with_n(_only(figures.unaccounted_vs_k(_rows(runs))), runs)}
-
-
-def fig15(runs: Sequence[ModelRun]) -> dict[str, Figure]:
-    """Fig. 15: mean estimate vs the share of the focus symbols, 90% intervals."""
-    return {"fig15": _with_n(_only(figures.case_study(_rows(runs))), runs)}
