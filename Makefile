@@ -44,14 +44,14 @@ authors = $(if $(filter shakespeare,$(ALL)),$(call sweep,$(1),shakespeare,model=
 	$(if $(filter %moocs,$(ALL)),$(call sweep,$(1),moocs,model=authors \
 	$(if $(wildcard $(DATA_ROOT)/moocs/*),,sweep.histories_from=model) $(2)) &&) true
 
-# MODELS=authors (fig3): only the paper authors' Shakespeare and MOOCs LSTMs, no LSTM of seqq's
-# trained or swept; MODELS=all (default) sweeps both.
+# MODELS=authors (fig3, fig5/6, fig10/11, fig13, fig14, tables3-6): only the paper authors'
+# Shakespeare and MOOCs LSTMs, no LSTM of seqq's trained or swept; MODELS=all (default) sweeps both.
 MODELS ?= all
 own = $(if $(filter authors,$(MODELS)),,$(1))
 
 FIGURES := fig3 fig3-exact fig4 fig5 fig6 fig7-9 fig10 fig11 fig12 fig13 fig14 fig14-exact fig15 table2 tables3-6
 .PHONY: help venv test lint readme bench bench-e2e bench-paper-slice bench-paper-run calibration demo paper slurm-local fig-frontier \
-	reproduction fig3-frontier fig3-paper-resume fig3-paper-save $(FIGURES)
+	reproduction paper-sweeps fig3-frontier fig3-paper-resume fig3-paper-save $(FIGURES)
 
 help:  ## list targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -129,13 +129,47 @@ fig3: venv $(call own,$(call checkpoints,$(DATASETS)))  ## median RAE vs K, hybr
 fig3-frontier: venv  ## the frontier methods at Fig. 3's calls on the authors' LSTMs (after make fig3; SIZE=paper for the reproduction)
 	$(call authors,fig3_frontier)
 
-# The paper's Fig. 3 beside seqq's (docs/reproduction.md): from the paper-size fig3 sweep's results
-# (`make fig3 SIZE=paper MODELS=authors`, finished or not), fig3_<dataset>_authors.csv per model,
-# the figure, and the generated tables of docs/reproduction.md.
+# The paper's experiments beside seqq's (docs/reproduction.md): <sweep>:<experiments> for every entry
+# of EXPERIMENTS in seqq/reports/reproduction/paper.py (tests/test_reproduction_experiments.py keeps
+# the two in step); the experiments of one sweep are exported from one load of its results, so
+# those sharing CSVs agree on N. `make reproduction` exports each sweep's that has results, finished
+# or not: CSVs per model and figures into docs/reproduction/, blocks and summary-table rows of
+# docs/reproduction.md; a sweep without results yet is skipped, its experiments' rows kept.
+REPRODUCE := fig3:fig3 horizons:fig5,fig4a,fig7-9 temperature:fig13 budgets:fig10 \
+	coverage:fig12 unaccounted:fig14 case_study:fig15
 REPRODUCTION := docs/reproduction
-reproduction: venv  ## Fig. 3 at paper size on the authors' LSTMs → docs/reproduction/ + docs/reproduction.md
-	$(SEQQ) report $(SWEEPS)/fig3-paper/results --reproduction $(REPRODUCTION) \
-		--doc $(REPRODUCTION).md --models authors_lstm
+reproduction: venv  ## every paper-size experiment on the authors' LSTMs → docs/reproduction/ + docs/reproduction.md
+	@set -e; for pair in $(REPRODUCE); do \
+	  names=$${pair#*:}; results=$(SWEEPS)/$${pair%%:*}-paper/results; \
+	  if [ -n "$$(find $$results -name '*.parquet' -print -quit 2>/dev/null)" ]; then \
+	    echo "$(SEQQ) report $$results --reproduction $(REPRODUCTION) --doc $(REPRODUCTION).md --models authors_lstm --experiment $$names"; \
+	    $(SEQQ) report $$results --reproduction $(REPRODUCTION) --doc $(REPRODUCTION).md \
+	      --models authors_lstm --experiment $$names; \
+	  else echo "reproduction: $$names skipped, no results in $$results yet"; fi; \
+	done
+
+# `make paper SIZE=paper`: every sweep of docs/reproduction.md on the authors' LSTMs (nothing is
+# trained), then `make reproduction`. Fig. 3's ground truth committed in docs/reproduction/ground_truth
+# is copied in first (the horizons and budgets sweeps ask Fig. 3's queries), surrogate truths are
+# kept as computed (sweep.refine_truth=null, as Fig. 3's preset at paper size). Each sweep resumes
+# where it stopped; SHARD=i SHARDS=n runs one share of every sweep's histories (n invocations side
+# by side, one thread each: OMP_NUM_THREADS=1), the shards' results landing in the same folders.
+SHARDS ?=
+SHARD ?= 0
+PAPER_ARGS = sweep.refine_truth=null $(if $(SHARDS),sweep.shard=$(SHARD) sweep.shards=$(SHARDS))
+TRUTH_SWEEPS := fig3 horizons budgets
+paper-sweeps: venv  ## SIZE=paper: the sweeps of every reproduced experiment on the authors' LSTMs, from the committed truths (SHARD=i SHARDS=n)
+	$(if $(filter paper,$(SIZE)),,$(error paper-sweeps runs at SIZE=paper))
+	$(foreach s,$(TRUTH_SWEEPS),mkdir -p $(SWEEPS)/$(s)-paper/ground_truth && \
+		cp -n $(GT_SAVED)/*.parquet $(SWEEPS)/$(s)-paper/ground_truth/ &&) true
+	$(call authors,fig3,$(PAPER_ARGS))
+	$(call authors,horizons,$(PAPER_ARGS))
+	$(call authors,budgets,$(PAPER_ARGS))
+	$(call authors,temperature,$(PAPER_ARGS))
+	$(call authors,unaccounted,$(PAPER_ARGS))
+	$(call sweep,coverage,shakespeare,model=authors $(PAPER_ARGS) \
+		estimator.options.coverage_beam.alpha=0.95$(comma)0.75$(comma)0.5)
+	$(call sweep,case_study,moocs,model=authors $(PAPER_ARGS))
 
 # The paper-size sweeps across sessions: their ground truth (99 % of the cost) travels in git
 GT_SAVED := docs/reproduction/ground_truth
@@ -157,8 +191,8 @@ fig4: fig3 $(call checkpoints,apps)  ## RAE vs restricted entropy (fits); RAE vs
 	$(SEQQ) report $(SWEEPS)/fig3$(SUFFIX)/results $(SWEEPS)/temperature$(SUFFIX)/results \
 		--datasets $(call csv,$(ALL)) --out $(FIGS)/fig4 --figures rae_vs_entropy,rae_vs_temperature
 
-fig5 fig6: venv $(call checkpoints,$(DATASETS))
-	$(call sweep,horizons,$(ALL))
+fig5 fig6: venv $(call own,$(call checkpoints,$(DATASETS)))
+	$(call own,$(call sweep,horizons,$(ALL)))
 	$(call authors,horizons)
 	$(call report,horizons,$@,--figures $(if $(filter fig5,$@),rae_vs_k_median,rae_vs_k_mean))
 fig5:  ## median RAE vs K at S=10/100/1000
@@ -168,8 +202,8 @@ fig7-9: venv $(call checkpoints,moocs)  ## MOOCs estimate vs ground truth at S=1
 	$(call sweep,horizons,$(MOOCS))
 	$(call report,horizons,fig7-9,--figures scatter --datasets $(MOOCS))
 
-fig10 fig11: venv $(call checkpoints,$(DATASETS))
-	$(call sweep,budgets,$(ALL))
+fig10 fig11: venv $(call own,$(call checkpoints,$(DATASETS)))
+	$(call own,$(call sweep,budgets,$(ALL)))
 	$(call authors,budgets)
 	$(call report,budgets,$@,--figures $(if $(filter fig10,$@),rae_vs_budget_median,rae_vs_budget_mean))
 fig10:  ## median RAE vs budget incl. uniform and naive MC
@@ -179,13 +213,13 @@ fig12: venv $(call checkpoints,shakespeare)  ## coverage beam search: beams vs s
 	$(call sweep,coverage,$(SHAKESPEARE),estimator.options.coverage_beam.alpha=0.95$(comma)0.75$(comma)0.5)
 	$(call report,coverage,fig12,--figures beam_sizes)
 
-fig13: venv $(call checkpoints,$(DATASETS))  ## median RAE vs temperature, all datasets
-	$(call sweep,temperature,$(ALL))
+fig13: venv $(call own,$(call checkpoints,$(DATASETS)))  ## median RAE vs temperature, all datasets
+	$(call own,$(call sweep,temperature,$(ALL)))
 	$(call authors,temperature)
 	$(call report,temperature,fig13,--figures rae_vs_temperature)
 
-fig14: venv $(call checkpoints,$(DATASETS))  ## unaccounted probability of τ(A)<τ(B) vs K
-	$(call sweep,unaccounted,$(ALL))
+fig14: venv $(call own,$(call checkpoints,$(DATASETS)))  ## unaccounted probability of τ(A)<τ(B) vs K
+	$(call own,$(call sweep,unaccounted,$(ALL)))
 	$(call authors,unaccounted)
 	$(call report,unaccounted,fig14,--figures unaccounted_vs_k)
 
@@ -202,8 +236,8 @@ table2: venv  ## large LM on WikiText: IS vs beam vs uniform, restricted entropy
 	$(SEQQ) query-sweep experiment=large_lm size=$(SIZE) model=$(LARGE_LM) sweep.report=false
 	$(call report,large_lm,table2,--figures rae_vs_entropy)
 
-tables3-6: venv $(call checkpoints,$(DATASETS))  ## KL of IS vs ground truth over samples × horizons
-	$(call sweep,kl,$(ALL))
+tables3-6: venv $(call own,$(call checkpoints,$(DATASETS)))  ## KL of IS vs ground truth over samples × horizons
+	$(call own,$(call sweep,kl,$(ALL)))
 	$(call authors,kl)
 	$(call report,kl,tables3-6,--figures rae_vs_budget_median)
 
@@ -225,7 +259,8 @@ fig-frontier: venv $(FRONTIER_CKPT)/shakespeare_lstm.pt $(FRONTIER_CKPT)/$(FRONT
 	$(call sweep,frontier,shakespeare,model=authors)
 	$(call report,frontier,fig-frontier,--figures frontier)
 
-paper: $(FIGURES)  ## every figure and table above
+paper: $(if $(filter paper,$(SIZE)),,$(FIGURES))  ## every figure and table above (SIZE=paper: make paper-sweeps, then make reproduction)
+	$(if $(filter paper,$(SIZE)),$(MAKE) paper-sweeps && $(MAKE) reproduction)
 
 slurm-local:  ## (root) start a one-node SLURM cluster on this machine for hydra/launcher=slurm
 	scripts/slurm_local.sh

@@ -23,7 +23,9 @@ from seqq.reports.reproduction.stats import median_ci
 from seqq.reports.tables import load_results
 
 BEGIN, END = begin(FIG3.block), end(FIG3.block)
-DOC = f"# Reproduction\n\nhand-written intro\n\n{BEGIN}\nold\n{END}\n\nhand-written end\n"
+SUMMARY = f"{begin('summary')}\n{end('summary')}"
+DOC = (f"# Reproduction\n\n{SUMMARY}\n\nhand-written intro\n\n{BEGIN}\nold\n{END}\n\n"
+       "hand-written end\n")
 
 
 def _export(results: Path, out: Path, *extra: str) -> Path:
@@ -59,7 +61,7 @@ def test_export_writes_the_csv_figure_and_doc_block(tmp_path: Path, tiny_sweep: 
     assert (folder / "fig3_markov.pdf").stat().st_size > 0
     # the block between the markers is replaced; the hand-written text around it is kept
     text = doc.read_text()
-    assert text.startswith("# Reproduction\n\nhand-written intro\n\n" + BEGIN)
+    assert "\n\nhand-written intro\n\n" + BEGIN in text and text.startswith("# Reproduction")
     assert text.endswith(END + "\n\nhand-written end\n") and "\nold\n" not in text
     block = text[text.index(BEGIN):]
     assert "N = 6 of 1000 histories" in block and "(reproduction/fig3_markov.png)" in block
@@ -67,6 +69,12 @@ def test_export_writes_the_csv_figure_and_doc_block(tmp_path: Path, tiny_sweep: 
     # the table's medians are the CSV's
     median = csv[(csv.method == "hybrid") & (csv.K == 3)].rae.median()
     assert f"| 3 | exact | 6 | {fmt(median)} [" in block
+    # the summary table at the top: Fig. 3's row written, every other experiment's by default
+    summary = text[:text.index("hand-written intro")]
+    assert "| Fig. 3 | synthetic_reviews (markov) | N = 6 (synthetic_reviews); K = 3, 5; S = 10 |" \
+        in summary
+    assert "| Table 3 | Mobile Apps | – | blocked: needs the Mobile Apps data" in summary
+    assert summary.index("| Fig. 1 |") < summary.index("| Fig. 3 |") < summary.index("| Fig. 12 |")
     # a rerun regenerates the same files
     before = (folder / "fig3_synthetic_reviews_markov.csv").read_text(), text
     _export(tiny_sweep / "results", tmp_path)
@@ -91,7 +99,7 @@ def test_export_refuses_a_missing_level_model_or_markers(tmp_path: Path, tiny_sw
 
 def test_an_experiment_is_one_declaration(tmp_path: Path, tiny_sweep: Path) -> None:
     """Another experiment reuses every job: its own file names, its own block of the doc."""
-    toy = dataclasses.replace(FIG3, name="toy", title="Toy", block="toy", level=10)
+    toy = dataclasses.replace(FIG3, name="toy", title="Toy", block="toy", levels=(10,))
     doc = tmp_path / "doc.md"
     doc.write_text(f"{begin('toy')}\n{end('toy')}\n{BEGIN}\nkept\n{END}\n")
     written = reproduce(toy, [tiny_sweep / "results"], tmp_path / "out", doc)
@@ -113,7 +121,7 @@ def test_other_methods_get_their_own_table_not_the_csv(tmp_path: Path) -> None:
     assert "histories that every one of them has run at every K" in block
     # the figure gets a second row: the other methods and the hybrid on the same histories
     runs = select(load_results([str(results)]), PAPER_METHODS, "hitting_time", 10)
-    axes = fig3(runs, 10).axes
+    axes = fig3(runs)["fig3"].axes
     assert len(axes) == 2 and "other methods at the same calls · N = 6" in axes[1].get_title()
     assert {line.get_label() for line in axes[1].get_lines()} == {"wor", "hybrid"}
     # a model that no other method ran on leaves an empty panel before the next model's, and
@@ -121,7 +129,7 @@ def test_other_methods_get_their_own_table_not_the_csv(tmp_path: Path) -> None:
     table = load_results([str(results)])
     paper_only = table[table.method.isin(PAPER_METHODS)].assign(model="a_model")
     runs = select(pd.concat([paper_only, table]), PAPER_METHODS, "hitting_time", 10)
-    fig = fig3(runs, 10)
+    fig = fig3(runs)["fig3"]
     fig.canvas.draw()
     empty, frontier = fig.axes[2:4]  # the second row: a_model's, then the sweep's model's
     assert not empty.axison and frontier.get_ylabel() == "median RAE"

@@ -5,20 +5,23 @@ folders); they are merged with one row per (query, method, budget level).
 
 `--reproduction DIR [--experiment fig3] [--doc FILE] [--level S] [--models m,n]` writes one of
 the paper's experiments beside seqq's instead (`seqq/reports/reproduction/`, `make reproduction`):
-a CSV per model, the figure, and the experiment's generated block of FILE (docs/reproduction.md).
+its CSVs per model, its figures, and the experiment's generated block and summary-table row of
+FILE (docs/reproduction.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 from typing import NoReturn
 
 from seqq.errors import ConfigError, ResultsError
 from seqq.reports.build import build_report
 from seqq.reports.figures import FIGURES
-from seqq.reports.reproduction.paper import EXPERIMENTS, FIG3
-from seqq.reports.reproduction.reproduce import reproduce
+from seqq.reports.reproduction.paper import EXPERIMENTS, FIG3, SUMMARY
+from seqq.reports.reproduction.reproduce import Experiment, export
+from seqq.reports.tables import load_results
 from seqq.results.store import part_files
 
 
@@ -40,17 +43,19 @@ def _parser() -> argparse.ArgumentParser:
                         help="write an experiment's reproduction (<experiment>_<dataset>_<model>"
                              ".csv per model, the figure as PNG + PDF) into DIR instead of a "
                              "report")
-    parser.add_argument("--experiment", choices=list(EXPERIMENTS),
-                        help="with --reproduction: which one (default: fig3); "
+    parser.add_argument("--experiment", metavar="NAME[,NAME...]",
+                        help="with --reproduction: which (default: fig3), several from one "
+                             "load of the results; "
                              + "; ".join(f"{e.name}: the paper's {e.title} from the "
                                          f"experiment={e.sweep} sweep"
                                          for e in EXPERIMENTS.values()))
     parser.add_argument("--doc", type=Path, metavar="FILE",
-                        help="with --reproduction: rewrite the generated block of this Markdown "
-                             "file (e.g. docs/reproduction.md)")
+                        help="with --reproduction: rewrite the experiment's generated block and "
+                             "its row of the summary table in this Markdown file (e.g. "
+                             "docs/reproduction.md)")
     parser.add_argument("--level", type=int, metavar="S",
-                        help="with --reproduction: the budget level S (default: the "
-                             "experiment's, 100 for Fig. 3)")
+                        help="with --reproduction: the budget level S of an experiment that "
+                             "reads one (default: the experiment's, 100 for Fig. 3)")
     parser.add_argument("--models", help="with --reproduction: comma-separated models to keep, "
                                          "e.g. authors_lstm (default: all)")
     return parser
@@ -81,6 +86,23 @@ def _figures(names: str | None) -> list[str] | None:
     return chosen
 
 
+def _experiment(name: str, level: int | None) -> Experiment:
+    """The experiment called `name`, at budget level `level` if given (only for an experiment
+    that reads one level and owns its CSVs)."""
+    if name not in EXPERIMENTS:
+        raise ConfigError(f"argument --experiment: invalid choice: {name!r} (choose from "
+                          f"{', '.join(EXPERIMENTS)}); see seqq report --help")
+    experiment = EXPERIMENTS[name]
+    if level is None:
+        return experiment
+    if experiment.levels is None or len(experiment.levels) != 1 or experiment.csv:
+        one = [e.name for e in EXPERIMENTS.values()
+               if e.levels is not None and len(e.levels) == 1 and not e.csv]
+        raise ConfigError(f"--level: {name} reads several budget levels; --level picks the one "
+                          f"level of an experiment that reads one ({', '.join(one)})")
+    return dataclasses.replace(experiment, levels=(level,))
+
+
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     figures = _figures(args.figures)
@@ -90,10 +112,12 @@ def main(argv: list[str]) -> int:
         if args.figures or args.out:
             raise ConfigError("--reproduction writes its own files: drop --figures and --out")
         models = [m for m in (args.models or "").split(",") if m]
-        experiment = EXPERIMENTS[args.experiment or FIG3.name]
-        for path in reproduce(experiment, args.results, args.reproduction, args.doc, args.level,
-                              models, datasets or ()):
-            print(f"reproduction: {path}")
+        experiments = [_experiment(name, args.level)
+                       for name in (args.experiment or FIG3.name).split(",")]
+        table = load_results(args.results, datasets or ())
+        for experiment in experiments:
+            for path in export(experiment, table, args.reproduction, args.doc, models, SUMMARY):
+                print(f"reproduction: {path}")
         return 0
     if args.experiment or args.doc or args.level is not None or args.models:
         raise ConfigError("--experiment, --doc, --level and --models go with --reproduction DIR")

@@ -136,18 +136,32 @@ def rae_vs_entropy(results: pd.DataFrame) -> dict[str, Figure]:
     fig, axes = grid(len(levels), len(usable))
     for ax, rows in _cells(axes, usable, levels, _at_level, _level_label):
         for method, m in rows.groupby("method"):
+            ax.scatter(m.entropy, m.rae, s=4, alpha=0.3, color=colors[method], rasterized=True)
+        for method, m in rows.groupby("method"):  # the lines over every method's dots
             color = colors[method]
-            ax.scatter(m.entropy, m.rae, s=4, alpha=0.3, color=color, rasterized=True)
             ax.plot([], [], "o-", ms=4, color=color, label=method)  # legend: dots + fit
             if m.entropy.nunique() > 1:
                 slope, intercept = np.polyfit(m.entropy, m.rae, 1)
                 xs = np.linspace(m.entropy.min(), m.entropy.max(), 20)
                 ax.plot(xs, slope * xs + intercept, color=color, lw=1.5)
+        _clip_outliers(ax, rows.rae)
         ax.set(xlabel="restricted entropy H(q) [nats]", ylabel="RAE")
     suptitle(fig, "Per-query RAE vs restricted entropy; lines: least-squares fit per method "
                   "at each budget S")
     legend(fig, axes)
     return {"rae_vs_entropy": fig}
+
+
+def _clip_outliers(ax: Axes, rae: pd.Series) -> None:
+    """Fit the y-axis to 99% of the RAEs (and at least 0 to 1) when a few huge ones would
+    flatten the rest, saying how many points lie above."""
+    top = max(1.05, 1.05 * float(np.quantile(rae, 0.99)))
+    above = int((rae > top).sum())
+    if above:
+        ax.set_ylim(0, top)
+        ax.text(0.98, 0.96, f"{above} points above RAE = {top:.2g}", ha="right", va="top",
+                fontsize=7, color="dimgrey", transform=ax.transAxes,
+                bbox={"facecolor": "white", "alpha": 0.8, "linewidth": 0})
 
 
 def rae_vs_temperature(results: pd.DataFrame) -> dict[str, Figure]:

@@ -1,19 +1,29 @@
 """One of the paper's experiments reproduced from a sweep's results: what an `Experiment`
-declares, and `reproduce`, which writes a CSV per panel, the figure (PNG + PDF) and the doc's
-generated block from it."""
+declares, and `reproduce`, which writes a CSV per panel, the figures (PNG + PDF), the doc's
+generated block and the experiment's row of the doc's summary table from it."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
 from matplotlib.figure import Figure
 
 from seqq.reports.plotting import save
-from seqq.reports.reproduction.export import to_csv
-from seqq.reports.reproduction.markdown import begin, end, others_section, update_doc
+from seqq.reports.reproduction.export import FIG3_COLUMNS, csv_names, to_csv
+from seqq.reports.reproduction.markdown import (
+    SUMMARY_BLOCK,
+    begin,
+    end,
+    find_block,
+    others_section,
+    summary_row,
+    update_doc,
+    update_summary,
+)
 from seqq.reports.reproduction.panels import ModelRun, model_slug, select
 from seqq.reports.tables import load_results
 
@@ -21,55 +31,107 @@ from seqq.reports.tables import load_results
 @dataclass(frozen=True)
 class Experiment:
     """A paper figure or table as seqq reproduces it: which results it reads, and the parts of
-    its figure, doc section and claim checks that are its own."""
+    its figures, doc section and claim checks that are its own."""
 
-    name: str  # files: `<name>_<dataset>_<model>.csv` per panel, `<name>_<models>.png` / `.pdf`
-    title: str  # as the paper names it, e.g. "Fig. 3"
+    name: str  # `--experiment`; files: `<csv>_<dataset>_<model>.csv`, `<figure>_<models>.png`
+    title: str  # as the paper names it, e.g. "Fig. 3", "Figs 5, 6"
     sweep: str  # the sweep preset whose results it reads (`make <sweep> SIZE=paper`)
     query: str  # the query kind of its rows
     methods: tuple[str, ...]  # whose rows its CSVs hold; other methods get their own table
-    level: int  # the budget level S it reads unless told another
+    levels: tuple[int, ...] | None  # the budget levels S it reads (None: all there are)
     block: str  # the name in the doc's BEGIN/END markers
-    figure: Callable[[Sequence[ModelRun], int], Figure]  # (panels, S) -> the figure
-    caption: Callable[[Sequence[ModelRun], int], str]  # the figure's caption in the doc
-    section: Callable[[ModelRun, str], list[str]]  # a panel's tables, given its CSV's link
+    figure: Callable[[Sequence[ModelRun]], dict[str, Figure]]  # panels -> {file stem: figure}
+    # (one figure's file is `<name>_<models>`, several are `<stem>_<models>`)
+    caption: Callable[[Sequence[ModelRun]], str]  # the figures' caption in the doc
+    section: Callable[[ModelRun, str], list[str]]  # a panel's tables, given its CSVs' links
     claims: Callable[[ModelRun], str]  # the paper's claims beside the panel's numbers
+    verdict: Callable[[Sequence[ModelRun]], str]  # the summary table's verdict
+    temperatures: tuple[float, ...] | None = (1.0,)  # the model temperatures (None: all)
+    cells: tuple[str, ...] = ()  # besides K, columns whose every value a history needs
+    columns: tuple[str, ...] = FIG3_COLUMNS  # its CSV's columns (`export.COLUMNS`)
+    split: str = ""  # a CSV per value of this CSV column, where one file would be too large
+    csv: str = ""  # the experiment whose CSVs hold these very rows (same selection): linked
+    datasets: tuple[str, ...] = ()  # only these datasets (default: all)
+
+    @property
+    def csv_name(self) -> str:
+        """The `<csv>` of its CSVs' names: its own, or those of the experiment it shares."""
+        return self.csv or self.name
+
+    def runs(self, results: pd.DataFrame, models: Sequence[str] = ()) -> list[ModelRun]:
+        """Its panels in `results`: one per (dataset, model), complete histories only."""
+        return select(results, self.methods, self.query, self.levels, models,
+                      self.temperatures, self.cells, self.datasets)
 
 
 def reproduce(experiment: Experiment, paths: Sequence[str | Path], out: str | Path,
-              doc: str | Path | None = None, level: int | None = None,
-              models: Sequence[str] = (), datasets: Sequence[str] = ()) -> list[Path]:
-    """Write the experiment's CSVs and figure into `out` (and its block of `doc`) from the
-    results under `paths`, at budget level `level` (default: the experiment's); return the
-    files written."""
-    out, level = Path(out), experiment.level if level is None else level
-    runs = select(load_results(paths, datasets), experiment.methods, experiment.query, level,
-                  models)
-    csvs = [to_csv(run, out, experiment.name) for run in runs]
-    stem = f"{experiment.name}_{'_'.join(sorted({model_slug(r.model) for r in runs}))}"
-    written = [*csvs, *save(experiment.figure(runs, level), out, stem)]
+              doc: str | Path | None = None, models: Sequence[str] = (),
+              datasets: Sequence[str] = (),
+              summary: Mapping[str, Sequence[str]] | None = None) -> list[Path]:
+    """Write the experiment's CSVs and figures into `out` (and its block of `doc`, and with
+    `summary`, the default rows by title, its row of the doc's summary table) from the results
+    under `paths`; return the files written."""
+    return export(experiment, load_results(paths, datasets), out, doc, models, summary)
+
+
+def export(experiment: Experiment, results: pd.DataFrame, out: str | Path,
+           doc: str | Path | None = None, models: Sequence[str] = (),
+           summary: Mapping[str, Sequence[str]] | None = None) -> list[Path]:
+    """`reproduce` from a results table."""
+    out = Path(out)
+    if doc is not None:  # refuse a doc without the markers before writing anything
+        find_block(Path(doc), experiment.block)
+        if summary is not None:
+            find_block(Path(doc), SUMMARY_BLOCK)
+    runs = experiment.runs(results, models)
+    if experiment.csv:  # its owner's CSVs hold these very rows: linked, not written again
+        csvs = [[out / name for name in csv_names(run, experiment.csv, experiment.columns,
+                                                  experiment.split)] for run in runs]
+    else:
+        csvs = [to_csv(run, out, experiment.name, experiment.columns, experiment.split)
+                for run in runs]
+    suffix = "_".join(sorted({model_slug(r.model) for r in runs}))
+    drawn = experiment.figure(runs)  # one figure is named after the experiment, several by
+    figures = {f"{stem if len(drawn) > 1 else experiment.name}_{suffix}": fig  # their keys
+               for stem, fig in drawn.items()}
+    written = [] if experiment.csv else [path for paths in csvs for path in paths]
+    for stem, fig in figures.items():
+        written += save(fig, out, stem)
     if doc is not None:
         folder = Path(os.path.relpath(out.resolve(), Path(doc).resolve().parent)).as_posix()
         update_doc(Path(doc), experiment.block,
-                   _doc_block(experiment, runs, level, stem, csvs, folder))
+                   _doc_block(experiment, runs, list(figures), csvs, folder))
+        if summary is not None:
+            update_summary(Path(doc), summary_row(experiment.title, runs,
+                                                  experiment.verdict(runs)),
+                           {t: (t, *row) for t, row in summary.items()})
         written.append(Path(doc))
     return written
 
 
-def _doc_block(experiment: Experiment, runs: Sequence[ModelRun], level: int, figure: str,
-               csvs: Sequence[Path], folder: str) -> str:
-    """The doc's generated block; `folder`: where the figure and CSVs are, relative to the
+def _doc_block(experiment: Experiment, runs: Sequence[ModelRun], figures: Sequence[str],
+               csvs: Sequence[Sequence[Path]], folder: str) -> str:
+    """The doc's generated block; `folder`: where the figures and CSVs are, relative to the
     doc."""
+    levels = sorted({s for r in runs for s in r.levels})
+    at = ("no budget level: coverage beam search runs to its α" if levels == [0] else
+          f"budget level S = {levels[0]}" if len(levels) == 1 else
+          f"budget levels S = {', '.join(map(str, levels))}")
+    plural = "s" if len(figures) > 1 else ""
+    written = (f"the figure{plural} and CSVs below were written by the same command" if not
+               experiment.csv else f"the rows of {experiment.csv}'s CSVs, linked below; the "
+               f"figure{plural} below {'were' if plural else 'was'} written by the same command")
     lines = [begin(experiment.block), "",
-             f"Generated from {sum(len(r.rows) for r in runs):,} result rows "
-             f"(budget level S = {level}); the figure and CSVs below were written by the same "
-             "command.", "",
-             f"![{experiment.title} reproduction]({folder}/{figure}.png)", "",
-             experiment.caption(runs, level), ""]
-    for run, csv in zip(runs, csvs, strict=True):
-        lines += [f"### {run.title}", "",
-                  *experiment.section(run, f"[`{csv.name}`]({folder}/{csv.name})"),
-                  f"The paper's {experiment.title} claims beside seqq's medians:", "",
+             f"Generated from {sum(len(r.rows) for r in runs):,} result rows ({at}); "
+             f"{written}.", ""]
+    for stem in figures:
+        name = (f"{experiment.title} reproduction" if len(figures) == 1 else
+                f"{experiment.title} reproduction: {stem}")
+        lines += [f"![{name}]({folder}/{stem}.png)", ""]
+    lines += [experiment.caption(runs), ""]
+    for run, paths in zip(runs, csvs, strict=True):
+        links = ", ".join(f"[`{p.name}`]({folder}/{p.name})" for p in paths)
+        lines += [f"### {run.title}", "", *experiment.section(run, links),
                   experiment.claims(run), ""]
         if not run.others.empty:
             lines += others_section(run)
