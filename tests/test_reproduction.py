@@ -73,7 +73,7 @@ def test_export_writes_the_csv_figure_and_doc_block(tmp_path: Path, tiny_sweep: 
     summary = text[:text.index("hand-written intro")]
     assert "| Fig. 3 | synthetic_reviews (markov) | N = 6 (synthetic_reviews); K = 3, 5; S = 10 |" \
         in summary
-    assert "| Table 3 | Mobile Apps | – | blocked: needs the Mobile Apps data" in summary
+    assert "| Table 3 | Amazon Reviews | – | blocked: needs the Reviews data" in summary
     assert summary.index("| Fig. 1 |") < summary.index("| Fig. 3 |") < summary.index("| Fig. 12 |")
     # a rerun regenerates the same files
     before = (folder / "fig3_synthetic_reviews_markov.csv").read_text(), text

@@ -100,9 +100,9 @@ SUMMARY: dict[str, tuple[str, str, str]] = {
     "Table 2": ("GPT-2 medium on WikiText (seqq: SmolLM2-135M)", "–",
                 "not run yet: needs the SmolLM2 runs (`make table2 SIZE=paper "
                 "LARGE_LM=smollm2`)"),
-    "Table 3": ("Mobile Apps", "–", "blocked: needs the Mobile Apps data, which is not here"),
+    "Table 3": ("Amazon Reviews", "–", "blocked: needs the Reviews data, which is not here"),
     "Tables 4, 5": ("Shakespeare, MOOCs (authors' LSTMs)", "–",
                     "not run yet: needs the KL runs (`make tables3-6 SIZE=paper "
                     "MODELS=authors`)"),
-    "Table 6": ("Amazon Reviews", "–", "blocked: needs the Reviews data, which is not here"),
+    "Table 6": ("Mobile Apps", "–", "blocked: needs the Mobile Apps data, which is not here"),
 }
