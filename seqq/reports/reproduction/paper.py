@@ -86,8 +86,9 @@ EXPERIMENTS = {e.name: e for e in (FIG3, FIG4A, FIG13, FIG5, FIG7_9, FIG10, FIG1
 NOT_EXPORTED = ("–", "–", "not run yet at paper size")
 SUMMARY: dict[str, tuple[str, str, str]] = {
     "Fig. 1": ("GPT-2 (seqq: SmolLM2-135M)", "–",
-               "not run yet: needs the SmolLM2 runs of Table 2's protocol (4 prefixes, "
-               "K ≤ 30, end-of-sentence hitting time)"),
+               "not run: SmolLM2's ground truth is out of reach of this 2-core CPU (Table 2's "
+               "row); the protocol (4 prefixes, K ≤ 30, end-of-sentence hitting time) waits "
+               "for a GPU"),
     FIG3.title: NOT_EXPORTED,
     FIG4A.title: NOT_EXPORTED,
     FIG13.title: NOT_EXPORTED,
@@ -98,11 +99,14 @@ SUMMARY: dict[str, tuple[str, str, str]] = {
     FIG14.title: NOT_EXPORTED,
     FIG15.title: NOT_EXPORTED,
     "Table 2": ("GPT-2 medium on WikiText (seqq: SmolLM2-135M)", "–",
-                "not run yet: needs the SmolLM2 runs (`make table2 SIZE=paper "
-                "LARGE_LM=smollm2`)"),
+                "not run: the first ground truth (App. F.3 rule) took over 7 min on one CPU "
+                "thread, so N = 100 × K = 3, 4, 5 needs over 35 h here, and the weights "
+                "(93 MB) exceed what travels to a lent GPU (64 MiB); `make table2 SIZE=paper "
+                "LARGE_LM=smollm2` on a GPU"),
     "Table 3": ("Amazon Reviews", "–", "blocked: needs the Reviews data, which is not here"),
     "Tables 4, 5": ("Shakespeare, MOOCs (authors' LSTMs)", "–",
-                    "not run yet: needs the KL runs (`make tables3-6 SIZE=paper "
-                    "MODELS=authors`)"),
+                    "not run: the pseudo ground truth (δ = 1e-7, ≤ 250,000 samples, K to 100) "
+                    "finished no chunk in 10 min on CPU nor in 85 s on an H200; "
+                    "`make tables3-6 SIZE=paper MODELS=authors`"),
     "Table 6": ("Mobile Apps", "–", "blocked: needs the Mobile Apps data, which is not here"),
 }
