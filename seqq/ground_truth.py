@@ -35,7 +35,7 @@ from seqq.estimators.engine.twist import (
     message_loads,
 )
 from seqq.estimators.methods.wor import wor_until
-from seqq.estimators.surrogates import distilled
+from seqq.estimators.surrogates import distilled, twistable
 from seqq.models.automaton import ContextAutomaton
 from seqq.models.protocol import SequenceModel
 from seqq.queries import Query
@@ -119,7 +119,8 @@ def ground_truth_many(
         _wor_surrogate(batch, hard, results, rel_tol, s_high, bar)
     elif len(hard) and rule == "twisted":
         judge = surrogate if surrogate is not None else judge_surrogate(model, histories)
-        check_surrogate(batch, judge)
+        if judge is not None:
+            check_surrogate(batch, judge)
         _twisted_surrogate(batch, hard, results, rel_tol, s_high, judge, bar)
     elif len(hard):
         _surrogate(batch, hard, results, delta, s_low, s_step, s_high, bar)
@@ -162,11 +163,14 @@ def _wor_surrogate(batch: Batch, tasks: torch.Tensor, results: list, rel_tol: fl
 
 
 def judge_surrogate(model: SequenceModel, histories: Sequence[Sequence[int]]
-                    ) -> ContextAutomaton:
+                    ) -> ContextAutomaton | None:
     """The twisted rule's surrogate when none is given: an HPYP distilled from the model
     (`distilled`: from `<BOS>` where the model's vocabulary names one, else continuing these
     histories), once per model object, and kept in `SEQQ_CACHE` where the model's weights can
-    be hashed, so the next process loads it."""
+    be hashed, so the next process loads it. None where no surrogate could steer
+    (`twistable`: a vocabulary too large for a bigram table); the rule then runs untwisted."""
+    if not twistable(model.vocab_size):
+        return None
     vocab = list(getattr(model, "vocab", None) or [str(v) for v in range(model.vocab_size)])
     bos = vocab.index("<BOS>") if "<BOS>" in vocab else None
     from seqq.models.lm_cache import cache_root  # (imports transformers: only when needed)
@@ -192,16 +196,19 @@ def model_fingerprint(model: SequenceModel) -> str | None:
 
 
 def _twisted_surrogate(batch: Batch, tasks: torch.Tensor, results: list, rel_tol: float,
-                       s_high: int, surrogate: ContextAutomaton, bar) -> None:
+                       s_high: int, surrogate: ContextAutomaton | None, bar) -> None:
     """Twisted `wor_until` (projected stages) on groups of tasks whose messages fit
     `MESSAGE_VALUES`: first `TWISTED_GROUP` tasks to a trie, each capped at its share of
     `TRIE_CALLS`; a task that spends its share before meeting `rel_tol` is then computed
     again, with the worst-case cap, in groups bounded as the relative rule's are. The second
-    run is independent of the first, whose calls are counted too."""
+    run is independent of the first, whose calls are counted too. Without a surrogate the
+    same runs go untwisted (`wor`)."""
     before = batch.counter.calls.clone()
     worst = _worst_calls(batch, s_high)
     first = min(worst, TRIE_CALLS // TWISTED_GROUP)
-    loads = message_loads(subset(batch, tasks), surrogate)
+    method = "wor" if surrogate is None else "twisted_wor"
+    loads = (torch.zeros(len(tasks), dtype=torch.long) if surrogate is None
+             else message_loads(subset(batch, tasks), surrogate))
     for part in consecutive_groups(loads, MESSAGE_VALUES):
         again = []
         for group in tasks[part].split(TWISTED_GROUP):
@@ -209,22 +216,23 @@ def _twisted_surrogate(batch: Batch, tasks: torch.Tensor, results: list, rel_tol
             rerun = ~met & torch.tensor([e.value > 0 and first < worst for e in estimates])
             done = ~rerun
             _record_wor(batch, group[done], [e for e, d in zip(estimates, done, strict=True)
-                                             if d], before, results, "twisted_wor")
+                                             if d], before, results, method)
             bar.update(int(done.sum()))
             again.append(group[rerun])
         left = torch.cat(again)
         for part_left in consecutive_groups([worst] * len(left), TRIE_CALLS):
             group = left[part_left]
             estimates, _ = _twisted_run(batch, group, rel_tol, worst, surrogate)
-            _record_wor(batch, group, estimates, before, results, "twisted_wor")
+            _record_wor(batch, group, estimates, before, results, method)
             bar.update(len(group))
 
 
 def _twisted_run(batch: Batch, tasks: torch.Tensor, rel_tol: float, max_calls: int,
-                 surrogate: ContextAutomaton) -> tuple[list, torch.Tensor]:
+                 surrogate: ContextAutomaton | None) -> tuple[list, torch.Tensor]:
     sub = subset(batch, tasks)
-    result, met = wor_until(sub, rel_tol, max_calls, twist=Messages.of(sub, surrogate),
-                            projected=True, min_tail=TWISTED_MIN_TAIL)
+    twist = None if surrogate is None else Messages.of(sub, surrogate)
+    result, met = wor_until(sub, rel_tol, max_calls, twist=twist, projected=True,
+                            min_tail=TWISTED_MIN_TAIL)
     return to_estimates(sub, "twisted_wor", result, False), met
 
 

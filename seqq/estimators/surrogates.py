@@ -31,6 +31,13 @@ DISTILL_SYMBOLS = 4_000_000  # symbols `distill_surrogate` samples (4× tiny Sha
 DISTILL_ROWS = 2_000  # sequences it samples side by side (DISTILL_SYMBOLS / rows steps each)
 
 
+def twistable(vocab_size: int) -> bool:
+    """Whether a surrogate over this many symbols can steer at all: a bigram's table fits
+    SURROGATE_TABLE; past that (GPT-2's vocabulary) `fit_surrogate` returns an i.i.d. model,
+    whose flat twist changes nothing, so distilling one would be calls spent for nothing."""
+    return vocab_size * (vocab_size + 1) <= SURROGATE_TABLE
+
+
 def fit_surrogate(sequences: Sequence[Sequence[int]], vocab: Sequence[str],
                   order: int | None = None, skip_first: bool = True) -> ContextAutomaton:
     """The twist's surrogate, fitted in seconds: an HPYP model with Kneser–Ney seating (an
