@@ -103,7 +103,7 @@ _DISTILLED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def distilled(model: SequenceModel, vocab: Sequence[str], bos: int | None,
-              order: int | None = None, symbols: int = DISTILL_SYMBOLS, seed: int = 0,
+              order: int | None = None, symbols: int | None = None, seed: int = 0,
               starts: Sequence[Sequence[int]] | None = None, folder: str | Path | None = None,
               name: str | None = None) -> ContextAutomaton:
     """`distill_surrogate`, paid once per model and settings: kept while the model object lives
@@ -112,6 +112,7 @@ def distilled(model: SequenceModel, vocab: Sequence[str], bos: int | None,
     weights), saved there, so a later process loads it instead of sampling again. Its
     `info["model_calls"]` is what it cost when distilled; `info["loaded_from"]` marks one read
     from the folder, whose calls this process did not make."""
+    symbols = DISTILL_SYMBOLS if symbols is None else symbols
     key = (order, symbols, seed, bos)
     try:
         held = _DISTILLED.setdefault(model, {})
