@@ -288,11 +288,11 @@ def test_the_twisted_rule_reruns_alone_a_truth_that_spends_its_share(monkeypatch
     """First pass: tasks share a trie, each capped at TRIE_CALLS / TWISTED_GROUP calls; one
     that runs out is computed again under the full cap, its first calls counted too."""
     runs = []
-    wor_until = ground_truth_module.wor_until
+    sampler = ground_truth_module.until_method()
+    counted = dataclasses.replace(sampler, until=lambda batch, rel, cap, **k: runs.append(
+        (batch.num_tasks, int(cap))) or sampler.until(batch, rel, cap, **k))
     monkeypatch.setattr(ground_truth_module, "TRIE_CALLS", 32_000)
-    monkeypatch.setattr(ground_truth_module, "wor_until",
-                        lambda batch, rel, cap, **k: runs.append((batch.num_tasks, int(cap))) or
-                        wor_until(batch, rel, cap, **k))
+    monkeypatch.setattr(ground_truth_module, "until_method", lambda: counted)
     markov = random_markov(10, 1, seed=4)
     model = opaque(markov)
     queries = [Q.hitting_time(3, 4), Q.hitting_time(3, 12)]
