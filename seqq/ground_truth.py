@@ -6,7 +6,7 @@ in `GroundTruth.method`:
 - otherwise a surrogate: `wor` (sum-and-sample over a growing WOR head in the prefix trie, until
   the relative standard error is below `rel_tol`; exact if the head exhausts Q) under
   `rule="relative"`; `twisted_wor` (the same, head and tail drawn from the proposal twisted by a
-  surrogate distilled from the model, docs/decisions.md §42) under `rule="twisted"`; or
+  surrogate distilled from the model, docs/decisions.md §43) under `rule="twisted"`; or
   `importance` (the paper's adaptive IS with its Eq. 66 rule, its samples drawn through the
   prefix trie so shared prefixes are paid once) under `rule="absolute"`.
 """

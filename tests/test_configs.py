@@ -51,7 +51,7 @@ def test_paper_size_uses_the_papers_protocol() -> None:
 def test_fig3_at_paper_size_keeps_the_rule_its_saved_truths_were_computed_with() -> None:
     """docs/reproduction/ground_truth/ holds App. F.3 truths keyed by the options' digest: Fig. 3
     and its frontier panel at size=paper must keep exactly those options; everything else (quick
-    runs, other paper-size sweeps) judges with the twisted rule (docs/decisions.md §42)."""
+    runs, other paper-size sweeps) judges with the twisted rule (docs/decisions.md §43)."""
     from seqq.experiments.gt_cache import digest
     from seqq.experiments.sweep_config import sweep_spec
 

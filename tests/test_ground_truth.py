@@ -165,7 +165,7 @@ def test_surrogates_answer_queries_without_paths_and_refuse_empty_steps():
         seqq.ground_truth(markov, [0], Q.hitting_time(2, 5), exact_max_calls=0, s_step=0)
 
 
-# --- the twisted rule (docs/decisions.md §42) --------------------------------------------------
+# --- the twisted rule (docs/decisions.md §43) --------------------------------------------------
 
 def judge_for(model, starts, symbols=20_000):
     """A surrogate distilled from `model` as the rule would (fewer symbols: seconds)."""

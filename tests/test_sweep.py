@@ -217,7 +217,7 @@ def test_sweep_on_a_tiny_lstm_checkpoint(tmp_path: Path) -> None:
 def test_the_twisted_rule_shares_the_sweeps_distilled_surrogate(tmp_path: Path,
                                                                 monkeypatch) -> None:
     """Ground truth under the default twisted rule and a `surrogate: distilled` method share one
-    surrogate (docs/decisions.md §42): distilled once, kept in the sweep folder, and loaded, not
+    surrogate (docs/decisions.md §43): distilled once, kept in the sweep folder, and loaded, not
     distilled again, when the sweep grows."""
     from seqq.estimators import surrogates
 

@@ -59,7 +59,7 @@ def describe_rule(options: Mapping[str, Any]) -> str:
 
 @dataclass
 class JudgeSurrogate:
-    """The twisted rule's surrogate in a sweep (docs/decisions.md §42): the HPYP its
+    """The twisted rule's surrogate in a sweep (docs/decisions.md §43): the HPYP its
     `surrogate: distilled` methods use (`distilled` keeps one per model, order and seed),
     distilled from the untempered model on first use only, kept in the sweep folder under the
     model's id, and tempered like the model it judges. None where no surrogate can steer

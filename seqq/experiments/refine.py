@@ -6,7 +6,7 @@ After a sweep's estimates, `refine_truths` finds, per temperature and K, the sma
 among the methods (rows whose truth is a surrogate), and computes again every surrogate truth
 whose relative SE exceeds `fraction` (default one fifth) of it: twisted sampling without
 replacement (the `twisted` rule, steered by a surrogate distilled from the model, docs/decisions.md
-§42) until the relative SE is below that tolerance (exact if its draws exhaust the query), at most
+§43) until the relative SE is below that tolerance (exact if its draws exhaust the query), at most
 `CALLS_FACTOR` times the configured sample cap. The rows it judges get the new truth and RAE,
 each result part rewritten atomically; the new truths are cached under their own options, so an
 interrupted refinement recomputes nothing. A truth is refined once: the tolerance comes from the
