@@ -5,12 +5,15 @@ in `GroundTruth.method`:
 - `enumeration`: exact enumeration when it costs at most `exact_max_calls` model calls;
 - otherwise a surrogate: `wor` (sum-and-sample over a growing WOR head in the prefix trie, until
   the relative standard error is below `rel_tol`; exact if the head exhausts Q) under
-  `rule="relative"`, or `importance` (the paper's adaptive IS with its Eq. 66 rule, its samples
-  drawn through the prefix trie so shared prefixes are paid once) under `rule="absolute"`.
+  `rule="relative"`; `twisted_wor` (the same, head and tail drawn from the proposal twisted by a
+  surrogate distilled from the model, docs/decisions.md §43) under `rule="twisted"`; or
+  `importance` (the paper's adaptive IS with its Eq. 66 rule, its samples drawn through the
+  prefix trie so shared prefixes are paid once) under `rule="absolute"`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -25,15 +28,28 @@ from seqq.estimators.engine.budget import Draws, draw_paths
 from seqq.estimators.engine.memory import consecutive_groups
 from seqq.estimators.engine.summary import group_logsumexp, to_estimates
 from seqq.estimators.engine.trie import Trie
+from seqq.estimators.engine.twist import (
+    MESSAGE_VALUES,
+    Messages,
+    check_surrogate,
+    message_loads,
+)
 from seqq.estimators.registry import until_method
+from seqq.estimators.surrogates import distilled, twistable
+from seqq.models.automaton import ContextAutomaton
 from seqq.models.protocol import SequenceModel
 from seqq.queries import Query
 
-Method = Literal["dp", "enumeration", "wor", "importance"]
+Method = Literal["dp", "enumeration", "wor", "twisted_wor", "importance"]
+RULES = ("absolute", "relative", "twisted")
 DRAW_AHEAD = 0.5  # a round of the absolute rule draws ahead by up to this share of the samples
 # so far: ≤ 1/3 of a task's samples wasted past its stop, and ~7 rounds from 10k to 100k
 TRIE_CALLS = 2**21  # worst-case calls of the WOR surrogate's tasks sharing one trie (about 4.5 GB
 # of states for an LSTM-128; each group's trie is freed before the next)
+TWISTED_GROUP = 16  # tasks of the twisted rule's first pass sharing a trie, each capped at
+# TRIE_CALLS / TWISTED_GROUP calls (128k: its truths need a median of 1k–30k at K = 5..11 on the
+# authors' LSTMs); one that runs out is computed again alone under the full cap
+TWISTED_MIN_TAIL = 400  # tail draws a twisted truth's error needs before it may stop
 
 
 @dataclass(frozen=True)
@@ -55,22 +71,28 @@ def ground_truth_many(
     queries: Sequence[Query] | Query,
     seed: int | None = None,
     exact_max_calls: float = 2_000_000,
-    rule: Literal["absolute", "relative"] = "absolute",
+    rule: Literal["absolute", "relative", "twisted"] = "absolute",
     delta: float = 1e-7,
     rel_tol: float = 0.01,
     s_low: int = 10_000,
     s_step: int = 1_000,
     s_high: int = 100_000,
     progress: bool | None = None,
+    surrogate: ContextAutomaton | None = None,
 ) -> list[GroundTruth]:
     """The model's exact answer if it has one; else exact enumeration where it costs
     ≤ `exact_max_calls`; else a surrogate: under `rule="relative"`, WOR sum-and-sample until
     the relative standard error < `rel_tol` (at most s_high·(K−1) calls per query); under
-    `rule="absolute"` (the paper's), IS with S_low samples, then +S_step until the per-sample
-    weight variance (Eq. 66) < δ, or S_high samples. `progress` shows a bar (default: when
-    some query needs a surrogate)."""
-    if rule not in ("absolute", "relative"):
-        raise ValueError(f"ground-truth rule must be 'absolute' or 'relative', got {rule!r}")
+    `rule="twisted"` the same with head and tail drawn from the proposal twisted by
+    `surrogate` (default: one distilled from the model, `judge_surrogate`, paid once per
+    model); under `rule="absolute"` (the paper's), IS with S_low samples, then +S_step until
+    the per-sample weight variance (Eq. 66) < δ, or S_high samples. `progress` shows a bar
+    (default: when some query needs a surrogate)."""
+    if rule not in RULES:
+        raise ValueError(f"ground-truth rule must be one of {', '.join(map(repr, RULES))}, "
+                         f"got {rule!r}")
+    if not rel_tol > 0:
+        raise ValueError(f"ground-truth rel_tol must be positive, got {rel_tol!r}")
     for name, value in (("s_low", s_low), ("s_step", s_step), ("s_high", s_high)):
         if value < 1:
             raise ValueError(f"ground-truth {name} must be at least 1 sample, got {value}")
@@ -95,6 +117,11 @@ def ground_truth_many(
     hard = (~cheap).nonzero().flatten()
     if len(hard) and rule == "relative":
         _wor_surrogate(batch, hard, results, rel_tol, s_high, bar)
+    elif len(hard) and rule == "twisted":
+        judge = surrogate if surrogate is not None else judge_surrogate(model, histories)
+        if judge is not None:
+            check_surrogate(batch, judge)
+        _twisted_surrogate(batch, hard, results, rel_tol, s_high, judge, bar)
     elif len(hard):
         _surrogate(batch, hard, results, delta, s_low, s_step, s_high, bar)
     bar.close()
@@ -136,6 +163,80 @@ def _wor_surrogate(batch: Batch, tasks: torch.Tensor, results: list, rel_tol: fl
         _record_wor(batch, group, to_estimates(sub, sampler.name, result, False), before, results)
 
 
+def judge_surrogate(model: SequenceModel, histories: Sequence[Sequence[int]]
+                    ) -> ContextAutomaton | None:
+    """The twisted rule's surrogate when none is given: an HPYP distilled from the model
+    (`distilled`: from `<BOS>` where the model's vocabulary names one, else continuing these
+    histories), once per model object, and kept in `SEQQ_CACHE` where the model's weights can
+    be hashed, so the next process loads it. None where no surrogate could steer
+    (`twistable`: a vocabulary too large for a bigram table); the rule then runs untwisted."""
+    if not twistable(model.vocab_size):
+        return None
+    vocab = list(getattr(model, "vocab", None) or [str(v) for v in range(model.vocab_size)])
+    bos = vocab.index("<BOS>") if "<BOS>" in vocab else None
+    from seqq.models.lm_cache import cache_root  # (imports transformers: only when needed)
+
+    name = model_fingerprint(model)
+    folder = None if name is None else cache_root() / "surrogates"
+    return distilled(model, vocab, bos, starts=None if bos is not None else histories,
+                     folder=folder, name=name)
+
+
+def model_fingerprint(model: SequenceModel) -> str | None:
+    """A hash of the model's weights (its torch module's parameters and buffers), or None for
+    a model without one."""
+    module = next((m for m in (model, getattr(model, "net", None), getattr(model, "model", None))
+                   if isinstance(m, torch.nn.Module)), None)
+    if module is None:
+        return None
+    digest = hashlib.sha1(type(model).__name__.encode())
+    for key, value in module.state_dict().items():
+        digest.update(key.encode())
+        digest.update(value.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+    return f"{type(model).__name__}-{digest.hexdigest()[:16]}"
+
+
+def _twisted_surrogate(batch: Batch, tasks: torch.Tensor, results: list, rel_tol: float,
+                       s_high: int, surrogate: ContextAutomaton | None, bar) -> None:
+    """Twisted `wor_until` (projected stages) on groups of tasks whose messages fit
+    `MESSAGE_VALUES`: first `TWISTED_GROUP` tasks to a trie, each capped at its share of
+    `TRIE_CALLS`; a task that spends its share before meeting `rel_tol` is then computed
+    again, with the worst-case cap, in groups bounded as the relative rule's are. The second
+    run is independent of the first, whose calls are counted too. Without a surrogate the
+    same runs go untwisted (`wor`)."""
+    before = batch.counter.calls.clone()
+    worst = _worst_calls(batch, s_high)
+    first = min(worst, TRIE_CALLS // TWISTED_GROUP)
+    method = "wor" if surrogate is None else "twisted_wor"
+    loads = (torch.zeros(len(tasks), dtype=torch.long) if surrogate is None
+             else message_loads(subset(batch, tasks), surrogate))
+    for part in consecutive_groups(loads, MESSAGE_VALUES):
+        again = []
+        for group in tasks[part].split(TWISTED_GROUP):
+            estimates, met = _twisted_run(batch, group, rel_tol, first, surrogate)
+            rerun = ~met & torch.tensor([e.value > 0 and first < worst for e in estimates])
+            done = ~rerun
+            _record_wor(batch, group[done], [e for e, d in zip(estimates, done, strict=True)
+                                             if d], before, results, method)
+            bar.update(int(done.sum()))
+            again.append(group[rerun])
+        left = torch.cat(again)
+        for part_left in consecutive_groups([worst] * len(left), TRIE_CALLS):
+            group = left[part_left]
+            estimates, _ = _twisted_run(batch, group, rel_tol, worst, surrogate)
+            _record_wor(batch, group, estimates, before, results, method)
+            bar.update(len(group))
+
+
+def _twisted_run(batch: Batch, tasks: torch.Tensor, rel_tol: float, max_calls: int,
+                 surrogate: ContextAutomaton | None) -> tuple[list, torch.Tensor]:
+    sub = subset(batch, tasks)
+    twist = None if surrogate is None else Messages.of(sub, surrogate)
+    result, met = until_method().until(sub, rel_tol, max_calls, twist=twist, projected=True,
+                                       min_tail=TWISTED_MIN_TAIL)
+    return to_estimates(sub, "twisted_wor", result, False), met
+
+
 def _stage_reporter(bar) -> Callable[[int], None]:
     """Moves `bar` by the tasks a `wor_until` run has finished (it reports running totals)."""
     done = 0
@@ -149,12 +250,13 @@ def _stage_reporter(bar) -> Callable[[int], None]:
 
 
 def _record_wor(batch: Batch, tasks: torch.Tensor, estimates: list, before: torch.Tensor,
-                results: list) -> None:
+                results: list, method: Method = "wor") -> None:
     for t, est in zip(tasks.tolist(), estimates, strict=True):
         rel = 0.0 if not est.stderr else est.stderr / est.value
         results[t] = GroundTruth(est.value, est.log_value, "exact" if est.stderr == 0.0 else
                                  "surrogate", int(est.num_samples or 0), rel,
-                                 int(batch.counter.calls[t] - before[t] + 1), est.entropy, "wor")
+                                 int(batch.counter.calls[t] - before[t] + 1), est.entropy,
+                                 method)
 
 
 def _surrogate(batch: Batch, tasks: torch.Tensor, results: list, delta: float, s_low: int,

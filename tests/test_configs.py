@@ -48,6 +48,39 @@ def test_paper_size_uses_the_papers_protocol() -> None:
         assert compose_sweep([f"experiment={preset}"]).sweep.refine_truth == 0.2
 
 
+def test_fig3_at_paper_size_keeps_the_rule_its_saved_truths_were_computed_with() -> None:
+    """docs/reproduction/ground_truth/ holds App. F.3 truths keyed by the options' digest: Fig. 3
+    and its frontier panel at size=paper must keep exactly those options; everything else (quick
+    runs, other paper-size sweeps) judges with the twisted rule (docs/decisions.md §43)."""
+    from seqq.experiments.gt_cache import digest
+    from seqq.experiments.sweep_config import sweep_spec
+
+    saved = {"exact_max_calls": 2_000_000, "rule": "absolute", "delta": 1e-7, "rel_tol": 0.01,
+             "s_low": 10_000, "s_step": 1_000, "s_high": 100_000}
+    for preset in ("fig3", "fig3_frontier"):
+        cfg = compose_sweep([f"experiment={preset}", "size=paper", "dataset=shakespeare",
+                             "model=authors"])
+        options = dict(sweep_spec(cfg).ground_truth.options)
+        assert options == saved and digest(options) == "ca656a196466"
+        assert compose_sweep([f"experiment={preset}"]).ground_truth.rule == "twisted"
+    for overrides in ([], ["size=paper"], ["experiment=frontier", "size=paper"],
+                      ["experiment=horizons", "size=paper"]):
+        assert compose_sweep(overrides).ground_truth.rule == "twisted"
+
+
+def test_a_ground_truth_rule_is_checked_before_anything_loads() -> None:
+    from seqq.errors import ConfigError
+    from seqq.experiments.sweep_config import sweep_spec
+
+    with pytest.raises(ConfigError, match="ground_truth.rule must be one of absolute, relative, "
+                                          "twisted"):
+        sweep_spec(compose_sweep(["ground_truth.rule=twist"]))
+    with pytest.raises(ConfigError, match="ground_truth.rel_tol"):
+        sweep_spec(compose_sweep(["ground_truth.rel_tol=0"]))
+    with pytest.raises(ConfigError, match="ground_truth.surrogate is not a ground-truth setting"):
+        sweep_spec(compose_sweep(["+ground_truth.surrogate=hpyp"]))
+
+
 def test_makefile_targets_use_existing_presets_and_figures() -> None:
     text = (REPO / "Makefile").read_text()
     used = set(re.findall(r"call (?:sweep|report),(\w+)", text))

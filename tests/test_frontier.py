@@ -77,7 +77,7 @@ def test_preset_runs_every_budgeted_method_at_the_hybrids_budgets():
     assert cfg.sweep.repeats == 3  # medians over three seeds per query
     assert cfg.ground_truth.exact_max_calls >= 1 + 67 + 67**2 + 67**3  # exact at K ≤ 4, V = 68
     paper = compose_sweep(["experiment=frontier", "size=paper"])
-    assert paper.sweep.histories == 1000 and paper.ground_truth.rule == "absolute"
+    assert paper.sweep.histories == 1000 and paper.ground_truth.rule == "twisted"  # §43
     assert paper.sweep.repeats == 1
     assert paper.ground_truth.exact_max_calls >= 1 + 97 + 97**2 + 97**3  # and V = 98
 

@@ -3,14 +3,21 @@ else a surrogate (WOR sum-and-sample under the relative rule, adaptive IS under 
 
 import dataclasses
 import importlib
+import math
 
 import pytest
 import torch
-from oracles import random_markov, tiny_lstm
+from oracles import brute_force, random_markov, tiny_lstm
 
 import seqq
 from seqq import queries as Q
+from seqq.errors import QueryError
+from seqq.estimators import surrogates
+from seqq.estimators.surrogates import distill_surrogate
 from seqq.models import TemperatureModel
+from seqq.models.hpyp import HPYPModel
+
+ground_truth_module = importlib.import_module("seqq.ground_truth")
 
 
 def opaque(model):
@@ -150,9 +157,151 @@ def test_the_absolute_rule_stops_where_one_step_rounds_would(monkeypatch):
 def test_surrogates_answer_queries_without_paths_and_refuse_empty_steps():
     markov = opaque(random_markov(6, 1, seed=2))
     no_paths = Q.hitting_time([0, 1, 2, 3, 4, 5], 3)  # every symbol must be avoided twice
-    for rule in ("absolute", "relative"):  # exactly 0 at no cost, whatever the call limit
+    for rule in ("absolute", "relative", "twisted"):  # exactly 0 at no cost, whatever the limit
         alone = seqq.ground_truth(markov, [0], no_paths, seed=0, exact_max_calls=0, rule=rule,
                                   s_low=100, s_step=100, s_high=300)
         assert alone.value == 0.0 and alone.kind == "exact" and alone.model_calls == 1
     with pytest.raises(ValueError, match="s_step must be at least 1"):
         seqq.ground_truth(markov, [0], Q.hitting_time(2, 5), exact_max_calls=0, s_step=0)
+
+
+# --- the twisted rule (docs/decisions.md §43) --------------------------------------------------
+
+def judge_for(model, starts, symbols=20_000):
+    """A surrogate distilled from `model` as the rule would (fewer symbols: seconds)."""
+    return distill_surrogate(model, [str(v) for v in range(model.vocab_size)], None,
+                             symbols=symbols, starts=starts)
+
+
+def test_twisted_rule_is_close_reports_its_error_and_the_restricted_entropy():
+    markov = random_markov(10, 1, seed=4)
+    model = opaque(markov)
+    queries = [Q.hitting_time(3, 7), Q.a_before_b(2, 5, 6), Q.count(1, 3, 12, op=">=")]
+    histories = [[0], [1], [2]]
+    gts = seqq.ground_truth_many(model, histories, queries, seed=0, exact_max_calls=100,
+                                 rule="twisted", rel_tol=0.01, progress=False,
+                                 surrogate=judge_for(model, histories))
+    for gt, query, history in zip(gts, queries, histories, strict=True):
+        truth = seqq.exact(markov, history, query)
+        assert gt.method == "twisted_wor" and gt.kind == "surrogate"
+        assert gt.rel_stderr < 0.01 and gt.samples >= ground_truth_module.TWISTED_MIN_TAIL
+        assert abs(gt.value - truth) <= 4 * gt.rel_stderr * gt.value
+        # H(q) of the untwisted restricted proposal, though the draws come from q̃
+        assert gt.entropy == pytest.approx(markov.restricted_entropy(history, query), rel=0.05)
+
+
+def test_twisted_rule_is_exact_when_its_head_exhausts_q():
+    markov = random_markov(4, 1, seed=1)  # 27 paths
+    model = opaque(markov)
+    gt = seqq.ground_truth(model, [1], Q.hitting_time(0, 4), exact_max_calls=5, rule="twisted",
+                           rel_tol=1e-12, progress=False, surrogate=judge_for(model, [[1]]))
+    assert gt.kind == "exact" and gt.method == "twisted_wor" and gt.rel_stderr == 0.0
+    assert gt.value == pytest.approx(seqq.exact(markov, [1], Q.hitting_time(0, 4)), rel=1e-9)
+    assert gt.entropy == pytest.approx(markov.restricted_entropy([1], Q.hitting_time(0, 4)),
+                                       rel=1e-9)
+
+
+@pytest.mark.parametrize("oracle", ["markov", "hpyp", "tiny_lstm"])
+def test_twisted_truths_are_unbiased_within_their_errors(oracle):
+    """Against exact answers (forward DP, or enumeration for the LSTM), over seeds: every
+    |z| = |p̂ − p|/SE below 4, and their mean square near 1 (the errors are honest)."""
+    if oracle == "tiny_lstm":
+        model = tiny_lstm()
+        queries = [Q.hitting_time(1, 8), Q.a_before_b(0, 2, 8), Q.count(3, 2, 8)]
+        exact = [brute_force(model, [0], q) for q in queries]
+    else:
+        base = (random_markov(8, 2, seed=5) if oracle == "markov" else
+                HPYPModel.fit([torch.randint(6, (300,), generator=torch.Generator()
+                                             .manual_seed(s)).tolist() for s in range(8)],
+                              [str(v) for v in range(6)], order=3, skip_first=False))
+        model = opaque(base)
+        queries = [Q.hitting_time(1, 9), Q.a_before_b(0, 2, 20), Q.count(3, 8, 30, op=">=")]
+        exact = [math.exp(base.log_probability([0, 1], q)) for q in queries]
+    history = [0] if oracle == "tiny_lstm" else [0, 1]
+    judge = judge_for(model, [history])
+    z = []
+    for seed in range(8):
+        gts = seqq.ground_truth_many(model, [history] * 3, queries, seed=seed, exact_max_calls=0,
+                                     rule="twisted", rel_tol=0.02, progress=False,
+                                     surrogate=judge)
+        for g, p in zip(gts, exact, strict=True):
+            assert g.kind == "surrogate" or g.value == pytest.approx(p, rel=1e-9)
+            z += [(g.value - p) / (g.rel_stderr * g.value)] if g.kind == "surrogate" else []
+    z = torch.tensor(z)
+    assert len(z) > 12
+    assert z.abs().max() < 4 and 0.3 < (z**2).mean() < 2.5, z
+
+
+def test_twisted_rule_distils_its_surrogate_once_per_model(monkeypatch, tmp_path):
+    """No surrogate given: one is distilled from the model (its calls are the surrogate's,
+    not a truth's), kept for the model object, and saved in SEQQ_CACHE under a hash of the
+    weights, from which a fresh copy of the model loads it without a call."""
+    monkeypatch.setenv("SEQQ_CACHE", str(tmp_path))
+    monkeypatch.setattr(surrogates, "DISTILL_SYMBOLS", 20_000)
+    distilled = []
+    real = surrogates.distill_surrogate
+    monkeypatch.setattr(surrogates, "distill_surrogate",
+                        lambda *a, **k: distilled.append(1) or real(*a, **k))
+    query = Q.hitting_time(1, 7)
+    first = seqq.ground_truth(tiny_lstm(), [0], query, seed=0, exact_max_calls=0,
+                              rule="twisted", progress=False)
+    model = tiny_lstm()
+    again = seqq.ground_truth_many(model, [[0], [2]], query, seed=0, exact_max_calls=0,
+                                   rule="twisted", progress=False)
+    seqq.ground_truth(model, [1], query, seed=0, exact_max_calls=0, rule="twisted",
+                      progress=False)
+    assert len(distilled) == 1 and len(list((tmp_path / "surrogates").glob("*.pt"))) == 1
+    assert first.method == again[0].method == "twisted_wor"
+    assert first.model_calls < 20_000  # the distillation's calls are not the truth's
+    truth = brute_force(tiny_lstm(), [0], query)
+    assert abs(first.value - truth) <= 4 * first.rel_stderr * first.value
+
+
+def test_twisted_rule_runs_untwisted_where_no_surrogate_can_steer(monkeypatch):
+    monkeypatch.setattr(surrogates, "SURROGATE_TABLE", 10)  # not even a bigram fits
+    monkeypatch.setattr(surrogates, "distill_surrogate", None)  # and none is distilled
+    markov = random_markov(6, 1, seed=2)
+    gt = seqq.ground_truth(opaque(markov), [0], Q.hitting_time(2, 6), seed=0,
+                           exact_max_calls=0, rule="twisted", progress=False)
+    assert gt.method == "wor" and gt.rel_stderr < 0.01
+    assert abs(gt.value - seqq.exact(markov, [0], Q.hitting_time(2, 6))) <= 4 * gt.rel_stderr * gt.value
+
+
+def test_twisted_rule_refuses_bad_settings():
+    model = opaque(random_markov(6, 1, seed=2))
+    with pytest.raises(ValueError, match="rule must be one of 'absolute', 'relative', 'twisted'"):
+        seqq.ground_truth(model, [0], Q.hitting_time(2, 5), exact_max_calls=0, rule="twist")
+    with pytest.raises(ValueError, match="rel_tol must be positive"):
+        seqq.ground_truth(model, [0], Q.hitting_time(2, 5), exact_max_calls=0, rule="twisted",
+                          rel_tol=0.0)
+    wrong = MarkovModelOf(5)
+    with pytest.raises(QueryError, match="the surrogate has 5 symbols but the model has 6"):
+        seqq.ground_truth(model, [0], Q.hitting_time(2, 5), exact_max_calls=0, rule="twisted",
+                          surrogate=wrong)
+
+
+def MarkovModelOf(V: int):
+    return random_markov(V, 1, seed=0)
+
+
+def test_the_twisted_rule_reruns_alone_a_truth_that_spends_its_share(monkeypatch):
+    """First pass: tasks share a trie, each capped at TRIE_CALLS / TWISTED_GROUP calls; one
+    that runs out is computed again under the full cap, its first calls counted too."""
+    runs = []
+    sampler = ground_truth_module.until_method()
+    counted = dataclasses.replace(sampler, until=lambda batch, rel, cap, **k: runs.append(
+        (batch.num_tasks, int(cap))) or sampler.until(batch, rel, cap, **k))
+    monkeypatch.setattr(ground_truth_module, "TRIE_CALLS", 32_000)
+    monkeypatch.setattr(ground_truth_module, "until_method", lambda: counted)
+    markov = random_markov(10, 1, seed=4)
+    model = opaque(markov)
+    queries = [Q.hitting_time(3, 4), Q.hitting_time(3, 12)]
+    gts = seqq.ground_truth_many(model, [[0], [1]], queries, seed=0, exact_max_calls=0,
+                                 rule="twisted", rel_tol=0.005, s_high=20_000, progress=False,
+                                 surrogate=judge_for(model, [[0], [1]]))
+    share = 32_000 // ground_truth_module.TWISTED_GROUP
+    assert runs == [(2, share), (1, 20_000 * 11 + 1)]
+    assert gts[0].model_calls <= share < gts[1].model_calls and gts[1].rel_stderr < 0.005
+    for gt, query, history in zip(gts, queries, [[0], [1]], strict=True):
+        truth = seqq.exact(markov, history, query)
+        assert abs(gt.value - truth) <= 4 * gt.rel_stderr * gt.value + 1e-12 * truth

@@ -214,6 +214,41 @@ def test_sweep_on_a_tiny_lstm_checkpoint(tmp_path: Path) -> None:
     assert table.model.str.startswith("lstm@").all() and np.isfinite(table.rae).all()
 
 
+def test_the_twisted_rule_shares_the_sweeps_distilled_surrogate(tmp_path: Path,
+                                                                monkeypatch) -> None:
+    """Ground truth under the default twisted rule and a `surrogate: distilled` method share one
+    surrogate (docs/decisions.md §43): distilled once, kept in the sweep folder, and loaded, not
+    distilled again, when the sweep grows."""
+    from seqq.estimators import surrogates
+
+    monkeypatch.setattr(surrogates, "DISTILL_SYMBOLS", 40_000)
+    distilled = []
+    real = surrogates.distill_surrogate
+    monkeypatch.setattr(surrogates, "distill_surrogate",
+                        lambda *a, **k: distilled.append(1) or real(*a, **k))
+    torch.manual_seed(0)
+    net = LSTMNet(vocab_size=9, hidden_size=8, num_layers=1, dropout=0.0)
+    save_checkpoint(tmp_path / "ckpt" / "synthetic_reviews_lstm.pt", net,
+                    load_dataset("synthetic_reviews", vocab_size=9, num_sequences=40).vocab)
+
+    def run(histories: int) -> Path:
+        overrides = [o for o in tiny_overrides(tmp_path, "judged") if "model." not in o]
+        return sweep.run(compose_sweep([
+            *overrides, f"checkpoint_dir={tmp_path / 'ckpt'}", "model.device=cpu",
+            f"sweep.histories={histories}", "sweep.ks=[5]", "budget.levels=[30]",
+            "sweep.report=false", "sweep.refine_truth=null", "ground_truth.exact_max_calls=0",
+            "estimator.methods=[hybrid,wor_twisted]",
+            "+estimator.variants.wor_twisted={method:wor,surrogate:distilled}"]))
+
+    folder = run(4)
+    assert distilled == [1] and len(list((folder / "surrogates").glob("*.pt"))) == 1
+    run(6)  # a new model object: the surrogate comes from the folder
+    assert distilled == [1]
+    truths = pd.concat(pd.read_parquet(f) for f in (folder / "ground_truth").glob("*.parquet"))
+    assert len(truths) > 6 and set(truths.method) == {"twisted_wor"}  # new histories judged
+    assert (truths.rel_stderr < 0.05).all() and (truths.entropy > 0).all()
+
+
 def test_noisy_surrogate_truths_are_refined_to_a_fifth_of_the_errors_they_judge(
         tmp_path: Path) -> None:
     """Truths from a loose rule (stopping at a relative SE of 0.5) judge errors not much larger

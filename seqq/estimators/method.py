@@ -98,10 +98,13 @@ Run = Callable[[Batch, Budgets, Any, Messages | None], Answer]
 class Until(Protocol):
     """Sample until each task's relative standard error is below `rel_tol` (exact once the
     draws exhaust Q) or its calls reach `max_calls`: each branch's result, and per task
-    whether it met the target. `on_stage(done)` reports the tasks finished so far."""
+    whether it met the target. `on_stage(done)` reports the tasks finished so far; `twist`
+    steers the draws by a surrogate's messages (the twisted ground-truth rule), `projected`
+    and `min_tail` shape its stages."""
 
     def __call__(self, batch: Batch, rel_tol: float, max_calls: int | Tensor, *,
-                 on_stage: Callable[[int], None] | None = None) -> tuple[BranchResult, Tensor]:
+                 on_stage: Callable[[int], None] | None = None, twist: Messages | None = None,
+                 projected: bool = False, min_tail: int = 0) -> tuple[BranchResult, Tensor]:
         ...
 
 

@@ -7,7 +7,12 @@ fits one on the model's own samples, so a user without training data gets one to
 
 from __future__ import annotations
 
+import hashlib
+import os
+import re
+import weakref
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -24,6 +29,13 @@ SURROGATE_TABLE = 2**24  # largest C × V table `fit_surrogate` picks an order f
 # too, and keeps a 64-query sweep chunk's messages inside the message cache (docs/decisions.md §19)
 DISTILL_SYMBOLS = 4_000_000  # symbols `distill_surrogate` samples (4× tiny Shakespeare)
 DISTILL_ROWS = 2_000  # sequences it samples side by side (DISTILL_SYMBOLS / rows steps each)
+
+
+def twistable(vocab_size: int) -> bool:
+    """Whether a surrogate over this many symbols can steer at all: a bigram's table fits
+    SURROGATE_TABLE; past that (GPT-2's vocabulary) `fit_surrogate` returns an i.i.d. model,
+    whose flat twist changes nothing, so distilling one would be calls spent for nothing."""
+    return vocab_size * (vocab_size + 1) <= SURROGATE_TABLE
 
 
 def fit_surrogate(sequences: Sequence[Sequence[int]], vocab: Sequence[str],
@@ -60,21 +72,69 @@ def _distinct_ngrams(sequences: Sequence[Sequence[int]], length: int, V: int) ->
 
 def distill_surrogate(model: SequenceModel, vocab: Sequence[str], bos: int | None,
                       order: int | None = None, symbols: int = DISTILL_SYMBOLS,
-                      seed: int = 0) -> ContextAutomaton:
+                      seed: int = 0, starts: Sequence[Sequence[int]] | None = None
+                      ) -> ContextAutomaton:
     """The twist's surrogate fitted on `symbols` symbols sampled from the model itself (from
     `<BOS>`, or the empty history without one) instead of on data: counting a model's samples
     estimates the n-gram closest to the *model* in KL, its own habits included, and needs no
     training data (a Hugging Face model's user rarely has it). It costs `symbols` model calls,
     once per model (`info["model_calls"]`); seeded. On the authors' Shakespeare LSTM it cut
     `twisted`'s median RAE at K = 7 and 320 calls from 0.081 (fitted on data) to 0.051
-    (docs/decisions.md §19)."""
-    starts = [[bos] if bos is not None else [] for _ in range(DISTILL_ROWS)]
+    (docs/decisions.md §19). `starts`: for a model that takes no empty history and names no
+    `<BOS>`, its rows continue these histories instead (cycled; their last few symbols are
+    counted as context)."""
+    if starts is not None and bos is None:
+        keep = DEFAULT_ORDER - 1
+        rows = [list(starts[i % len(starts)])[-keep:] for i in range(DISTILL_ROWS)]
+    else:
+        rows = [[bos] if bos is not None else [] for _ in range(DISTILL_ROWS)]
     steps = -(-symbols // DISTILL_ROWS)
-    drawn = sample_continuations(model, starts, steps, torch.Generator().manual_seed(seed))
-    first = torch.tensor(starts, dtype=torch.long).reshape(DISTILL_ROWS, int(bos is not None))
-    surrogate = fit_surrogate(torch.cat([first, drawn], 1).tolist(), vocab, order,
-                              skip_first=bos is not None)
+    drawn = sample_continuations(model, rows, steps, torch.Generator().manual_seed(seed))
+    sequences = [start + d for start, d in zip(rows, drawn.tolist(), strict=True)]
+    surrogate = fit_surrogate(sequences, vocab, order, skip_first=bos is not None)
     if isinstance(surrogate, HPYPModel):
         surrogate.info.update(distilled_symbols=DISTILL_ROWS * steps,
                               model_calls=DISTILL_ROWS * steps)
     return surrogate
+
+
+# distilled surrogates per model object and settings, kept while the model lives
+_DISTILLED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def distilled(model: SequenceModel, vocab: Sequence[str], bos: int | None,
+              order: int | None = None, symbols: int | None = None, seed: int = 0,
+              starts: Sequence[Sequence[int]] | None = None, folder: str | Path | None = None,
+              name: str | None = None) -> ContextAutomaton:
+    """`distill_surrogate`, paid once per model and settings: kept while the model object lives
+    (a sweep's `surrogate: distilled` methods and its ground truth share one), and, given a
+    `folder` and a `name` that says which model it is (a sweep's model id, a hash of the
+    weights), saved there, so a later process loads it instead of sampling again. Its
+    `info["model_calls"]` is what it cost when distilled; `info["loaded_from"]` marks one read
+    from the folder, whose calls this process did not make."""
+    symbols = DISTILL_SYMBOLS if symbols is None else symbols
+    key = (order, symbols, seed, bos)
+    try:
+        held = _DISTILLED.setdefault(model, {})
+    except TypeError:  # a model that cannot be weakly referenced is distilled every time
+        held = {}
+    if key in held:
+        return held[key]
+    path = None if folder is None or name is None else Path(folder) / (
+        f"distilled-{_slug(name)}-{hashlib.sha1(repr((name, key)).encode()).hexdigest()[:12]}.pt")
+    if path is not None and path.is_file():
+        surrogate: ContextAutomaton = HPYPModel.load(path)
+        surrogate.info["loaded_from"] = str(path)
+    else:
+        surrogate = distill_surrogate(model, vocab, bos, order, symbols, seed, starts)
+        if path is not None and isinstance(surrogate, HPYPModel):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_suffix(f".{os.getpid()}.partial")
+            surrogate.save(partial)
+            os.replace(partial, path)  # atomic: a reader sees the whole file or none
+    held[key] = surrogate
+    return surrogate
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:40]

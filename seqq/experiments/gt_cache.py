@@ -10,13 +10,15 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 import seqq
+from seqq.estimators.surrogates import distilled, twistable
 from seqq.experiments.query_specs import QuerySpec
 from seqq.ground_truth import GroundTruth
 from seqq.models import SequenceModel
@@ -41,6 +43,11 @@ def describe_rule(options: Mapping[str, Any]) -> str:
         surrogate = (f"importance sampling under the restricted proposal: {o['s_low']:,} "
                      f"samples, then {o['s_step']:,} more at a time until the per-sample weight "
                      f"variance is below δ = {o['delta']:g}, at most {o['s_high']:,} samples")
+    elif o["rule"] == "twisted":
+        surrogate = (f"sampling without replacement twisted by an HPYP surrogate distilled from "
+                     f"the model (twisted WOR, sum-and-sample over the prefix trie) until the "
+                     f"relative standard error is below {o['rel_tol']:g}, exact when it exhausts "
+                     f"the query, at most {o['s_high']:,}·(K−1) model calls")
     else:
         surrogate = (f"sampling without replacement (sum-and-sample over the prefix trie) until "
                      f"the relative standard error is below {o['rel_tol']:g}, exact when it "
@@ -50,13 +57,43 @@ def describe_rule(options: Mapping[str, Any]) -> str:
             f"otherwise {surrogate}")
 
 
+@dataclass
+class JudgeSurrogate:
+    """The twisted rule's surrogate in a sweep (docs/decisions.md §43): the HPYP its
+    `surrogate: distilled` methods use (`distilled` keeps one per model, order and seed),
+    distilled from the untempered model on first use only, kept in the sweep folder under the
+    model's id, and tempered like the model it judges. None where no surrogate can steer
+    (`twistable`)."""
+
+    model: SequenceModel
+    vocab: Sequence[str]
+    bos: int | None
+    seed: int
+    folder: Path
+    name: str
+    temperature: float = 1.0
+    _tempered: Any = field(default=None, init=False, repr=False)
+
+    def __call__(self) -> Any:
+        if not twistable(len(self.vocab)):
+            return None
+        if self._tempered is None:
+            surrogate = distilled(self.model, self.vocab, self.bos, seed=self.seed,
+                                  folder=self.folder, name=self.name)
+            self._tempered = (surrogate if self.temperature == 1
+                              else surrogate.tempered(self.temperature))
+        return self._tempered
+
+
 class GroundTruthCache:
     def __init__(self, root: str, dataset: str, model: str, temperature: float,
-                 options: Mapping[str, Any], seed: int):
+                 options: Mapping[str, Any], seed: int,
+                 judge: Callable[[], Any] | None = None):
         self.store = PartStore(root, KEY)
         self.context = {"dataset": dataset, "model": model, "temperature": float(temperature),
                         "gt_options": digest(dict(options))}
         self.options, self.seed = dict(options), seed
+        self.judge = judge  # the twisted rule's surrogate, asked for only when a truth is due
         self.rule = describe_rule(self.options)
         self._known: dict[tuple[str, str], GroundTruth] | None = None
         self.computed = 0  # truths this object computed (the rest came from the store)
@@ -66,7 +103,7 @@ class GroundTruthCache:
         beside this one."""
         c = self.context
         return GroundTruthCache(str(self.store.root), c["dataset"], c["model"], c["temperature"],
-                                {**self.options, **update}, self.seed)
+                                {**self.options, **update}, self.seed, self.judge)
 
     def _key(self, spec: QuerySpec) -> tuple[str, str]:
         return (spec.history.digest, spec.label)
@@ -88,10 +125,11 @@ class GroundTruthCache:
         known = self._load()
         missing = list({self._key(s): s for s in specs if self._key(s) not in known}.values())
         if missing:
+            twisted = self.options.get("rule") == "twisted" and self.judge is not None
             results = seqq.ground_truth_many(
                 model, [list(s.history.tokens) for s in missing], [s.query for s in missing],
                 seed=self.seed + int(digest([self._key(s) for s in missing], 8), 16) % 2**31,
-                **self.options,
+                **self.options, **({"surrogate": self.judge()} if twisted else {}),
             )
             rows = []
             for spec, truth in zip(missing, results, strict=True):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -19,7 +20,7 @@ from seqq.api import check_method
 from seqq.data import SequenceDataset
 from seqq.errors import ConfigError, QueryError
 from seqq.estimators import METHODS
-from seqq.estimators.surrogates import distill_surrogate, fit_surrogate
+from seqq.estimators.surrogates import distilled, fit_surrogate
 from seqq.models import SequenceModel
 
 # What `surrogate:` may name in a sweep: an HPYP n-gram of `order` n (null: the largest whose
@@ -133,9 +134,12 @@ def _run(key: str, label: str, method: str, given: Mapping[str, Any]) -> MethodR
 
 
 def with_surrogates(runs: Sequence[MethodRun], dataset: SequenceDataset, model: SequenceModel,
-                    seed: int = 0) -> list[MethodRun]:
+                    seed: int = 0, folder: str | Path | None = None,
+                    name: str | None = None) -> list[MethodRun]:
     """`runs` with each named surrogate fitted (seconds) and passed as the method's `surrogate`
-    option; runs naming the same kind and order share one fit."""
+    option; runs naming the same kind and order share one fit. A distilled surrogate is kept
+    in `folder` under the model's `name` (`distilled`: a resumed sweep loads it, and the
+    twisted ground-truth rule shares it)."""
     fitted: dict[Surrogate, Any] = {}
     done = []
     for run in runs:
@@ -143,17 +147,18 @@ def with_surrogates(runs: Sequence[MethodRun], dataset: SequenceDataset, model: 
             done.append(run)
             continue
         if run.surrogate not in fitted:
-            fitted[run.surrogate] = _fit(run.surrogate, dataset, model, seed)
+            fitted[run.surrogate] = _fit(run.surrogate, dataset, model, seed, folder, name)
         done.append(replace(run, options={**run.options, "surrogate": fitted[run.surrogate]},
                             surrogate=None))
     return done
 
 
 def _fit(surrogate: Surrogate, dataset: SequenceDataset, model: SequenceModel,
-        seed: int) -> Any:
+         seed: int, folder: str | Path | None = None, name: str | None = None) -> Any:
     """Fit one named surrogate: `hpyp` on the training split, `distilled` on model samples."""
     if surrogate.kind == "distilled":
-        return distill_surrogate(model, dataset.vocab, dataset.bos_id, surrogate.order, seed=seed)
+        return distilled(model, dataset.vocab, dataset.bos_id, surrogate.order, seed=seed,
+                         folder=folder, name=name)
     if not dataset.train:
         raise ConfigError(f"surrogate: hpyp is fitted on {dataset.name}'s training split, which "
                           "is empty here (histories sampled from the model); use "

@@ -4,8 +4,9 @@ A surrogate ground truth with relative standard error σ judges a perfect estima
 median RAE of about 0.67·σ, so a truth as noisy as the errors it judges cannot rank methods.
 After a sweep's estimates, `refine_truths` finds, per temperature and K, the smallest median RAE
 among the methods (rows whose truth is a surrogate), and computes again every surrogate truth
-whose relative SE exceeds `fraction` (default one fifth) of it: sampling without replacement
-until the relative SE is below that tolerance (exact if its draws exhaust the query), at most
+whose relative SE exceeds `fraction` (default one fifth) of it: twisted sampling without
+replacement (the `twisted` rule, steered by a surrogate distilled from the model, docs/decisions.md
+§43) until the relative SE is below that tolerance (exact if its draws exhaust the query), at most
 `CALLS_FACTOR` times the configured sample cap. The rows it judges get the new truth and RAE,
 each result part rewritten atomically; the new truths are cached under their own options, so an
 interrupted refinement recomputes nothing. A truth is refined once: the tolerance comes from the
@@ -71,7 +72,7 @@ def refine_truths(runner: SweepRunner, specs: Sequence[QuerySpec], fraction: flo
                  and not current[_key(s)][1] <= target]
         if not noisy:
             continue
-        finer = truth.refined({"rule": "relative", "rel_tol": target, "s_high": s_high})
+        finer = truth.refined({"rule": "twisted", "rel_tol": target, "s_high": s_high})
         for spec, new in zip(noisy, finer.get(runner.model, noisy), strict=True):
             if new.kind == "exact" or new.rel_stderr < current[_key(spec)][1]:
                 refined[_key(spec)] = (new, finer.rule)

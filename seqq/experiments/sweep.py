@@ -21,7 +21,7 @@ from omegaconf import DictConfig
 from seqq.data import DATASETS, SequenceDataset
 from seqq.data.cache import file_digest
 from seqq.errors import CheckpointError, Interrupted, MissingRawData
-from seqq.experiments.gt_cache import GroundTruthCache, NoGroundTruth
+from seqq.experiments.gt_cache import GroundTruthCache, JudgeSurrogate, NoGroundTruth
 from seqq.experiments.histories import (
     History,
     mixture_histories,
@@ -179,12 +179,15 @@ def run(cfg: DictConfig | SweepSpec, model: SequenceModel | None = None,
     results = PartStore(results_dir(sweep_dir), KEY)
     gt_options = dict(spec.ground_truth.options)
     tag = f"{dataset.name}-{model_name}-shard{spec.shard}of{spec.shards}"
-    runs = with_surrogates(spec.runs, dataset, model, spec.seed)  # one fit each, shared
+    surrogates = sweep_dir / "surrogates"  # distilled ones, shared by methods and ground truth
+    runs = with_surrogates(spec.runs, dataset, model, spec.seed, surrogates, model_name)
     runners = []
     for temperature in spec.temperatures:
         tempered = model if temperature == 1 else TemperatureModel(model, temperature)
+        judge = JudgeSurrogate(model, dataset.vocab, dataset.bos_id, spec.seed, surrogates,
+                               model_name, temperature)
         truth = (GroundTruthCache(str(sweep_dir / "ground_truth"), dataset.name, model_name,
-                                  temperature, gt_options, spec.seed)
+                                  temperature, gt_options, spec.seed, judge)
                  if spec.ground_truth.enabled else NoGroundTruth())
         plan = SweepPlan(
             dataset=dataset.name, model=model_name, synthetic=bool(dataset.synthetic),

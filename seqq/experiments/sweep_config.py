@@ -26,6 +26,7 @@ from seqq.experiments.specs import (
     dataset_spec,
     model_spec,
 )
+from seqq.ground_truth import RULES
 from seqq.models.device import resolve_device
 from seqq.models.loading import LOADERS
 
@@ -42,7 +43,7 @@ HELP = Help(
         ("query", "query kind"),
         ("estimator", "which methods run, with their options"),
         ("budget", "budget levels S (hybrid tail samples)"),
-        ("ground_truth", "exact below a call budget, else adaptive IS"),
+        ("ground_truth", "exact below a call budget, else twisted WOR"),
     ],
     options=[
         ("size", "quick | paper: presets use small N and ground truth unless paper"),
@@ -171,7 +172,7 @@ def _query(cfg: DictConfig, ks: list[int]) -> QueriesSpec:
 def _ground_truth(cfg: DictConfig) -> GroundTruthSpec:
     options = check.value(cfg, "ground_truth") or {}
     known = set(inspect.signature(seqq.ground_truth_many).parameters) - {
-        "model", "histories", "queries", "seed"}
+        "model", "histories", "queries", "seed", "surrogate"}
     unknown = sorted(set(options) - known)
     if unknown:
         raise ConfigError(f"ground_truth.{unknown[0]} is not a ground-truth setting; use "
@@ -179,6 +180,10 @@ def _ground_truth(cfg: DictConfig) -> GroundTruthSpec:
     for key in ("s_low", "s_step", "s_high", "exact_max_calls"):
         if key in options:
             check.integer(cfg, f"ground_truth.{key}", minimum=1 if key != "exact_max_calls" else 0)
+    if "rule" in options:
+        check.choice(cfg, "ground_truth.rule", RULES)
+    if "rel_tol" in options:
+        check.number(cfg, "ground_truth.rel_tol", above=0)
     return GroundTruthSpec(options=options, enabled=check.boolean(cfg, "sweep.ground_truth"))
 
 

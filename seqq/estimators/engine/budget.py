@@ -50,6 +50,21 @@ class Draws:
     row_branch: Tensor  # [R] branch of each path
     log_w: Tensor  # [R] float64 log p(x)/q(x), −inf for paths outside the query's mass
     log_q: Tensor  # [R] float64 log q(x) (0 for dead paths)
+    depth: Tensor | None = None  # [R] depth of each path's leaf in the trie (0 for dead paths)
+    leaf: Tensor | None = None  # [R] its node at that depth (0 for dead paths)
+
+    def take(self, keep: Tensor) -> Draws:
+        """The draws `keep` selects (a mask or indices), leaves included."""
+        return Draws(*(None if v is None else v[keep] for v in self._fields()))
+
+    @classmethod
+    def cat(cls, parts: Sequence[Draws]) -> Draws:
+        """Several rounds' draws as one, in order (leaves kept where every round has them)."""
+        fields = list(zip(*(p._fields() for p in parts), strict=True))
+        return cls(*(None if any(v is None for v in f) else torch.cat(f) for f in fields))
+
+    def _fields(self) -> tuple[Tensor | None, ...]:
+        return self.row_branch, self.log_w, self.log_q, self.depth, self.leaf
 
 
 def cost_per_draw(trie: Trie, eligible: Tensor) -> Tensor:
@@ -75,7 +90,7 @@ def draw_paths(trie: Trie, per_branch: Tensor, policy: Policy,
     row_branch = torch.repeat_interleave(torch.arange(len(per_branch)), per_branch)
     charge = None if allowance is None else allowance.charge(row_branch, trie.batch.branch_task)
     size = rows_within(trie.V)
-    log_w, log_q = [], []
+    log_w, log_q, depths, leaves = [], [], [], []
     for part in even_chunks(torch.arange(len(row_branch)), size):
         depth, leaf = trie.walk(row_branch[part], policy,
                                 None if charge is None else charge.select(part))
@@ -85,13 +100,14 @@ def draw_paths(trie: Trie, per_branch: Tensor, policy: Policy,
         q = trie.node_values(depth, leaf, "log_q")
         log_w.append(torch.where(dead, -torch.inf, w).double())
         log_q.append(torch.where(dead, 0.0, q).double())
+        depths.append(depth)
+        leaves.append(leaf)
     empty = torch.zeros(0, dtype=torch.float64)
+    none = torch.zeros(0, dtype=torch.long)
     draws = Draws(row_branch, torch.cat(log_w) if log_w else empty,
-                  torch.cat(log_q) if log_q else empty)
-    if charge is None:
-        return draws
-    keep = charge.kept()
-    return Draws(draws.row_branch[keep], draws.log_w[keep], draws.log_q[keep])
+                  torch.cat(log_q) if log_q else empty, torch.cat(depths) if depths else none,
+                  torch.cat(leaves) if leaves else none)
+    return draws if charge is None else draws.take(charge.kept())
 
 
 def budget_rounds(batch: Batch, budgets: Sequence[int], samples: int | None, cost: Tensor,
@@ -156,8 +172,7 @@ def iid_draws(trie: Trie, budgets: Sequence[int] | None, samples: int | Tensor |
                           too_small)
     if not parts:  # nothing to draw: every eligible residual is empty
         return draw_paths(trie, torch.zeros(len(task_of), dtype=torch.long), policy)
-    return Draws(*(torch.cat([getattr(p, f) for p in parts])
-                   for f in ("row_branch", "log_w", "log_q")))
+    return Draws.cat(parts)
 
 
 def draw_in_rounds(batch: Batch, budgets: Sequence[int] | None, samples: int | None,

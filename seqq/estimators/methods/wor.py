@@ -29,6 +29,7 @@ from seqq.estimators.engine.budget import (
 from seqq.estimators.engine.sum_and_sample import combine, head_plus_tail
 from seqq.estimators.engine.summary import BranchResult, group_logsumexp, to_estimates
 from seqq.estimators.engine.trie import Trie
+from seqq.estimators.engine.trie.restricted import RestrictedLogQ, restricted_entropy
 from seqq.estimators.engine.twist import Messages
 from seqq.estimators.method import (
     OPEN_UNIT,
@@ -255,7 +256,8 @@ def _exponential(n: int, generator: torch.Generator) -> Tensor:
 
 
 def wor_until(batch: Batch, rel_tol: float, max_calls: int | Tensor, draws: int = 100,
-              on_stage: Callable[[int], None] | None = None) -> tuple[BranchResult, Tensor]:
+              on_stage: Callable[[int], None] | None = None, twist: Messages | None = None,
+              projected: bool = False, min_tail: int = 0) -> tuple[BranchResult, Tensor]:
     """Sum-and-sample in doubling stages on one trie until each task's relative standard error
     is below `rel_tol`, its head exhausts Q (exact), or its calls reach `max_calls`.
 
@@ -267,8 +269,17 @@ def wor_until(batch: Batch, rel_tol: float, max_calls: int | Tensor, draws: int 
     (high-entropy queries, where WOR draws rarely pay). Stopping on the observed error makes
     this a surrogate (slightly biased, like adaptive IS). Returns each task's estimate and
     whether it met the target (per branch; `to_estimates` sums them per task);
-    `on_stage(done)` reports progress (tasks finished so far)."""
-    trie = Trie(batch)
+    `on_stage(done)` reports progress (tasks finished so far).
+
+    With a `twist` (a surrogate's messages) head and tail are drawn from the twisted q̃ (twisted
+    WOR, still exact on exhaustion) and the entropy reported is still the restricted q's,
+    H(q), estimated from q̃'s draws (`restricted_entropy`). `projected`: once a task's head is
+    frozen, each stage draws the tail samples its observed error says are still missing
+    (`_projected`) instead of doubling, so the last stage overshoots the target less; and a
+    task's error counts only once `min_tail` valid tail draws back it (a few hundred draws
+    can miss the rare large weights that dominate the variance, and understate it)."""
+    trie = Trie(batch, twist)
+    restricted = None if twist is None else RestrictedLogQ(trie)
     N, T = len(batch.branch_task), batch.num_tasks
     task = batch.branch_task
     limit = torch.as_tensor(max_calls).expand(T)
@@ -281,10 +292,11 @@ def wor_until(batch: Batch, rel_tol: float, max_calls: int | Tensor, draws: int 
     tails: list[tuple[int, Draws]] = []
     head_stage = torch.zeros(N, dtype=torch.long)  # tail draws older than this are stale
     cost = cost_per_draw(trie, torch.ones(N, dtype=torch.bool)).clamp_min(1)
+    ask = torch.full((T,), draws, dtype=torch.long)  # draws each task asks of the next stage
     stage = 0
     while active.any():
         room = (limit - batch.task_calls()).clamp_min(0) // (2 * cost)
-        count = torch.where(active, room.clamp_max(draws * 2 ** min(stage, 30)), 0)
+        count = torch.where(active, torch.minimum(room, ask), 0)
         if stage == 0 and (count < 1).any():
             t = int((count < 1).nonzero()[0])
             raise cannot_buy(int(limit[t]), 1 + 2 * int(cost[t]), "one head and one tail draw")
@@ -301,26 +313,53 @@ def wor_until(batch: Batch, rel_tol: float, max_calls: int | Tensor, draws: int 
         log_rest = trie.root_residual()
         eligible = active[task] & torch.isfinite(log_rest)
         tails.append((stage, iid_draws(trie, None, count, "residual", eligible, str)))
-        valid = [(d, d.row_branch.new_full(d.row_branch.shape, s) >= head_stage[d.row_branch])
-                 for s, d in tails]
-        current = Draws(*(torch.cat([getattr(d, f)[keep] for d, keep in valid])
-                          for f in ("row_branch", "log_w", "log_q")))
+        current = Draws.cat([d.take(stage_of >= head_stage[d.row_branch]) for stage_of, d in
+                             ((d.row_branch.new_full(d.row_branch.shape, s), d)
+                              for s, d in tails)])
         log_head, head_entropy = _head_sums(trie, rounds, N)
         result = combine(log_head, head_entropy, log_rest, current)
+        if restricted is not None:
+            result.entropy = restricted_entropy(restricted, rounds, current.depth, current.leaf,
+                                                current.row_branch, current.log_q, N)
         estimates = to_estimates(batch, "wor", result, False)
         final = result if final is None else _updated(final, result, torch.cat(
             [per_task[t] for t in active.nonzero().flatten().tolist()]))
+        tail_count = torch.zeros(T, dtype=torch.long).index_add_(
+            0, task[current.row_branch], torch.ones_like(current.row_branch))
         for t in active.nonzero().flatten().tolist():
             e = estimates[t]
             exact = e.stderr == 0.0
-            precise = e.stderr is not None and e.value > 0 and e.stderr < rel_tol * e.value
+            precise = (e.stderr is not None and e.value > 0 and e.stderr < rel_tol * e.value
+                       and tail_count[t] >= min_tail)
             if exact or precise or e.value == 0.0:
                 met[t] = exact or precise
                 active[t] = False
         stage += 1
+        ask = torch.full((T,), draws * 2 ** min(stage, 30), dtype=torch.long)
+        if projected:
+            ask = torch.where(frozen, _projected(estimates, tail_count, rel_tol, draws,
+                                                 min_tail), ask)
         if on_stage is not None:
             on_stage(int((~active).sum()))
     return final, met  # type: ignore[return-value]
+
+
+PROJECTED_MARGIN = 1.2  # a projected stage draws this many times the samples its error asks for
+
+
+def _projected(estimates: list, tail_count: Tensor, rel_tol: float, draws: int,
+               min_tail: int = 0) -> Tensor:
+    """Tail draws per task that its relative standard error r after n valid draws says meet
+    `rel_tol`: n·(MARGIN·(r/rel_tol)² − 1), and at least what reaches `min_tail`; at least
+    `draws` and at most n more (the stage never more than doubles the tail, so a noisy early
+    error cannot overshoot far)."""
+    out = torch.full((len(estimates),), draws, dtype=torch.long)
+    for t, e in enumerate(estimates):
+        n = int(tail_count[t])
+        if e.stderr and e.value > 0 and n:
+            need = n * (PROJECTED_MARGIN * (e.stderr / (rel_tol * e.value)) ** 2 - 1)
+            out[t] = min(max(math.ceil(need), min_tail - n, draws), n)
+    return out
 
 
 def _updated(final: BranchResult, result: BranchResult, branches: Tensor) -> BranchResult:
