@@ -11,6 +11,8 @@ time split into a fixed cost and a cost per model call; (h) calibration: how oft
 95 % interval covers exact answers (Markov and HPYP DP, enumeration on the authors' LSTM and a
 tiny GPT-2), flagged shares and median RAE at 1k/8k(/65k) calls (`make calibration`, run only
 when named: ~10 minutes at quick size); (i) the README's `seqq ask` examples end to end, wall
-time and peak memory as a user sees them (`--sections i`).
+time and peak memory as a user sees them (`--sections i`); (j) rare events at long horizons;
+(k) the twisted judge against exact answers and against the paper's committed truths
+(`make bench-judge`).
 Ratios are what to read: absolute numbers depend on the machine and on whatever else runs on it.
 """

@@ -4,7 +4,8 @@ rewrite RESULTS.md (see benchmarks/__init__.py for what each section measures);
 `python -m benchmarks --paper-run outputs/sweeps/fig3-paper` writes (f)'s measured run from a
 paper-size sweep folder (its results, ground truth and runs.jsonl);
 `--sections g` (or `b,d`, ...) reruns only those sections, each then saying when it was measured;
-`--sections h --mode quick|full` measures calibration against exact answers (`make calibration`)."""
+`--sections h --mode quick|full` measures calibration against exact answers (`make calibration`);
+`--sections k --judge-sweeps DIR...` checks the twisted judge (`make bench-judge`)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from benchmarks import (
     chunks,
     e2e,
     gt_cost,
+    judge,
     overhead,
     paper_run,
     paper_slice,
@@ -37,9 +39,10 @@ from benchmarks.timing import set_clock
 RESULTS = Path(__file__).parent / "RESULTS.md"
 SECTIONS = {"a": throughput.run, "b": e2e.run, "c": scaling.run, "d": gt_cost.run,
             "e": chunks.run, "g": overhead.run, "h": calibration.run, "i": ask_examples.run,
-            "j": rare.run}
+            "j": rare.run, "k": judge.run}
 END_TO_END = {"b", "i"}  # minutes of real commands: only with --e2e or --sections
-ON_REQUEST = {"h", "j"}  # minutes of estimates (calibration; exact DP and 2^16-call estimates)
+ON_REQUEST = {"h", "j", "k"}  # minutes of estimates (calibration; exact DP and 2^16-call
+# estimates; the judge against exact answers and the paper's truths)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calibration-runs", type=int, metavar="N",
                         help="(h) with N runs of each query per method and budget (default: the "
                              "mode's)")
+    parser.add_argument("--judge-sweeps", type=Path, nargs="*", default=[], metavar="DIR",
+                        help="(k) also compare these paper-size sweep folders' twisted truths "
+                             "with the committed App. F.3 ones, e.g. outputs/sweeps/fig3-paper")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     if args.threads:
@@ -101,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     for key, run in SECTIONS.items():
         if wanted(key, args.sections, args.e2e):
             print(f"benchmarks: section ({key}) ...", file=sys.stderr, flush=True)
-            section = run(plan, device)
+            section = (run(plan, device, args.judge_sweeps) if key == "k"
+                       else run(plan, device))
             # a section kept across runs says when, where and by what it was measured: all of
             # a --sections run (the header stays the last full run's), and (b), (i) always
             if args.sections is not None or key in END_TO_END:

@@ -37,10 +37,9 @@ class Plan:
     scaling: dict[str, tuple[int, ...]]  # axis -> values; the others stay at their base values
     scaling_base: dict[str, int]
     scaling_methods: tuple[str, ...]
-    gt_model: str
+    gt_models: tuple[str, ...]  # benchmarks.zoo names, for the ground-truth cost section
     gt_ks: tuple[int, ...]
     gt_histories: int
-    gt_from_data: bool  # Shakespeare test-split histories (else random ones)
     chunk_model: str
     chunk_rows: int  # rows stepped at once in the row-chunk section (20 000 in the issue)
     chunk_reference: int  # the batch size chunked stepping is compared against (1 000)
@@ -50,6 +49,7 @@ class Plan:
     overhead_samples: tuple[int, ...]  # samples (beam widths) per query along S, for LSTMs
     overhead_lm_samples: tuple[int, ...]  # the same for transformer LMs
     calibration: Calibration  # section (h)
+    judge: tuple[int, int]  # section (k): queries per exact oracle, seeds per query
     chunk_sizes: tuple[int, ...] = SIZES  # batch sizes the chunk measurement tries
 
 
@@ -59,23 +59,25 @@ PLANS = {
         repeats=3, scaling_hidden=8,
         scaling={"N": (1, 2, 4), "S": (20, 40, 80), "K": (3, 6, 12), "V": (8, 16, 32)},
         scaling_base={"N": 2, "S": 20, "K": 4, "V": 12}, scaling_methods=("importance",),
-        gt_model="lstm-tiny", gt_ks=(2, 3), gt_histories=2, gt_from_data=False,
+        gt_models=("lstm-tiny",), gt_ks=(2, 3), gt_histories=2,
         chunk_model="lstm-tiny", chunk_rows=2000, chunk_reference=100, chunk_steps=4,
         overhead_models=("lstm-tiny",), overhead_methods=("importance", "beam"),
         overhead_samples=(5, 20, 80), overhead_lm_samples=(2, 4),
         chunk_sizes=(256, 512, 1024),
-        calibration=Calibration(("markov",), (300,), 3, 4, (300,), 1, 3, bootstrap=50)),
+        calibration=Calibration(("markov",), (300,), 3, 4, (300,), 1, 3, bootstrap=50),
+        judge=(3, 2)),
     "quick": Plan(
         models=("lstm-128", "authors-shakespeare", "gpt2-tiny"), samples=1000, lm_samples=25,
         K=8, histories=4, lm_histories=2, repeats=3, scaling_hidden=128,
         scaling={"N": (2, 4, 8), "S": (250, 500, 1000), "K": (4, 8, 16), "V": (25, 100, 400)},
         scaling_base={"N": 4, "S": 250, "K": 8, "V": 100}, scaling_methods=("importance",),
-        gt_model="authors-shakespeare", gt_ks=(3, 7), gt_histories=4, gt_from_data=True,
+        gt_models=("authors-shakespeare", "authors-moocs"), gt_ks=(5, 9), gt_histories=4,
         chunk_model="lstm-128", chunk_rows=20_000, chunk_reference=1000,
         chunk_steps=2, overhead_models=("lstm-128",), overhead_methods=("importance", "beam"),
         overhead_samples=(10, 100, 1000), overhead_lm_samples=(5, 25, 100),
         calibration=Calibration(("markov", "hpyp", "authors-lstm", "gpt2"), (1000, 8000),
-                                12, 16, (1000, 8000), 6, 6)),
+                                12, 16, (1000, 8000), 6, 6),
+        judge=(12, 3)),
     "full": Plan(
         models=("lstm-128", "lstm-512", "authors-shakespeare", "gpt2-tiny", "smollm2"),
         samples=1000, lm_samples=100, K=10, histories=8, lm_histories=4, repeats=3,
@@ -84,12 +86,13 @@ PLANS = {
                  "K": (4, 8, 16, 32), "V": (25, 100, 400, 1600)},
         scaling_base={"N": 4, "S": 500, "K": 8, "V": 100},
         scaling_methods=("importance", "hybrid"),
-        gt_model="authors-shakespeare", gt_ks=(3, 5, 7, 9, 11), gt_histories=16,
-        gt_from_data=True, chunk_model="lstm-128", chunk_rows=20_000, chunk_reference=1000,
+        gt_models=("authors-shakespeare", "authors-moocs"), gt_ks=(4, 5, 6, 7, 8, 9, 10, 11),
+        gt_histories=16, chunk_model="lstm-128", chunk_rows=20_000, chunk_reference=1000,
         chunk_steps=2,
         overhead_models=("lstm-128", "lstm-512", "authors-shakespeare", "gpt2-tiny"),
         overhead_methods=("importance", "beam", "hybrid", "wor"),
         overhead_samples=(10, 100, 1000, 4000), overhead_lm_samples=(5, 25, 100, 400),
         calibration=Calibration(("markov", "hpyp", "authors-lstm", "gpt2"),
-                                (1000, 8000, 65536), 30, 40, (1000, 8000, 65536), 16, 25)),
+                                (1000, 8000, 65536), 30, 40, (1000, 8000, 65536), 16, 25),
+        judge=(30, 4)),
 }

@@ -36,17 +36,18 @@ def _lstm(hidden: int, vocab: int = LSTM_VOCAB) -> Callable[[str | None], BenchM
     return build
 
 
-def authors_shakespeare(device: str | None) -> BenchModel:
-    """The paper authors' trained Shakespeare LSTM (`model=authors`, seqq/resources/models/authors/):
-    one-hot input, 2 layers of 128, V = 68."""
-    from seqq.models.loading import load_model
+def _authors(dataset: str, about: str) -> Callable[[str | None], BenchModel]:
+    """The paper authors' trained LSTM (`model=authors`, seqq/resources/models/authors/)."""
+    def build(device: str | None) -> BenchModel:
+        from seqq.models.loading import load_model
 
-    try:
-        model = load_model({"type": "authors", "dataset": "shakespeare", "device": device})
-    except ModelLoadError as error:
-        return BenchModel("authors-shakespeare", None, f"skipped: {str(error).splitlines()[0]}")
-    return BenchModel("authors-shakespeare", model,
-                      "the paper authors' trained LSTM: one-hot input, 2×128, V = 68")
+        name = f"authors-{dataset}"
+        try:
+            model = load_model({"type": "authors", "dataset": dataset, "device": device})
+        except ModelLoadError as error:
+            return BenchModel(name, None, f"skipped: {str(error).splitlines()[0]}")
+        return BenchModel(name, model, f"the paper authors' trained LSTM: {about}")
+    return build
 
 
 def _gpt2(layers: int, width: int, vocab: int, name: str) -> Callable[[str | None], BenchModel]:
@@ -79,7 +80,8 @@ ZOO: dict[str, Callable[[str | None], BenchModel]] = {
     "lstm-tiny": _lstm(8, 12),
     "lstm-128": _lstm(128),
     "lstm-512": _lstm(512),
-    "authors-shakespeare": authors_shakespeare,
+    "authors-shakespeare": _authors("shakespeare", "one-hot input, 2×128, V = 68"),
+    "authors-moocs": _authors("moocs", "one-hot input, 2×128, V = 98"),
     "gpt2-micro": _gpt2(1, 8, 40, "gpt2-micro"),
     "gpt2-tiny": _gpt2(2, 64, 50257, "gpt2-tiny"),
     "smollm2": smollm2,

@@ -348,3 +348,36 @@ def test_calibration_queries_spread_over_p_and_intervals_are_built_as_stated():
     assert low < 0.01 < high
     assert high - low == pytest.approx(2 * 1.96 * 0.01 / math.sqrt(4000), rel=0.2)
     assert bootstrap_interval(log_w, 0.5, 400, 0) is None  # not the mean of these weights
+
+
+def test_judge_section_joins_new_truths_with_the_committed_ones(tmp_path, monkeypatch):
+    """(k) against the paper's truths: the same (dataset, history, query) joined, z from both
+    standard errors, the committed enumerated truths compared as exact, and Fig. 3's medians
+    recomputed from the sweep's rows beside the committed median's interval."""
+    from benchmarks import judge
+    from seqq.results.store import PartStore
+
+    committed, sweep = tmp_path / "committed", tmp_path / "sweep"
+    common = {"dataset": "d", "model": "m", "temperature": 1.0, "history_hash": ["h1", "h2"]}
+    PartStore(committed / "ground_truth", ["history_hash", "label"]).write(pd.DataFrame(
+        {**common, "gt_options": "old", "label": ["tau(1)=5", "tau(1)=4"], "value": [0.1, 0.2],
+         "rel_stderr": [0.01, 0.0], "model_calls": [5000, 300000],
+         "method": ["importance", "enumeration"]}), "old")
+    PartStore(sweep / "ground_truth", ["history_hash", "label"]).write(pd.DataFrame(
+        {**common, "gt_options": "new", "label": ["tau(1)=5", "tau(1)=4"],
+         "value": [0.103, 0.199], "rel_stderr": [0.01, 0.005], "model_calls": [500, 1500],
+         "method": ["twisted_wor", "twisted_wor"]}), "new")
+    monkeypatch.setattr(judge, "COMMITTED", committed)
+    both = judge.against_paper([sweep]).set_index("K")
+    assert both.loc[5, "z"] == pytest.approx(0.003 / math.hypot(0.001, 0.00103))
+    assert both.loc[4, "z"] == pytest.approx(-0.001 / 0.000995)  # exact reference: SE_new only
+    assert list(both["model_calls_old"]) == [5000, 300000]
+
+    rae = [0.1, 0.2, 0.3, 0.4, 0.5]
+    pd.DataFrame({"history_id": range(5), "K": 5, "method": "hybrid", "rae": rae}).to_csv(
+        committed / "fig3_d_authors.csv", index=False)
+    PartStore(sweep / "results", ["history_id"]).write(pd.DataFrame(
+        {"dataset": "d", "history_id": range(5), "K": 5, "method": "hybrid",
+         "budget_level": judge.FIG3_LEVEL, "rae": [0.1, 0.2, 0.32, 0.4, 0.5]}), "rows")
+    medians = judge.fig3_medians([sweep])
+    assert medians.loc[0, ["new", "old", "inside"]].tolist() == [0.32, 0.3, True]

@@ -49,23 +49,26 @@ def test_paper_size_uses_the_papers_protocol() -> None:
 
 
 def test_fig3_at_paper_size_keeps_the_rule_its_saved_truths_were_computed_with() -> None:
-    """docs/reproduction/ground_truth/ holds App. F.3 truths keyed by the options' digest: Fig. 3
-    and its frontier panel at size=paper must keep exactly those options; everything else (quick
-    runs, other paper-size sweeps) judges with the twisted rule (docs/decisions.md §43)."""
+    """docs/reproduction/ground_truth/ holds App. F.3 truths keyed by the options' digest: Fig. 3,
+    its frontier panel and the sweeps that ask Fig. 3's queries again (horizons: Figs 5–9,
+    budgets: Figs 10/11) at size=paper must keep exactly those options, so they reuse them;
+    everything else (quick runs, other paper-size sweeps) judges with the twisted rule
+    (docs/decisions.md §43), enumerating only where that costs at most 50,000 calls."""
     from seqq.experiments.gt_cache import digest
     from seqq.experiments.sweep_config import sweep_spec
 
     saved = {"exact_max_calls": 2_000_000, "rule": "absolute", "delta": 1e-7, "rel_tol": 0.01,
              "s_low": 10_000, "s_step": 1_000, "s_high": 100_000}
-    for preset in ("fig3", "fig3_frontier"):
+    for preset in ("fig3", "fig3_frontier", "horizons", "budgets"):
         cfg = compose_sweep([f"experiment={preset}", "size=paper", "dataset=shakespeare",
                              "model=authors"])
         options = dict(sweep_spec(cfg).ground_truth.options)
         assert options == saved and digest(options) == "ca656a196466"
         assert compose_sweep([f"experiment={preset}"]).ground_truth.rule == "twisted"
-    for overrides in ([], ["size=paper"], ["experiment=frontier", "size=paper"],
-                      ["experiment=horizons", "size=paper"]):
-        assert compose_sweep(overrides).ground_truth.rule == "twisted"
+    for overrides in ([], ["size=paper"], ["experiment=temperature", "size=paper"]):
+        cfg = compose_sweep(overrides)
+        assert cfg.ground_truth.rule == "twisted" and cfg.ground_truth.exact_max_calls == 50_000
+    assert compose_sweep(["experiment=frontier", "size=paper"]).ground_truth.rule == "twisted"
 
 
 def test_a_ground_truth_rule_is_checked_before_anything_loads() -> None:
