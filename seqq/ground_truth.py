@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import torch
@@ -50,6 +50,7 @@ TWISTED_GROUP = 16  # tasks of the twisted rule's first pass sharing a trie, eac
 # TRIE_CALLS / TWISTED_GROUP calls (128k: its truths need a median of 1k–30k at K = 5..11 on the
 # authors' LSTMs); one that runs out is computed again alone under the full cap
 TWISTED_MIN_TAIL = 400  # tail draws a twisted truth's error needs before it may stop
+TWISTED_FLOOR = 0.05  # defensive twist: no symbol's twist below this share of its step's largest
 
 
 @dataclass(frozen=True)
@@ -231,7 +232,8 @@ def _twisted_surrogate(batch: Batch, tasks: torch.Tensor, results: list, rel_tol
 def _twisted_run(batch: Batch, tasks: torch.Tensor, rel_tol: float, max_calls: int,
                  surrogate: ContextAutomaton | None) -> tuple[list, torch.Tensor]:
     sub = subset(batch, tasks)
-    twist = None if surrogate is None else Messages.of(sub, surrogate)
+    twist = None if surrogate is None else replace(Messages.of(sub, surrogate),
+                                                   log_floor=math.log(TWISTED_FLOOR))
     result, met = until_method().until(sub, rel_tol, max_calls, twist=twist, projected=True,
                                        min_tail=TWISTED_MIN_TAIL)
     return to_estimates(sub, "twisted_wor", result, False), met

@@ -14,8 +14,10 @@ from seqq import queries as Q
 from seqq.errors import QueryError
 from seqq.estimators import surrogates
 from seqq.estimators.surrogates import distill_surrogate
+from seqq.ground_truth import TWISTED_FLOOR
 from seqq.models import TemperatureModel
 from seqq.models.hpyp import HPYPModel
+from seqq.models.markov import MarkovModel
 
 ground_truth_module = importlib.import_module("seqq.ground_truth")
 
@@ -305,3 +307,33 @@ def test_the_twisted_rule_reruns_alone_a_truth_that_spends_its_share(monkeypatch
     for gt, query, history in zip(gts, queries, [[0], [1]], strict=True):
         truth = seqq.exact(markov, history, query)
         assert abs(gt.value - truth) <= 4 * gt.rel_stderr * gt.value + 1e-12 * truth
+
+
+def _misled_judge(floor, monkeypatch):
+    """z of twisted truths over seeds where the surrogate rules out the route to the event:
+    the model reaches 3 mostly through 2 (p(3 | 2) = 0.9), the surrogate thinks 2 never leads
+    to 3 (1e-9), so its twist all but hides the paths holding most of p."""
+    monkeypatch.setattr(importlib.import_module("seqq.ground_truth"), "TWISTED_FLOOR", floor)
+    table = torch.full((5, 5), 0.2, dtype=torch.float64)
+    table[:, 3], table[2, 3] = 0.002, 0.9
+    model = MarkovModel(table, order=1)
+    believed = table.clone()
+    believed[2, 3] = 1e-9
+    query = Q.hitting_time(3, 6)
+    p = seqq.exact(model, [0], query)
+    z = []
+    for seed in range(12):
+        gt = seqq.ground_truth(opaque(model), [0], query, seed=seed, exact_max_calls=0,
+                               rule="twisted", rel_tol=0.02, progress=False,
+                               surrogate=MarkovModel(believed, order=1))
+        z.append((gt.value - p) / (gt.rel_stderr * gt.value))
+    return torch.tensor(z)
+
+
+def test_the_judges_twist_is_defensive(monkeypatch):
+    """With the twist floored at TWISTED_FLOOR of each step's largest, a surrogate that
+    underrates a symbol cannot hide its paths, so a truth's error stays honest; floored at
+    1e-30 instead (a plain twist), the same judge is confidently wrong."""
+    z = _misled_judge(TWISTED_FLOOR, monkeypatch)
+    assert z.abs().max() < 4 and (z**2).mean() < 2.5, z
+    assert _misled_judge(1e-30, monkeypatch).abs().max() > 4

@@ -119,6 +119,9 @@ class Messages:
     next_context: Tensor  # [C, V] long, on the model's device
     next_context_cpu: Tensor  # the same on the CPU, for the trie's bookkeeping
     context: Tensor  # [N] surrogate state after each branch's history
+    # twists are floored this far (log) below a row's largest; a defensive floor (e.g. log 0.05,
+    # the ground-truth judge's) bounds each step's p/q̃ where the surrogate underrates a symbol
+    log_floor: float = LOG_FLOOR
 
     @classmethod
     def of(cls, batch: Batch, surrogate: ContextAutomaton) -> Messages:
@@ -157,7 +160,7 @@ class Messages:
     def log_values(self, nodes: Tensor, context: Tensor) -> Tensor:
         """[R, V] log ψ of every next symbol for rows at lattice `nodes` (CPU) in surrogate
         states `context` (device): log β(child(n, x), next(c, x)). Symbols that are not
-        allowed get 0 (the domain masks them); the rest are floored at LOG_FLOOR below the
+        allowed get 0 (the domain masks them); the rest are floored at `log_floor` below the
         row's largest, so a surrogate that rules a path out cannot hide it from the proposal.
         Where each row's twist is one value (an i.i.d. surrogate, the only one that fits
         GPT-2's vocabulary, on a chain of lattice nodes) that value comes back expanded over
@@ -174,7 +177,7 @@ class Messages:
         values = self.log_scale[rows] + self.log_beta[rows, self.next_context[context]]
         allowed = self.lattice.allowed[nodes].to(device)
         values = torch.where(allowed, values, -torch.inf)
-        values = torch.maximum(values, values.amax(-1, keepdim=True) + LOG_FLOOR)
+        values = torch.maximum(values, values.amax(-1, keepdim=True) + self.log_floor)
         return torch.where(allowed, values, 0.0)
 
 
