@@ -369,15 +369,19 @@ def test_judge_section_joins_new_truths_with_the_committed_ones(tmp_path, monkey
          "method": ["twisted_wor", "twisted_wor"]}), "new")
     monkeypatch.setattr(judge, "COMMITTED", committed)
     both = judge.against_paper([sweep]).set_index("K")
-    assert both.loc[5, "z"] == pytest.approx(0.003 / math.hypot(0.001, 0.00103))
-    assert both.loc[4, "z"] == pytest.approx(-0.001 / 0.000995)  # exact reference: SE_new only
+    floor = judge.FLOAT_PRECISION
+    assert both.loc[5, "z"] == pytest.approx(0.003 / math.hypot(0.1 * math.hypot(0.01, floor),
+                                                                0.00103))
+    # an exact reference: SE_new and the float precision only
+    assert both.loc[4, "z"] == pytest.approx(-0.001 / math.hypot(0.000995, 0.2 * floor))
     assert list(both["model_calls_old"]) == [5000, 300000]
 
-    rae = [0.1, 0.2, 0.3, 0.4, 0.5]
-    pd.DataFrame({"history_id": range(5), "K": 5, "method": "hybrid", "rae": rae}).to_csv(
-        committed / "fig3_d_authors.csv", index=False)
+    committed_rows = pd.DataFrame({"history_id": range(5), "K": 5, "method": "hybrid",
+                                   "estimate": [0.1, 0.2, 0.3, 0.4, 0.5], "truth": 1.0,
+                                   "rae": [0.9, 0.8, 0.7, 0.6, 0.5]})
+    committed_rows.to_csv(committed / "fig3_d_authors.csv", index=False)
     PartStore(sweep / "results", ["history_id"]).write(pd.DataFrame(
-        {"dataset": "d", "history_id": range(5), "K": 5, "method": "hybrid",
-         "budget_level": judge.FIG3_LEVEL, "rae": [0.1, 0.2, 0.32, 0.4, 0.5]}), "rows")
-    medians = judge.fig3_medians([sweep])
-    assert medians.loc[0, ["new", "old", "inside"]].tolist() == [0.32, 0.3, True]
+        {"dataset": "d", "history_id": range(5), "K": 5, "method": "beam",
+         "truth": [0.5, 0.5, 0.5, 1.0, 1.0]}), "rows")
+    medians = judge.fig3_medians([sweep])  # the committed estimates, judged again
+    assert medians.loc[0, ["method", "new", "old"]].tolist() == ["hybrid", pytest.approx(0.6), 0.7]
