@@ -2,7 +2,8 @@
 rewrite RESULTS.md (see benchmarks/__init__.py for what each section measures);
 `python -m benchmarks --paper-slice 0.02` runs only section (f)'s slice and keeps the others;
 `python -m benchmarks --paper-run outputs/sweeps/fig3-paper` writes (f)'s measured run from a
-paper-size sweep folder (its results, ground truth and runs.jsonl);
+paper-size sweep folder (its results, ground truth and runs.jsonl), `--judge-run DIR` the same for
+a Fig. 3 sweep judged from scratch by the twisted rule;
 `--sections g` (or `b,d`, ...) reruns only those sections, each then saying when it was measured;
 `--sections h --mode quick|full` measures calibration against exact answers (`make calibration`);
 `--sections k --judge-sweeps DIR...` checks the twisted judge (`make bench-judge`)."""
@@ -61,6 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--paper-run", type=Path, metavar="SWEEP_DIR",
                         help="only (f): the calls and recorded time of a paper-size sweep "
                              "folder, e.g. outputs/sweeps/fig3-paper")
+    parser.add_argument("--judge-run", type=Path, metavar="SWEEP_DIR",
+                        help="only (f): the same for a Fig. 3 sweep run from scratch with "
+                             "ground_truth.rule=twisted")
     parser.add_argument("--sections", type=_section_keys, metavar="KEYS",
                         help=f"only these sections, comma-separated ({','.join(SECTIONS)}); "
                              "the rest of RESULTS.md is kept")
@@ -91,10 +95,12 @@ def main(argv: list[str] | None = None) -> int:
     if clock == "auto":
         clock = "cpu" if resolved.type == "cpu" and torch.get_num_threads() == 1 else "wall"
     set_clock(clock)
-    if args.paper_slice or args.paper_run:
+    if args.paper_slice or args.paper_run or args.judge_run:
         parts = subsections(args.out, "f")
         if args.paper_run:
             parts[paper_run.HEADING] = paper_run.run(args.paper_run)
+        if args.judge_run:
+            parts[paper_run.JUDGE_HEADING] = paper_run.from_scratch(args.judge_run)
         if args.paper_slice:
             parts[paper_slice.HEADING] = paper_slice.run(args.paper_slice, device)
         write(args.out, None, [paper_cost(parts)])
@@ -130,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
 def paper_cost(parts: dict[str, list[str]]) -> Section:
     """(f): the measured run, then the slice, whichever of them have been written."""
     body: list[str] = []
-    for heading in (paper_run.HEADING, paper_slice.HEADING):
+    for heading in (paper_run.HEADING, paper_run.JUDGE_HEADING, paper_slice.HEADING):
         if heading in parts:
             body += [heading, "", *parts[heading]]
     return Section("f", paper_run.TITLE, body)

@@ -239,6 +239,11 @@ def test_paper_run_reports_every_call_and_the_recorded_time(tiny_sweep, tmp_path
     written = out.read_text()
     assert written.index(paper_run.HEADING) < written.index(paper_slice.HEADING)
     assert "the slice's table" in written and "## (a) A" in written
+    assert main(["--judge-run", str(tiny_sweep), "--out", str(out)]) == 0  # a subsection more
+    written = out.read_text()
+    assert (written.index(paper_run.HEADING) < written.index(paper_run.JUDGE_HEADING)
+            < written.index(paper_slice.HEADING))
+    assert paper_run.JUDGE_NOTE in written and "Elapsed while any of them ran:" in written
 
 
 def test_a_section_run_alone_keeps_the_rest_of_results_md(tmp_path):
