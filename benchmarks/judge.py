@@ -212,16 +212,24 @@ def figure(exact: Sequence[Judged], paper: pd.DataFrame) -> list[str]:
     bins = np.linspace(-5, 5, 41)
     grid = np.linspace(-5, 5, 200)
     normal = np.exp(-grid**2 / 2) / math.sqrt(2 * math.pi)
-    panels = [("against exact answers (DP, enumeration)", [j.z for j in exact]),
-              ("against the paper's App. F.3 truths", paper["z"].dropna().tolist())]
+    enumerated = paper["method_old"] == "enumeration" if len(paper) else []
+    panels = [("against exact answers (DP, enumeration)",
+               [j.z for j in exact] + (paper.loc[enumerated, "z"].tolist() if len(paper) else [])),
+              ("against the paper's App. F.3 surrogate truths",
+               paper.loc[~enumerated, "z"].tolist() if len(paper) else [])]
     for ax, (title, z) in zip(axes, panels, strict=True):
         z = np.clip(np.asarray(z, dtype=float), -4.99, 4.99)
-        ax.hist(z, bins=bins, density=True, color="#4C72B0", alpha=0.8, label=f"{len(z):,} truths")
-        ax.plot(grid, normal, color="black", lw=1, label="N(0, 1)")
+        ax.hist(z, bins=bins, color="#4C72B0", alpha=0.8, label=f"{len(z):,} truths")
+        ax.plot(grid, normal * len(z) * (bins[1] - bins[0]), color="black", lw=1,
+                label="N(0, 1), same count")
+        ax.set_yscale("log")
+        ax.set_ylim(0.5, None)
+        for edge in (-4, 4):
+            ax.axvline(edge, color="#C44E52", lw=0.8, ls="--")
         ax.set_title(title, fontsize=10)
-        ax.set_xlabel("z (clipped to ±5)")
+        ax.set_xlabel("z (clipped to ±5; dashed: ±4)")
         ax.legend(fontsize=8, loc="upper left")
-    axes[0].set_ylabel("density")
+    axes[0].set_ylabel("truths per bin (log scale)")
     fig.suptitle("The twisted judge's truths at 1 % relative SE: z against references", fontsize=11)
     fig.tight_layout()
     FIGURE.parent.mkdir(parents=True, exist_ok=True)

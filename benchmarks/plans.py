@@ -87,7 +87,7 @@ PLANS = {
         scaling_base={"N": 4, "S": 500, "K": 8, "V": 100},
         scaling_methods=("importance", "hybrid"),
         gt_models=("authors-shakespeare", "authors-moocs"), gt_ks=(4, 5, 6, 7, 8, 9, 10, 11),
-        gt_histories=16, chunk_model="lstm-128", chunk_rows=20_000, chunk_reference=1000,
+        gt_histories=8, chunk_model="lstm-128", chunk_rows=20_000, chunk_reference=1000,
         chunk_steps=2,
         overhead_models=("lstm-128", "lstm-512", "authors-shakespeare", "gpt2-tiny"),
         overhead_methods=("importance", "beam", "hybrid", "wor"),

@@ -50,8 +50,8 @@ TWISTED_GROUP = 16  # tasks of the twisted rule's first pass sharing a trie, eac
 # TRIE_CALLS / TWISTED_GROUP calls (128k: its truths need a median of 1k–30k at K = 5..11 on the
 # authors' LSTMs); one that runs out is computed again alone under the full cap
 TWISTED_MIN_TAIL = 1000  # tail draws a twisted truth's error needs before it may stop: with 400,
-# 2 of 1,000 K = 4 truths on the authors' Shakespeare LSTM were 6–7 SE from the exact answer
-# (benchmarks/RESULTS.md (k)); with 1,000 none was beyond 3.6
+# 1.4 % of 1,000 K = 4 truths on the authors' Shakespeare LSTM were beyond 3 SE of the exact
+# answer, two 6–7 SE; with 1,000, 0.2–0.3 % (docs/decisions.md §43)
 TWISTED_FLOOR = 0.05  # defensive twist: no symbol's twist below this share of its step's largest
 
 
