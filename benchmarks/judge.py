@@ -218,6 +218,11 @@ def figure(exact: Sequence[Judged], paper: pd.DataFrame) -> list[str]:
               ("against the paper's App. F.3 surrogate truths",
                paper.loc[~enumerated, "z"].tolist() if len(paper) else [])]
     for ax, (title, z) in zip(axes, panels, strict=True):
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("z (clipped to ±5; dashed: ±4)")
+        if not len(z):
+            ax.text(0, 0.5, "no sweep given (--judge-sweeps)", ha="center", fontsize=9)
+            continue
         z = np.clip(np.asarray(z, dtype=float), -4.99, 4.99)
         ax.hist(z, bins=bins, color="#4C72B0", alpha=0.8, label=f"{len(z):,} truths")
         ax.plot(grid, normal * len(z) * (bins[1] - bins[0]), color="black", lw=1,
@@ -226,8 +231,6 @@ def figure(exact: Sequence[Judged], paper: pd.DataFrame) -> list[str]:
         ax.set_ylim(0.5, None)
         for edge in (-4, 4):
             ax.axvline(edge, color="#C44E52", lw=0.8, ls="--")
-        ax.set_title(title, fontsize=10)
-        ax.set_xlabel("z (clipped to ±5; dashed: ±4)")
         ax.legend(fontsize=8, loc="upper left")
     axes[0].set_ylabel("truths per bin (log scale)")
     fig.suptitle("The twisted judge's truths at 1 % relative SE: z against references", fontsize=11)
