@@ -172,10 +172,11 @@ def _dp(model: ContextAutomaton) -> Callable[[list[int], Query], float]:
     return lambda history, query: math.exp(model.log_probability(history, query))
 
 
-def _enumerated(model: SequenceModel) -> Callable[[list[int], Query], float | None]:
+def _enumerated(model: SequenceModel, max_calls: int = MAX_ENUMERATION
+                ) -> Callable[[list[int], Query], float | None]:
     def truth(history: list[int], query: Query) -> float | None:
         try:  # each query alone: its answer computed in another batch than the runs'
-            return seqq.estimate(model, history, query, "exact", max_calls=MAX_ENUMERATION).value
+            return seqq.estimate(model, history, query, "exact", max_calls=max_calls).value
         except BudgetError:
             return None
     return truth

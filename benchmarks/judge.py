@@ -26,7 +26,7 @@ from benchmarks import calibration
 from benchmarks.calibration import Oracle, Task
 from benchmarks.plans import Plan
 from benchmarks.report import Section, describe, table
-from seqq.errors import BudgetError, SeqqError
+from seqq.errors import SeqqError
 from seqq.experiments.histories import model_histories
 from seqq.experiments.run_log import read_runs
 from seqq.ground_truth import judge_surrogate
@@ -47,8 +47,6 @@ MOOCS_ENUMERATION = 100_000  # calls an exact MOOCs answer may cost (V = 98: K =
 ROOT = Path(__file__).resolve().parent.parent
 COMMITTED = ROOT / "docs" / "reproduction"
 FIGURE = Path(__file__).parent / "figures" / "judge_z"
-PAPER_METHODS = ("hybrid", "importance", "beam")
-FIG3_LEVEL = 100
 
 
 @dataclass(frozen=True)
@@ -86,19 +84,13 @@ def moocs_oracle(size: int, device: str | None) -> Oracle:
     rng = np.random.default_rng(5)
     symbols = [i for i in range(model.vocab_size) if i != bos]
 
-    def truth(history: list[int], query) -> float | None:
-        try:
-            return seqq.estimate(model, history, query, "exact",
-                                 max_calls=MOOCS_ENUMERATION).value
-        except BudgetError:
-            return None
-
     def history() -> list[int]:
         return list(pool[int(rng.integers(len(pool)))].tokens)
 
     oracle = Oracle("authors-moocs", model, "the paper authors' MOOCs LSTM (V = 98)",
                     surrogate=None, enumerated=True)  # type: ignore[arg-type]
-    oracle.tasks = calibration._exact_tasks(model, rng, history, symbols, (2, 3, 4), size, truth)
+    oracle.tasks = calibration._exact_tasks(model, rng, history, symbols, (2, 3, 4), size,
+                                            calibration._enumerated(model, MOOCS_ENUMERATION))
     return oracle
 
 
