@@ -145,11 +145,12 @@ fig3-frontier: venv  ## the frontier methods at Fig. 3's calls on the authors' L
 # or not: CSVs per model and figures into docs/reproduction/, blocks and summary-table rows of
 # docs/reproduction.md; a sweep without results yet is skipped, its experiments' rows kept.
 REPRODUCE := fig3:fig3 horizons:fig5,fig4a,fig7-9 temperature:fig13 budgets:fig10 \
-	coverage:fig12 unaccounted:fig14 case_study:fig15
+	coverage:fig12 unaccounted:fig14 case_study:fig15 kl:tables4-5
 REPRODUCTION := docs/reproduction
 reproduction: venv  ## every paper-size experiment on the authors' LSTMs → docs/reproduction/ + docs/reproduction.md
 	@set -e; for pair in $(REPRODUCE); do \
 	  names=$${pair#*:}; results=$(SWEEPS)/$${pair%%:*}-paper/results; \
+	  [ "$${pair%%:*}" != kl ] || results=$(SWEEPS)/kl-paper/kl; \
 	  if [ -n "$$(find $$results -name '*.parquet' -print -quit 2>/dev/null)" ]; then \
 	    echo "$(SEQQ) report $$results --reproduction $(REPRODUCTION) --doc $(REPRODUCTION).md --models authors_lstm --experiment $$names"; \
 	    $(SEQQ) report $$results --reproduction $(REPRODUCTION) --doc $(REPRODUCTION).md \
@@ -179,6 +180,7 @@ paper-sweeps: venv  ## SIZE=paper: the sweeps of every reproduced experiment on 
 	$(call sweep,coverage,shakespeare,model=authors $(PAPER_ARGS) \
 		estimator.options.coverage_beam.alpha=0.95$(comma)0.75$(comma)0.5)
 	$(call sweep,case_study,moocs,model=authors $(PAPER_ARGS))
+	$(call authors,kl,$(PAPER_ARGS))
 
 # The paper-size sweeps across sessions: their ground truth (99 % of the cost) travels in git
 GT_SAVED := docs/reproduction/ground_truth
@@ -245,10 +247,10 @@ table2: venv  ## large LM on WikiText: IS vs beam vs uniform, restricted entropy
 	$(SEQQ) query-sweep experiment=large_lm size=$(SIZE) model=$(LARGE_LM) sweep.report=false
 	$(call report,large_lm,table2,--figures rae_vs_entropy)
 
-tables3-6: venv $(call own,$(call checkpoints,$(DATASETS)))  ## KL of IS vs ground truth over samples × horizons
+tables3-6: venv $(call own,$(call checkpoints,$(DATASETS)))  ## KL(p̂ ‖ p̃) of IS's next-symbol distribution over samples × lengths
 	$(call own,$(call sweep,kl,$(ALL)))
 	$(call authors,kl)
-	$(call report,kl,tables3-6,--figures rae_vs_budget_median)
+	$(SEQQ) report $(SWEEPS)/kl$(SUFFIX)/kl --out $(FIGS)/tables3-6
 
 # Estimator frontier (issue 10): every budgeted method at the hybrid's calls for S = 10/100/1000,
 # K = 3, 4, 7, 11, on the authors' Shakespeare LSTM and seqq's Shakespeare and synthetic LSTMs.

@@ -61,6 +61,7 @@ def _other_experiments(root: Path, fig3: str) -> list[str]:
     and recorded time."""
     rows = []
     for folder in sorted(root.glob("*-paper")):
+        rows += _kl_rows(folder)
         results = read_parts([folder / "results"])
         if folder.name == fig3 or results.empty:
             continue
@@ -82,11 +83,30 @@ def _other_experiments(root: Path, fig3: str) -> list[str]:
     return ["#### The rest of the paper (docs/reproduction.md)", "",
             "Every other paper-size sweep beside this one (`make paper SIZE=paper`), from its "
             "own files: ground-truth calls count the truths stored in its folder (Figs 5–11 "
-            "reuse Fig. 3's committed truths, so they compute none); time sums its recorded "
-            "invocations, one thread each unless run as shards side by side.", "",
+            "reuse Fig. 3's committed truths, so they compute none; Tables 4/5's `kl` sweep "
+            "asks no query: its calls are its sampled steps, its rows one per history, S and "
+            "L); time sums its recorded invocations, one thread each unless run as shards "
+            "side by side.", "",
             *table(["sweep", "dataset", "histories", "rows", "estimator calls",
                     "truths computed", "truth calls stored", "invocations", "wall", "CPU"],
                   rows), ""]
+
+
+def _kl_rows(folder: Path) -> list[list[str]]:
+    """Tables 4/5's sweep (`kl/`, no query results): its model calls are its sampled steps,
+    histories × (M + max S) × max L; no ground truth beyond its own M paths."""
+    rows, runs = read_parts([folder / "kl"]), read_runs(folder)
+    out = []
+    for dataset, block in (rows.groupby("dataset", sort=True) if len(rows) else ()):
+        per_history = block.groupby("history_id").agg(m=("truth_paths", "first"),
+                                                     s=("samples", "max"), n=("length", "max"))
+        steps = int((per_history.m + per_history.s).mul(per_history.n).sum())
+        recorded = runs[runs.tag.str.startswith(f"{dataset}-")] if not runs.empty else runs
+        out.append([folder.name.removesuffix("-paper"), dataset, f"{len(per_history):,}",
+                    f"{len(block):,}", f"{steps:,}", "0", "0", f"{len(recorded)}",
+                    fmt_hours(float(recorded.wall_s.sum())) if len(recorded) else "",
+                    fmt_hours(float(recorded.cpu_s.sum())) if len(recorded) else ""])
+    return out
 
 
 def _calls(block: pd.DataFrame, truths: pd.DataFrame) -> list[str]:

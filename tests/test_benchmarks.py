@@ -22,6 +22,8 @@ from benchmarks.throughput import exact_horizon, method_options
 from benchmarks.timing import StepRecorder, raw_steps
 from benchmarks.zoo import build
 from seqq.estimators import METHODS
+from seqq.results.schema import KL_KEY
+from seqq.results.store import PartStore
 
 
 @pytest.fixture(scope="module")
@@ -390,3 +392,14 @@ def test_judge_section_joins_new_truths_with_the_committed_ones(tmp_path, monkey
          "truth": [0.5, 0.5, 0.5, 1.0, 1.0]}), "rows")
     medians = judge.fig3_medians([sweep])  # the committed estimates, judged again
     assert medians.loc[0, ["method", "new", "old"]].tolist() == ["hybrid", pytest.approx(0.6), 0.7]
+
+
+def test_paper_run_counts_the_kl_sweeps_sampled_steps(tmp_path):
+    """(f)'s row for Tables 4/5's sweep, which has KL rows instead of query results: its calls
+    are histories × (M + max S) × max L."""
+    rows = pd.DataFrame([{"dataset": "moocs", "model": "authors_lstm", "history_id": h,
+                          "length": n, "samples": s, "truth_paths": 1000, "kl": 0.1}
+                         for h in range(3) for n in (2, 5) for s in (10, 100)])
+    PartStore(tmp_path / "kl-paper" / "kl", KL_KEY).write(rows, "rows")
+    text = "\n".join(paper_run._other_experiments(tmp_path, "fig3-paper"))
+    assert f"| kl | moocs | 3 | 12 | {3 * (1000 + 100) * 5:,} | 0 | 0 | 0 |" in text

@@ -41,18 +41,6 @@ def test_summary_keeps_two_models_apart(tmp_path: Path) -> None:
     assert "### toy · gpt2" in text and "### toy · lstm@1" in text
 
 
-def test_kl_table_for_importance_sample_budgets_only(tmp_path: Path) -> None:
-    samples = panel_rows(methods=("importance",), budget_rule=BUDGET_FROM_SAMPLES,
-                         levels=(10, 100, 1000), ks=(2, 5), estimate=lambda m, s, k, h: 0.05)
-    text = _summary(results(samples, panel_rows(model="hybrid-budgeted")), tmp_path / "a")
-    assert "## Tables 3-6" in text
-    kl = pd.read_csv(tmp_path / "a" / "tables" / "kl_importance.csv")
-    assert set(kl.model) == {"m"} and list(kl.budget_level) == [10, 100, 1000]
-    assert np.allclose(kl[["K=2", "K=5"]], 0)  # estimates equal the truth
-    _summary(results(panel_rows()), tmp_path / "b")
-    assert not (tmp_path / "b" / "tables" / "kl_importance.csv").exists()
-
-
 def test_table2_only_for_the_large_lm_layout(tmp_path: Path) -> None:
     lstm = results(panel_rows(model="lstm@abc"))  # hybrid, importance, beam: Fig. 3's layout
     assert "Table 2" not in _summary(lstm, tmp_path / "lstm")

@@ -38,14 +38,15 @@ from seqq.experiments.run_log import recorded
 from seqq.experiments.runner import SweepPlan, SweepRunner
 from seqq.experiments.specs import SweepSpec
 from seqq.experiments.sweep_config import check_config, horizons, sweep_spec
+from seqq.experiments.symbol_kl import run_histories as run_symbol_kl
 from seqq.models import SequenceModel, TemperatureModel
 from seqq.models.loading import load_model, trained_checkpoint
 from seqq.paths import data_root
 from seqq.results.schema import KEY
 from seqq.results.store import PartStore
 
-__all__ = ["QUICK_TRAINING", "check_config", "horizons", "load_data", "load_sweep_model",
-           "make_specs", "model_id", "run", "sweep_spec", "train_command"]
+__all__ = ["QUICK_TRAINING", "check_config", "horizons", "kl_dir", "load_data",
+           "load_sweep_model", "make_specs", "model_id", "run", "sweep_spec", "train_command"]
 
 # What `make` trains at SIZE=quick (Makefile TRAIN_quick): minutes per LSTM instead of hours.
 QUICK_TRAINING = "trainer=ci model.hidden_size=128"
@@ -156,6 +157,32 @@ def results_dir(sweep_dir: str | Path) -> Path:
     return Path(sweep_dir) / "results"
 
 
+def kl_dir(sweep_dir: str | Path) -> Path:
+    """Where a `sweep.symbol_kl` sweep (Tables 3–6) keeps its rows: not query results."""
+    return Path(sweep_dir) / "kl"
+
+
+def _symbol_kl(spec: SweepSpec, model: SequenceModel | None, dataset: SequenceDataset | None,
+               run_dir: Path) -> Path:
+    """Tables 3–6: the KL of the next symbol's distribution over this shard's histories."""
+    model = model if model is not None else load_sweep_model(spec, dataset)
+    dataset = dataset if dataset is not None else sampled_dataset(spec.dataset.name, model)
+    histories = shard(make_histories(spec, dataset, spec.histories.future, model), spec.shard,
+                      spec.shards)
+    write_provenance(run_dir, spec.config, spec.seed)
+    name = model_id(spec, dataset.name)
+    with recorded(spec.dir, tag=f"{dataset.name}-{name}-shard{spec.shard}of{spec.shards}",
+                  queries=len(histories)) as record:
+        try:
+            record["histories_computed"] = run_symbol_kl(
+                model, histories, spec.symbol_kl, kl_dir(spec.dir), dataset.name, name,
+                spec.seed, spec.progress)
+        except KeyboardInterrupt:
+            raise Interrupted(f"interrupted: the finished histories are saved under "
+                              f"{kl_dir(spec.dir)}; re-run the same command to resume") from None
+    return spec.dir
+
+
 def run(cfg: DictConfig | SweepSpec, model: SequenceModel | None = None,
         dataset: SequenceDataset | None = None, run_dir: str | Path | None = None) -> Path:
     """Run the configured sweep (or finish an interrupted one); return the sweep folder.
@@ -165,6 +192,9 @@ def run(cfg: DictConfig | SweepSpec, model: SequenceModel | None = None,
     """
     spec = cfg if isinstance(cfg, SweepSpec) else sweep_spec(cfg)
     dataset = dataset if dataset is not None else load_data(spec)
+    run_dir = Path(run_dir) if run_dir else spec.dir / "logs"
+    if spec.symbol_kl is not None:
+        return _symbol_kl(spec, model, dataset, run_dir)
     if spec.histories.source == "model" or dataset is None:  # the model names the symbols
         model = model if model is not None else load_sweep_model(spec, dataset)
         dataset = dataset if dataset is not None else sampled_dataset(spec.dataset.name, model)
@@ -174,7 +204,6 @@ def run(cfg: DictConfig | SweepSpec, model: SequenceModel | None = None,
         model = model if model is not None else load_sweep_model(spec, dataset)
     model_name = model_id(spec, dataset.name)
     sweep_dir = spec.dir
-    run_dir = Path(run_dir) if run_dir else sweep_dir / "logs"
     write_provenance(run_dir, spec.config, spec.seed)
     results = PartStore(results_dir(sweep_dir), KEY)
     gt_options = dict(spec.ground_truth.options)

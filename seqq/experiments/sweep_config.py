@@ -26,6 +26,7 @@ from seqq.experiments.specs import (
     dataset_spec,
     model_spec,
 )
+from seqq.experiments.symbol_kl import SymbolKLSpec
 from seqq.ground_truth import RULES
 from seqq.models.device import resolve_device
 from seqq.models.loading import LOADERS
@@ -78,6 +79,8 @@ HELP = Help(
         ("sweep.ground_truth", "false: estimates only, no ground truth"),
         ("sweep.refine_truth", "surrogate truths are refined to a relative SE at most this "
                                "share of the smallest median RAE they judge (null: never)"),
+        ("sweep.symbol_kl", "Tables 3-6 (experiment=kl): {lengths, samples, truth_paths}: "
+                            "KL of the next symbol's distribution instead of queries"),
         ("sweep.shard", "this job's shard of the histories (0..shards-1)"),
         ("sweep.shards", "number of shards (SLURM arrays)"),
         ("sweep.progress", "progress bars"),
@@ -187,6 +190,15 @@ def _ground_truth(cfg: DictConfig) -> GroundTruthSpec:
     return GroundTruthSpec(options=options, enabled=check.boolean(cfg, "sweep.ground_truth"))
 
 
+def _symbol_kl(cfg: DictConfig) -> SymbolKLSpec | None:
+    if check.value(cfg, "sweep.symbol_kl") is None:
+        return None
+    return SymbolKLSpec(
+        lengths=tuple(check.integers(cfg, "sweep.symbol_kl.lengths", minimum=1)),
+        samples=tuple(check.integers(cfg, "sweep.symbol_kl.samples", minimum=1)),
+        truth_paths=check.integer(cfg, "sweep.symbol_kl.truth_paths", minimum=1))
+
+
 def sweep_spec(cfg: DictConfig) -> SweepSpec:
     """The sweep's config, every setting checked (a one-line `ConfigError` naming the key)
     before any data or model is loaded, as a `SweepSpec`: the only place a sweep reads `cfg`."""
@@ -217,7 +229,8 @@ def sweep_spec(cfg: DictConfig) -> SweepSpec:
         repeats=repeats, shard=shard, shards=shards, dir=Path(check.value(cfg, "sweep.dir")),
         progress=progress, report=report,
         config=OmegaConf.to_container(cfg, resolve=True),
-        refine_truth=check.number(cfg, "sweep.refine_truth", above=0, at_most=1, optional=True))
+        refine_truth=check.number(cfg, "sweep.refine_truth", above=0, at_most=1, optional=True),
+        symbol_kl=_symbol_kl(cfg))
 
 
 def check_config(cfg: DictConfig) -> SweepSpec:

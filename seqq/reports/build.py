@@ -146,8 +146,6 @@ def _marked_below_floor(table: pd.DataFrame, floor: dict[int, float]) -> pd.Data
 EXTRA_TABLES = {  # name: (heading in summary.md, table)
     "large_lm": ("Table 2: median RAE (%) and restricted entropy (large-LM layout)",
                  tables.large_lm_table),
-    "kl_importance": ("Tables 3-6: mean KL(Bern(p) ‖ Bern(p̂)) of importance sampling, "
-                      "budget level S (rows) × horizon K (columns)", tables.kl_tables),
     "unaccounted": ("Fig. 14: unaccounted probability, mean over histories with its standard "
                     "error and 99% confidence interval (the plotted points and bands)",
                     tables.unaccounted_summary),

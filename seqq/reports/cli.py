@@ -19,6 +19,8 @@ from typing import NoReturn
 from seqq.errors import ConfigError, ResultsError
 from seqq.reports.build import build_report
 from seqq.reports.figures import FIGURES
+from seqq.reports.kl import is_kl, write_kl_report
+from seqq.reports.reproduction import kl_tables
 from seqq.reports.reproduction.paper import EXPERIMENTS, FIG3, SUMMARY
 from seqq.reports.reproduction.reproduce import Experiment, export
 from seqq.reports.tables import load_results
@@ -48,7 +50,9 @@ def _parser() -> argparse.ArgumentParser:
                              "load of the results; "
                              + "; ".join(f"{e.name}: the paper's {e.title} from the "
                                          f"experiment={e.sweep} sweep"
-                                         for e in EXPERIMENTS.values()))
+                                         for e in EXPERIMENTS.values())
+                             + f"; {kl_tables.NAME}: the paper's {kl_tables.TITLE} from the "
+                               "experiment=kl sweep's kl/ folder")
     parser.add_argument("--doc", type=Path, metavar="FILE",
                         help="with --reproduction: rewrite the experiment's generated block and "
                              "its row of the summary table in this Markdown file (e.g. "
@@ -62,7 +66,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _default_out(first: Path) -> Path:
-    return (first.parent if first.name == "results" else first) / "report"
+    return (first.parent if first.name in ("results", "kl") else first) / "report"
 
 
 def _check_inputs(paths: list[Path]) -> None:
@@ -103,11 +107,34 @@ def _experiment(name: str, level: int | None) -> Experiment:
     return dataclasses.replace(experiment, levels=(level,))
 
 
+def _kl(args: argparse.Namespace) -> int:
+    """The KL experiment's rows (Tables 3–6): its report, or Tables 4/5 beside the paper's."""
+    if args.figures or args.datasets or args.level is not None:
+        raise ConfigError("KL rows (Tables 3-6) take no --figures, --datasets or --level")
+    if args.reproduction is None:
+        if args.experiment or args.doc or args.models:
+            raise ConfigError("--experiment, --doc and --models go with --reproduction DIR")
+        out = write_kl_report(args.results, args.out or _default_out(args.results[0]))
+        print(f"report: {out / 'summary.md'}")
+        return 0
+    if args.out or (args.experiment or kl_tables.NAME) != kl_tables.NAME:
+        raise ConfigError(f"KL rows reproduce --experiment {kl_tables.NAME} only (no --out)")
+    models = [m for m in (args.models or "").split(",") if m]
+    for path in kl_tables.export_kl(args.results, args.reproduction, args.doc, models, SUMMARY):
+        print(f"reproduction: {path}")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     figures = _figures(args.figures)
     _check_inputs(args.results)
     datasets = args.datasets.split(",") if args.datasets else None
+    if is_kl(args.results):
+        return _kl(args)
+    if args.experiment == kl_tables.NAME:
+        raise ConfigError(f"--experiment {kl_tables.NAME} reads a kl sweep's KL rows "
+                          "(<sweep>/kl, from seqq query-sweep experiment=kl), not query results")
     if args.reproduction is not None:
         if args.figures or args.out:
             raise ConfigError("--reproduction writes its own files: drop --figures and --out")

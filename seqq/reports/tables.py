@@ -225,28 +225,6 @@ def large_lm_table(results: pd.DataFrame) -> pd.DataFrame:
     return rae.join(entropy[["entropy", "entropy_pct"]].round(2)).reset_index()
 
 
-def bernoulli_kl(p: np.ndarray, q: np.ndarray, eps: float = 1e-12) -> np.ndarray:
-    """KL(Bern(p) ‖ Bern(q)) in nats; the paper leaves the KL's arguments unspecified
-    (docs/decisions.md §13), so seqq compares the event probability and its estimate."""
-    p = np.clip(p, eps, 1 - eps)
-    q = np.clip(q, eps, 1 - eps)
-    return p * np.log(p / q) + (1 - p) * np.log((1 - p) / (1 - q))
-
-
-def kl_tables(results: pd.DataFrame, method: str = "importance") -> pd.DataFrame:
-    """Tables 3-6: mean KL between ground truth and `method`'s estimate, S samples (rows) ×
-    horizon K (columns), per panel; only where S counts `method`'s samples (no hybrid)."""
-    rows = results[(results.method == method) & (results.budget_rule == BUDGET_FROM_SAMPLES)
-                   & np.isfinite(results.estimate) & np.isfinite(results.truth)]
-    if rows.empty:
-        return pd.DataFrame()
-    rows = rows.assign(kl=bernoulli_kl(rows.truth.to_numpy(), rows.estimate.to_numpy()))
-    table = rows.pivot_table(index=[*PANEL, "budget_level"], columns="K", values="kl",
-                             aggfunc="mean")
-    table.columns = [f"K={k}" for k in table.columns]
-    return table.round(5).reset_index()
-
-
 def unaccounted(results: pd.DataFrame) -> pd.DataFrame:
     """Fig. 14: 1 − p̂(τ(A)<τ(B)) − p̂(τ(B)<τ(A)) per history, K, method and budget."""
     pairs = results[results["query"] == "a_before_b"]

@@ -104,10 +104,7 @@ SUMMARY: dict[str, tuple[str, str, str]] = {
                 "(93 MB) exceed what travels to a lent GPU (64 MiB); `make table2 SIZE=paper "
                 "LARGE_LM=smollm2` on a GPU"),
     "Table 3": ("Amazon Reviews", "–", "blocked: needs the Reviews data, which is not here"),
-    "Tables 4, 5": ("Shakespeare, MOOCs (authors' LSTMs)", "10 histories, S = 10–1000",
-                    "definition found, tables not run: KL(p̂ ‖ p̃) of the K-th symbol's "
-                    "distribution matches the paper's cells within ~5 % at lengths ≥ 20 (and "
-                    "~15 % at length 2 read as K = 3); the `kl` preset's Bernoulli KL does not; "
-                    "`python scripts/kl_definition.py`"),
+    "Tables 4, 5": ("Shakespeare, MOOCs (authors' LSTMs)", "–",
+                    "not run yet at paper size: `make paper SIZE=paper` (the `kl` preset)"),
     "Table 6": ("Mobile Apps", "–", "blocked: needs the Mobile Apps data, which is not here"),
 }
