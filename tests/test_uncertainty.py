@@ -106,3 +106,41 @@ def test_certain_bounds_hold_alone_and_inside_a_batch_of_others(method: str) -> 
                                  method, seed=0, **options)[-1]
     for e in (alone, batched):
         assert e.lower <= truth <= e.upper, (e.lower, truth, e.upper)
+
+
+@pytest.mark.parametrize("method, budget", [("hybrid", 20), ("wor", 400)])
+def test_intervals_lie_inside_the_certain_bounds(method: str, budget: int) -> None:
+    """Where a method has certain bounds, its confidence interval never leaves them (the truth
+    cannot be outside). At 20 calls the hybrid's log-normal interval reaches past them in about
+    a fifth of the runs: there the bound is the interval's end."""
+    model = random_markov(V=6, seed=5)
+    query, history = Q.count(2, n=2, K=5, op=">="), [1]
+    truth = seqq.exact(model, history, query)
+    estimates = seqq.estimate_many(model, [history] * RUNS, query, method, budget=budget, seed=4)
+    assert all(e.lower is not None for e in estimates)
+    assert all(e.lower <= e.ci_low <= e.value <= e.ci_high <= e.upper for e in estimates)
+    assert all(e.lower <= truth <= e.upper for e in estimates)
+    clipped = sum(e.ci_high == e.upper or e.ci_low == e.lower for e in estimates)
+    if budget == 20:
+        assert clipped > 0.1 * RUNS
+
+
+def test_no_warning_where_the_certain_bounds_pin_the_answer() -> None:
+    """Heavy-tailed weights flag an estimate, unless its certain bounds alone keep its RAE
+    under CERTAIN_RAE: then the flag would be a false alarm, and the bounds are its interval."""
+    import dataclasses
+
+    import torch
+
+    rng = np.random.default_rng(0)
+    heavy = torch.as_tensor(np.log(rng.pareto(0.6, size=2000) + 1))
+    e = seqq.estimate(random_markov(V=6, seed=5), [1], Q.hitting_time(2, K=4), "importance",
+                      samples=50, seed=0)
+    tight = dataclasses.replace(e, lower=e.value * 0.99, upper=e.value * 1.02)
+    loose = dataclasses.replace(e, lower=e.value * 0.5, upper=e.value * 1.02)
+    outside = dataclasses.replace(e, lower=e.value * 1.01, upper=e.value * 1.03)
+    pinned = with_uncertainty(tight, "log-normal", 0.95, heavy)
+    assert pinned.warning is None and (pinned.ci_low, pinned.ci_high) == (tight.lower,
+                                                                          tight.upper)
+    assert "heavy-tailed" in with_uncertainty(loose, "log-normal", 0.95, heavy).warning
+    assert "heavy-tailed" in with_uncertainty(outside, "log-normal", 0.95, heavy).warning

@@ -76,14 +76,15 @@ def interval(kind: IntervalKind, value: float, stderr: float | None, dof: int | 
     """The `level` confidence interval of an estimate built by `kind`
     (`seqq.estimators.uncertainty` says how each is chosen): never narrower than the model's
     float noise, an exact answer's at least its certain bounds' p̂·(1 ± τ), a deterministic
-    bound's its certain range."""
+    bound's its certain range, and any other inside the certain bounds where there are some."""
     if not 0 < level < 1:
         raise ValueError(f"level must lie in (0, 1), got {level}")
     if kind == "none":
         return (lower, upper) if lower is not None else None
     if kind == "zero":
         width = -math.log(1 - level) / max(1, dof or 1)
-        return (0.0, min(1.0, width)) if value <= 0.5 else (max(0.0, 1 - width), 1.0)
+        return clipped((0.0, min(1.0, width)) if value <= 0.5 else (max(0.0, 1 - width), 1.0),
+                       value, lower, upper)
     if kind == "exact":
         low, high = value, value
         if lower is not None and upper is not None:  # lower = p̂·(1 − τ): p̂·(1 ± τ)
@@ -95,7 +96,20 @@ def interval(kind: IntervalKind, value: float, stderr: float | None, dof: int | 
         z = stdtrit(dof, q) if kind == "replicates" else ndtri(q)
         sigma = math.sqrt(math.log1p((stderr / value) ** 2))
         low, high = value * math.exp(-z * sigma), value * math.exp(z * sigma)
-    return floored(value, low, high)
+    return clipped(floored(value, low, high), value, lower, upper)
+
+
+def clipped(bounds: tuple[float, float], value: float, lower: float | None,
+            upper: float | None) -> tuple[float, float]:
+    """A confidence interval inside the method's certain bounds, where it has them: the truth
+    lies in [lower, upper] for sure (float tolerance included), so nothing outside is a
+    plausible value. The estimate itself stays inside."""
+    low, high = bounds
+    if lower is not None:
+        low = max(low, min(lower, value))
+    if upper is not None:
+        high = min(high, max(upper, value))
+    return low, high
 
 
 def floored(value: float, low: float, high: float) -> tuple[float, float]:

@@ -23,6 +23,10 @@ Diagnostics of a sampling estimate: its effective sample size (Σw)²/Σw² and 
 upper tail of its weights (PSIS, Vehtari et al.; ArviZ's implementation). Where k̂ > 0.7 the
 variance is likely infinite in practice and the standard error cannot be believed: the estimate
 carries a one-sentence `warning` saying what to try.
+
+Certain bounds (beams, WOR: p(S) ≤ p ≤ p(S) + 1 − q(S)) hold in every run, so every interval is
+clipped to them; where they are within CERTAIN_RAE of each other they are the interval, and no
+warning is given: whatever the weights say, the answer is pinned (docs/decisions.md §38).
 """
 
 from __future__ import annotations
@@ -39,6 +43,9 @@ K_HAT_LIMIT = 0.7  # PSIS: above it the tail is too heavy for the estimate's err
 MIN_ESS = 10.0  # fewer effective samples than this: the standard error is itself a guess
 MIN_TAIL_DRAWS = 100  # fewer nonzero weights than this: k̂ is too noisy to act on, not fitted
 REPLICATE_SPREAD = 0.5  # replicates' relative standard error above this: they disagree
+CERTAIN_RAE = 0.05  # certain bounds this tight (upper ≤ lower · (1 + it)) pin the answer to an
+# RAE below it whatever the weights say: they are its interval, with no warning (issue 42: wor
+# flagged near-exact answers)
 def weight_diagnostics(log_w: np.ndarray) -> dict[str, float]:
     """Draws, nonzero weights, effective sample size and Pareto k̂ of one estimate's weights."""
     finite = log_w[np.isfinite(log_w)]
@@ -81,6 +88,14 @@ def warning_for(diagnostics: dict[str, float], method: str) -> str | None:
     return None
 
 
+def pinned(estimate: Estimate) -> bool:
+    """Whether the estimate's certain bounds alone put it within CERTAIN_RAE of the truth: where
+    both lie in [lower, upper], |p̂ − p| / p ≤ (upper − lower) / lower."""
+    lower, upper = estimate.lower, estimate.upper
+    return (lower is not None and upper is not None and 0 < lower <= estimate.value <= upper
+            <= lower * (1 + CERTAIN_RAE))
+
+
 def with_uncertainty(estimate: Estimate, kind: IntervalKind, level: float,
                      log_weights: Tensor | None = None, dof: int | None = None,
                      diagnostics: dict[str, float] | None = None) -> Estimate:
@@ -96,7 +111,11 @@ def with_uncertainty(estimate: Estimate, kind: IntervalKind, level: float,
         dof = estimate.num_samples or int(diagnostics.get("draws", 0)) or 1
     bounds = interval(kind, estimate.value, stderr, dof, level, estimate.lower, estimate.upper)
     low, high = bounds if bounds is not None else (None, None)
-    warning = None if kind == "exact" else warning_for(diagnostics, estimate.method)
+    warning = None
+    if kind != "exact" and pinned(estimate):  # the certain bounds: a 100 % interval, tight
+        low, high = estimate.lower, estimate.upper
+    elif kind != "exact":
+        warning = warning_for(diagnostics, estimate.method)
     if kind == "zero" and warning is None:
         known = f"p ≤ {high:.3g}" if estimate.value == 0 else f"p ≥ {low:.3g}"
         warning = (f"{'none' if estimate.value == 0 else 'all'} of the {dof} draws reached the "
