@@ -167,7 +167,7 @@ reproduction: venv  ## every paper-size experiment on the authors' LSTMs → doc
 SHARDS ?=
 SHARD ?= 0
 PAPER_ARGS = sweep.refine_truth=null $(if $(SHARDS),sweep.shard=$(SHARD) sweep.shards=$(SHARDS))
-TRUTH_SWEEPS := fig3 horizons budgets
+TRUTH_SWEEPS := fig3 horizons budgets temperature
 paper-sweeps: venv  ## SIZE=paper: the sweeps of every reproduced experiment on the authors' LSTMs, from the committed truths (SHARD=i SHARDS=n)
 	$(if $(filter paper,$(SIZE)),,$(error paper-sweeps runs at SIZE=paper))
 	$(foreach s,$(TRUTH_SWEEPS),mkdir -p $(SWEEPS)/$(s)-paper/ground_truth && \
@@ -189,9 +189,10 @@ fig3-paper-resume: venv  ## continue make fig3 SIZE=paper MODELS=authors from th
 	cp -n $(GT_SAVED)/*.parquet $(SWEEPS)/fig3-paper/ground_truth/
 	$(MAKE) fig3 SIZE=paper MODELS=authors SWEEPS=$(SWEEPS)
 
-fig3-paper-save:  ## copy the paper-size sweeps' ground truth into docs/reproduction/ground_truth (commit it)
+fig3-paper-save:  ## copy the paper-size sweeps' ground truth (fig3, temperature) into docs/reproduction/ground_truth (commit it)
 	mkdir -p $(GT_SAVED)
-	cp -n $(SWEEPS)/fig3-paper/ground_truth/*.parquet $(GT_SAVED)/
+	for s in fig3 temperature; do [ ! -d $(SWEEPS)/$$s-paper/ground_truth ] || \
+		cp -n $(SWEEPS)/$$s-paper/ground_truth/*.parquet $(GT_SAVED)/; done
 
 fig3-exact: venv $(call hpyp_checkpoints,$(DATASETS))  ## Fig. 3 on HPYP models: exact ground truth at every K
 	$(call sweep,fig3_exact,$(ALL))

@@ -16,7 +16,8 @@ run once per query and are judged by their certain bounds, which must hold in ev
 runs also give the coverage of other interval constructions (item 2 of issue 31): the plain normal
 p̂ ± z·SE clipped to [0, 1] (t quantile for replicates), and for the i.i.d. samplers whose estimate
 is the mean of its weights (naive, uniform, importance, twisted, mixture, klm) a percentile
-bootstrap of that mean.
+bootstrap of that mean, and for the replicate methods (smc, randomized_beam, hindsight_gumbel)
+Cox's interval for a log-normal mean fitted to the replicates' logs (issue 42, item 1).
 """
 
 from __future__ import annotations
@@ -100,6 +101,7 @@ class Run:
     calls: int
     diagnostics: dict[str, float] = field(default_factory=dict)
     label: str = ""  # the query
+    cox: tuple[float, float] | None = None  # replicate methods: Cox's log-normal-mean interval
 
     @property
     def covered(self) -> bool:
@@ -340,6 +342,21 @@ def bootstrap_interval(log_w: np.ndarray, value: float, resamples: int, seed: in
     return floored(value, float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha)))
 
 
+def cox_interval(e: Estimate, level: float = LEVEL) -> tuple[float, float] | None:
+    """For replicate methods (issue 42, item 1): Cox's interval for the mean of a log-normal,
+    fitted to the replicates' logs y: exp(ȳ + s²/2 ± t·√(s²/R + s⁴/(2(R − 1)))), held to the
+    same float floor. It widens upward as the replicates spread on the log scale, as skewed
+    replicates whose mean is dragged by rare large ones do. None with a replicate of 0."""
+    values = np.asarray(e.extras.get("replicates", ()), dtype=float)
+    if e.interval_kind != "replicates" or len(values) < 2 or not (values > 0).all():
+        return None
+    y = np.log(values)
+    r, var = len(y), float(y.var(ddof=1))
+    centre = y.mean() + var / 2
+    half = stats.t.ppf((1 + level) / 2, r - 1) * math.sqrt(var / r + var**2 / (2 * (r - 1)))
+    return floored(e.value, min(1.0, math.exp(centre - half)), min(1.0, math.exp(centre + half)))
+
+
 def _seed(*parts: object) -> int:
     return zlib.crc32("/".join(map(str, parts)).encode()) & 0x7FFFFFFF
 
@@ -372,7 +389,7 @@ def measure(oracle: Oracle, method: str, budget: int, runs: int, resamples: int)
             out.append(Run(oracle.family, budget, method, i, task.K, task.p, e.value, e.stderr,
                            e.interval_kind, None if e.ci_low is None else (e.ci_low, e.ci_high),
                            normal_interval(e), boot, e.warning is not None, bounds,
-                           e.model_calls, e.diagnostics, task.label))
+                           e.model_calls, e.diagnostics, task.label, cox_interval(e)))
     return out
 
 
@@ -482,13 +499,15 @@ def interval_rows(runs: Sequence[Run], families: Sequence[str],
     rows = []
     pick: dict[str, Callable[[Run], tuple[float, float] | None]] = {
         "log-normal (current)": lambda r: r.ci, "normal": lambda r: r.normal,
-        "bootstrap": lambda r: r.bootstrap}
+        "bootstrap": lambda r: r.bootstrap, "Cox log-normal mean t": lambda r: r.cox}
     for method in methods:
         if deterministic(method):
             continue
         mine = [r for r in runs if r.method == method and not r.flagged]
         for name, get in pick.items():
             if name == "bootstrap" and method not in IID:
+                continue
+            if name.startswith("Cox") and not METHODS[registered(method)].replicates:
                 continue
             if name.startswith("log-normal") and METHODS[registered(method)].replicates:
                 name = "log-normal t (current)"

@@ -187,6 +187,11 @@ def rae_vs_temperature(results: pd.DataFrame) -> dict[str, Figure]:
             ax.plot(q.index, q[0.5], "o-", ms=3, color=colors[method], label=method)
             ax.fill_between(q.index, q[0.25], q[0.75], color=colors[method], alpha=0.2)
         ax.set(xlabel="temperature T", ylabel="median RAE", ylim=(0, None))
+        temperatures = sorted(rows.temperature.unique())
+        if temperatures[-1] >= 4 * temperatures[0]:  # cold and hot ends both readable
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(temperatures, [f"{t:g}" for t in temperatures], fontsize=7)
+            ax.minorticks_off()
     suptitle(fig, "Median RAE vs model temperature; bands: interquartile range over queries")
     legend(fig, axes)
     return {"rae_vs_temperature": fig}
