@@ -47,7 +47,7 @@ def test_paths_average_to_the_exact_next_symbol_distribution() -> None:
     generator = torch.Generator().manual_seed(0)
     paths = 20_000
     drawn = symbol_kl.path_distributions(CHAIN, root, paths, (1, 4), generator)
-    for steps, probs in drawn.items():
+    for steps, probs in drawn:
         assert probs.shape == (paths, 5)
         se = probs.std(0) / paths**0.5
         assert ((probs.mean(0) - exact_marginal(steps)).abs() <= 4 * se + 1e-12).all(), steps

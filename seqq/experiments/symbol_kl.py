@@ -15,7 +15,7 @@ flight.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,20 +45,18 @@ Root = tuple[torch.Tensor, object]  # a history's log p(X_1 | h) [1, V] and its 
 
 @torch.inference_mode()
 def path_distributions(model: SequenceModel, root: Root, paths: int, lengths: Sequence[int],
-                       generator: torch.Generator) -> dict[int, torch.Tensor]:
-    """For each L of `lengths`: [paths, V] float64, row i = p(X_{L+1} | h, path i's first L
-    symbols), paths drawn from the model after the history's encoded `root` (copied, not
-    re-encoded)."""
+                       generator: torch.Generator) -> Iterator[tuple[int, torch.Tensor]]:
+    """(L, [paths, V] float64) for each L of `lengths` in turn: row i = p(X_{L+1} | h, path
+    i's first L symbols), paths drawn from the model after the history's encoded `root`
+    (copied, not re-encoded). One length's rows are alive at a time."""
     rows = torch.zeros(paths, dtype=torch.long, device=root[0].device)
     log_probs, state = root[0][rows], model.select(root[1], rows)
-    out = {}
     for step in range(max(lengths) + 1):
         if step in lengths:
-            out[step] = log_probs.double().exp()
+            yield step, log_probs.double().exp()
         if step < max(lengths):
             drawn = torch.multinomial(log_probs.double().exp(), 1, generator=generator)[:, 0]
             log_probs, state = model.step(state, drawn)
-    return out
 
 
 def mean_distributions(model: SequenceModel, root: Root, paths: int, lengths: Sequence[int],
@@ -66,9 +64,8 @@ def mean_distributions(model: SequenceModel, root: Root, paths: int, lengths: Se
     """The pseudo ground truth: each length's [V] mean over `paths` paths, in batches."""
     sums: dict[int, torch.Tensor] = {}
     for start in range(0, paths, CHUNK_PATHS):
-        batch = path_distributions(model, root, min(CHUNK_PATHS, paths - start), lengths,
-                                   generator)
-        for length, probs in batch.items():
+        batch = min(CHUNK_PATHS, paths - start)
+        for length, probs in path_distributions(model, root, batch, lengths, generator):
             sums[length] = sums.get(length, 0) + probs.sum(0)
     return {length: total / paths for length, total in sums.items()}
 
@@ -87,12 +84,12 @@ def history_rows(model: SequenceModel, history: History, spec: SymbolKLSpec, see
         root = model.initial_state([list(history.tokens)])
     generator = torch.Generator(device=root[0].device).manual_seed(seed + history.history_id)
     truth = mean_distributions(model, root, spec.truth_paths, spec.lengths, generator)
-    pool = path_distributions(model, root, max(spec.samples), spec.lengths, generator)
+    pool = max(spec.samples)
     rows = []
-    for length in spec.lengths:
+    for length, paths in path_distributions(model, root, pool, spec.lengths, generator):
         for samples in spec.samples:
-            groups = max(spec.samples) // samples
-            estimates = pool[length][:groups * samples].view(groups, samples, -1).mean(1)
+            groups = pool // samples
+            estimates = paths[:groups * samples].view(groups, samples, -1).mean(1)
             values = kl(estimates, truth[length][None]).cpu()
             reverse = kl(truth[length][None], estimates).cpu()
             rows.append({"history_id": history.history_id, "history_hash": history.digest,
