@@ -41,7 +41,7 @@ from benchmarks.report import Section, describe, table
 from seqq import queries as Q
 from seqq.errors import BudgetError
 from seqq.estimators import METHODS, Guarantee, driver
-from seqq.estimators.estimate import FLOAT_FLOOR, Estimate, floored
+from seqq.estimators.estimate import FLOAT_FLOOR, SAMPLED, Estimate, floored, interval
 from seqq.estimators.surrogates import fit_surrogate
 from seqq.models import MarkovModel
 from seqq.models.automaton import ContextAutomaton
@@ -102,6 +102,7 @@ class Run:
     diagnostics: dict[str, float] = field(default_factory=dict)
     label: str = ""  # the query
     cox: tuple[float, float] | None = None  # replicate methods: Cox's log-normal-mean interval
+    t_mean: tuple[float, float] | None = None  # replicate methods: log-normal t on their mean
 
     @property
     def covered(self) -> bool:
@@ -318,10 +319,10 @@ def normal_interval(e: Estimate, level: float = LEVEL) -> tuple[float, float] | 
     same float floor as every interval of `seqq.estimators.uncertainty` (constructions are
     compared on their shape alone); the estimate's own interval where it has no standard
     error (exact, zero, bounds)."""
-    if e.interval_kind not in ("log-normal", "replicates") or e.stderr is None:
+    if e.interval_kind not in SAMPLED or e.stderr is None:
         return None if e.ci_low is None else (e.ci_low, e.ci_high)
     q = (1 + level) / 2
-    z = stats.t.ppf(q, e.dof) if e.interval_kind == "replicates" else stats.norm.ppf(q)
+    z = stats.norm.ppf(q) if e.interval_kind == "log-normal" else stats.t.ppf(q, e.dof)
     return floored(e.value, e.value - z * e.stderr, e.value + z * e.stderr)
 
 
@@ -342,19 +343,17 @@ def bootstrap_interval(log_w: np.ndarray, value: float, resamples: int, seed: in
     return floored(value, float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha)))
 
 
-def cox_interval(e: Estimate, level: float = LEVEL) -> tuple[float, float] | None:
-    """For replicate methods (issue 42, item 1): Cox's interval for the mean of a log-normal,
-    fitted to the replicates' logs y: exp(ȳ + s²/2 ± t·√(s²/R + s⁴/(2(R − 1)))), held to the
-    same float floor. It widens upward as the replicates spread on the log scale, as skewed
-    replicates whose mean is dragged by rare large ones do. None with a replicate of 0."""
-    values = np.asarray(e.extras.get("replicates", ()), dtype=float)
-    if e.interval_kind != "replicates" or len(values) < 2 or not (values > 0).all():
+def replicate_interval(e: Estimate, kind: str, level: float = LEVEL
+                       ) -> tuple[float, float] | None:
+    """A replicate method's interval built as `kind` ("replicates": log-normal t on their mean;
+    "log-replicates": Cox's on their logs) whatever the method's own kind, so (h) compares the
+    two on the same runs (issue 42, item 1). None for other methods, or Cox with a replicate
+    of 0 (no log)."""
+    values = e.extras.get("replicates")
+    if e.interval_kind not in ("replicates", "log-replicates") or not values or (
+            kind == "log-replicates" and min(values) <= 0):
         return None
-    y = np.log(values)
-    r, var = len(y), float(y.var(ddof=1))
-    centre = y.mean() + var / 2
-    half = stats.t.ppf((1 + level) / 2, r - 1) * math.sqrt(var / r + var**2 / (2 * (r - 1)))
-    return floored(e.value, min(1.0, math.exp(centre - half)), min(1.0, math.exp(centre + half)))
+    return interval(kind, e.value, e.stderr, e.dof, level, replicates=values)
 
 
 def _seed(*parts: object) -> int:
@@ -389,7 +388,9 @@ def measure(oracle: Oracle, method: str, budget: int, runs: int, resamples: int)
             out.append(Run(oracle.family, budget, method, i, task.K, task.p, e.value, e.stderr,
                            e.interval_kind, None if e.ci_low is None else (e.ci_low, e.ci_high),
                            normal_interval(e), boot, e.warning is not None, bounds,
-                           e.model_calls, e.diagnostics, task.label, cox_interval(e)))
+                           e.model_calls, e.diagnostics, task.label,
+                           replicate_interval(e, "log-replicates"),
+                           replicate_interval(e, "replicates")))
     return out
 
 
@@ -497,21 +498,25 @@ def interval_rows(runs: Sequence[Run], families: Sequence[str],
     """Coverage of unflagged runs by construction, per family (all budgets) and overall;
     where an interval missed, the share that missed below p (p above the interval)."""
     rows = []
+    names = {"log-normal": "log-normal", "replicates": "log-normal t",
+             "log-replicates": "Cox log-normal mean t"}
     pick: dict[str, Callable[[Run], tuple[float, float] | None]] = {
-        "log-normal (current)": lambda r: r.ci, "normal": lambda r: r.normal,
-        "bootstrap": lambda r: r.bootstrap, "Cox log-normal mean t": lambda r: r.cox}
+        "current": lambda r: r.ci, "normal": lambda r: r.normal,
+        "bootstrap": lambda r: r.bootstrap, "log-normal t": lambda r: r.t_mean,
+        "Cox log-normal mean t": lambda r: r.cox}
     for method in methods:
         if deterministic(method):
             continue
+        kind = METHODS[registered(method)].interval_kind
+        replicated = kind in ("replicates", "log-replicates")
         mine = [r for r in runs if r.method == method and not r.flagged]
         for name, get in pick.items():
-            if name == "bootstrap" and method not in IID:
+            if (name == "bootstrap" and method not in IID) or name == names[kind] or (
+                    name in names.values() and not replicated):
                 continue
-            if name.startswith("Cox") and not METHODS[registered(method)].replicates:
-                continue
-            if name.startswith("log-normal") and METHODS[registered(method)].replicates:
-                name = "log-normal t (current)"
-            elif name == "normal" and METHODS[registered(method)].replicates:
+            if name == "current":
+                name = f"{names[kind]} (current)"
+            elif name == "normal" and replicated:
                 name = "normal t"
             cols = []
             for fam in [*families, None]:

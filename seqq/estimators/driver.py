@@ -31,7 +31,7 @@ from seqq.estimators.engine.twist import (
     check_surrogate,
     message_loads,
 )
-from seqq.estimators.estimate import Estimate
+from seqq.estimators.estimate import Estimate, IntervalKind
 from seqq.estimators.method import Answer, Method, Options, is_int
 from seqq.estimators.registry import get
 from seqq.estimators.uncertainty import with_uncertainty
@@ -82,7 +82,8 @@ def estimate_many(model: SequenceModel, histories: Sequence[Sequence[int]],
                 part_budgets = None if budgets is None else [budgets[t] for t in tasks.tolist()]
                 estimates += _answered(declared, part, part_budgets, parsed,
                                        Messages.of(part, surrogate), level, R)
-    return _pooled(estimates, copies, level, replicates) if copies else estimates
+    return (_pooled(estimates, copies, level, replicates, declared.interval_kind) if copies
+            else estimates)
 
 
 def run_prepared(method: str, batch: Batch, budgets: Sequence[int] | None = None,
@@ -154,7 +155,7 @@ def _replicates(method: Method, queries: Sequence[Query], budgets: Sequence[int]
 
 
 def _pooled(estimates: list[Estimate], copies: Sequence[int], level: float,
-            requested: int | None) -> list[Estimate]:
+            requested: int | None, kind: IntervalKind) -> list[Estimate]:
     """The mean of each task's replicates, with its standard error and t interval (none from a
     single copy: its budget was too small to split)."""
     pooled, starts = [], [sum(copies[:i]) for i in range(len(copies))]
@@ -178,11 +179,12 @@ def _pooled(estimates: list[Estimate], copies: Sequence[int], level: float,
             lower=max(e.lower for e in group) if bounded else None,
             upper=min(e.upper for e in group) if bounded else None,
             extras={"replicates": values, **first.extras})
-        kind = "none" if first.is_lower_bound else "replicates"
+        pooled_kind = "none" if first.is_lower_bound else kind
         if all(e.interval_kind == "exact" for e in group):
-            kind = "exact"
-        answered = with_uncertainty(estimate, kind, level, dof=R - 1, diagnostics=diagnostics)
-        if R == 1 and kind == "replicates":
+            pooled_kind = "exact"
+        answered = with_uncertainty(estimate, pooled_kind, level, dof=R - 1,
+                                    diagnostics=diagnostics)
+        if R == 1 and pooled_kind in ("replicates", "log-replicates"):
             answered = dataclasses.replace(answered, warning=(
                 f"a single run of {first.method} gives no interval; ask for replicates "
                 "(replicates=8)" if requested == 1 else

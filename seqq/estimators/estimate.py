@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from scipy.special import ndtri, stdtrit
 
 # How an estimate's interval is built (`seqq.estimators.uncertainty`): from its standard error on
-# the log scale, from replicates with Student's t, a one-sided limit for an estimate of 0 from
-# n draws, a point for an exact answer, or none (a deterministic lower bound).
-IntervalKind = Literal["log-normal", "replicates", "zero", "exact", "none"]
+# the log scale, from replicates with Student's t (on their mean, or Cox's on their logs:
+# "log-replicates"), a one-sided limit for an estimate of 0 from n draws, a point for an exact
+# answer, or none (a deterministic lower bound).
+IntervalKind = Literal["log-normal", "replicates", "log-replicates", "zero", "exact", "none"]
+SAMPLED = ("log-normal", "replicates", "log-replicates")  # the kinds built from sampling error
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,7 @@ class Estimate:
     def interval(self, level: float = 0.95) -> tuple[float, float] | None:
         """The confidence interval at `level`, built the way this estimate's was."""
         return interval(self.interval_kind, self.value, self.stderr, self.dof, level,
-                        self.lower, self.upper)
+                        self.lower, self.upper, self.extras.get("replicates"))
 
     @property
     def exact(self) -> bool:
@@ -71,8 +74,8 @@ FLOAT_FLOOR = 2.0**-16  # least relative half-width of an interval: a model's fl
 
 
 def interval(kind: IntervalKind, value: float, stderr: float | None, dof: int | None,
-             level: float = 0.95, lower: float | None = None, upper: float | None = None
-             ) -> tuple[float, float] | None:
+             level: float = 0.95, lower: float | None = None, upper: float | None = None,
+             replicates: Sequence[float] | None = None) -> tuple[float, float] | None:
     """The `level` confidence interval of an estimate built by `kind`
     (`seqq.estimators.uncertainty` says how each is chosen): never narrower than the model's
     float noise, an exact answer's at least its certain bounds' p̂·(1 ± τ), a deterministic
@@ -89,14 +92,30 @@ def interval(kind: IntervalKind, value: float, stderr: float | None, dof: int | 
         low, high = value, value
         if lower is not None and upper is not None:  # lower = p̂·(1 − τ): p̂·(1 ± τ)
             low, high = lower, min(upper, 2 * value - lower)
-    elif kind not in ("log-normal", "replicates") or stderr is None or not value > 0:
+    elif kind == "log-replicates" and replicates is not None and len(replicates) > 1 and min(
+            replicates) > 0:
+        low, high = cox(replicates, level)
+    elif kind not in SAMPLED or stderr is None or not value > 0:
         return None
     else:
         q = (1 + level) / 2
-        z = stdtrit(dof, q) if kind == "replicates" else ndtri(q)
+        z = ndtri(q) if kind == "log-normal" else stdtrit(dof, q)
         sigma = math.sqrt(math.log1p((stderr / value) ** 2))
         low, high = value * math.exp(-z * sigma), value * math.exp(z * sigma)
     return clipped(floored(value, low, high), value, lower, upper)
+
+
+def cox(replicates: Sequence[float], level: float) -> tuple[float, float]:
+    """Cox's interval for the mean of a log-normal, from R positive replicates' logs y:
+    exp(ȳ + s²/2 ± t·√(s²/R + s⁴/(2(R − 1)))). Replicate estimates of a rare event are right-
+    skewed (most miss the rare heavy paths, a few find them); this interval widens upward as
+    their logs spread, where a t interval on their mean stays symmetric in log p."""
+    y = [math.log(v) for v in replicates]
+    r = len(y)
+    mean = sum(y) / r
+    var = sum((v - mean) ** 2 for v in y) / (r - 1)
+    half = stdtrit(r - 1, (1 + level) / 2) * math.sqrt(var / r + var**2 / (2 * (r - 1)))
+    return min(1.0, math.exp(mean + var / 2 - half)), min(1.0, math.exp(mean + var / 2 + half))
 
 
 def clipped(bounds: tuple[float, float], value: float, lower: float | None,

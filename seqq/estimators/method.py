@@ -141,6 +141,7 @@ class Method:
     until: Until | None = None  # samples until a relative SE (ground truth's `rule="relative"`)
     in_paper: bool = False  # one of the paper's three methods (Fig. 3-11)
     replicates: int = 0  # independent copies the driver runs inside the budget, for an interval
+    log_replicates: bool = False  # its replicates' interval is Cox's on their logs (RESULTS (h))
     color: str | None = None  # its colour in every figure (else one from a spare palette)
 
     @property
@@ -150,7 +151,9 @@ class Method:
             return "exact"
         if self.guarantee is Guarantee.LOWER_BOUND:
             return "none"
-        return "replicates" if self.replicates else "log-normal"
+        if self.replicates:
+            return "log-replicates" if self.log_replicates else "replicates"
+        return "log-normal"
 
     def option_names(self) -> list[str]:
         names = [f.name for f in dataclasses.fields(self.options)]

@@ -7,7 +7,9 @@ Intervals (`seqq.estimators.estimate.interval`), by what the method can say (doc
   σ² = log(1 + (SE/p̂)²): never below 0, and wider above than below, as the sampling
   distribution of a mean of right-skewed weights is;
 - replicates (SMC, randomized beam, Hindsight-Gumbel: dependent draws with no variance
-  formula): Student's t on the replicates' mean, log-normal in shape as above;
+  formula): Student's t on the replicates' mean, log-normal in shape as above, or, where the
+  calibration benchmark showed it covers better (smc, randomized_beam: RESULTS.md (h)), Cox's
+  interval for a log-normal mean on the replicates' logs, which widens upward as they spread;
 - an estimate of 0 (or 1) from n binary draws that never varied: the one-sided limit
   −ln(1 − level)/n (the rule of three at 95 %), with no standard error;
 - exact answers: the point (widened by float noise, below); deterministic lower bounds: their
@@ -37,7 +39,7 @@ from dataclasses import replace
 import numpy as np
 from torch import Tensor
 
-from seqq.estimators.estimate import Estimate, IntervalKind, interval
+from seqq.estimators.estimate import SAMPLED, Estimate, IntervalKind, interval
 
 K_HAT_LIMIT = 0.7  # PSIS: above it the tail is too heavy for the estimate's error to be trusted
 MIN_ESS = 10.0  # fewer effective samples than this: the standard error is itself a guess
@@ -106,10 +108,11 @@ def with_uncertainty(estimate: Estimate, kind: IntervalKind, level: float,
     if log_weights is not None:
         diagnostics.update(weight_diagnostics(log_weights.double().cpu().numpy()))
     stderr = estimate.stderr
-    if kind in ("log-normal", "replicates") and stderr == 0.0 and estimate.value in (0.0, 1.0):
+    if kind in SAMPLED and stderr == 0.0 and estimate.value in (0.0, 1.0):
         kind, stderr = "zero", None
         dof = estimate.num_samples or int(diagnostics.get("draws", 0)) or 1
-    bounds = interval(kind, estimate.value, stderr, dof, level, estimate.lower, estimate.upper)
+    bounds = interval(kind, estimate.value, stderr, dof, level, estimate.lower, estimate.upper,
+                      estimate.extras.get("replicates"))
     low, high = bounds if bounds is not None else (None, None)
     warning = None
     if kind != "exact" and pinned(estimate):  # the certain bounds: a 100 % interval, tight
