@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import subprocess
 
+import pandas as pd
 import pytest
 from conftest import REPO, compose_sweep, compose_train
 from omegaconf import DictConfig, OmegaConf
@@ -72,7 +73,10 @@ def test_fig3_at_paper_size_keeps_the_rule_its_saved_truths_were_computed_with()
     # Figs 4b/13's committed truths (the twisted judge's, at every temperature) are keyed so
     temperature = compose_sweep(["experiment=temperature", "size=paper"])
     assert digest(dict(sweep_spec(temperature).ground_truth.options)) == "a9e09a0e7443"
-    assert any(GT_SAVED.glob("gt-a9e09a0e7443-*.parquet"))
+    saved = pd.concat(pd.read_parquet(f, columns=["gt_options", "temperature"])
+                      for f in GT_SAVED.glob("*.parquet"))
+    assert set(saved[saved.gt_options == "a9e09a0e7443"].temperature) == {
+        0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0}
     assert compose_sweep(["experiment=frontier", "size=paper"]).ground_truth.rule == "twisted"
 
 
