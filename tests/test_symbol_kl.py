@@ -120,6 +120,7 @@ def test_tables_4_5_beside_the_paper(tmp_path: Path, scale: float, word: str, hi
     assert np.allclose(csv.kl_m_corrected, scale * csv.paper_kl, rtol=1e-5)
     text = doc.read_text()
     assert f"**{word}**: {hit} of 80 cells" in text
+    assert f"the median cell {abs(scale - 1):.1%} off" in text
     assert "| 10 | " in text and " / 0.193 |" in text  # seqq's cell beside the paper's
     assert (tmp_path / "out" / "tables4-5_authors.png").exists()
 

@@ -106,7 +106,8 @@ def kl_figure(table: pd.DataFrame,
         if paper:
             ax.plot([], [], "k--", lw=1, label="paper (dashed)")
         log_axes(ax)
-        ax.set(xlabel="samples S", ylabel="mean KL(p̂ ‖ p̃), nats")
+        ax.set(xlabel="samples S", ylabel="mean KL(p̂ ‖ p̃), nats" + (
+            "\nless the truth's own noise" if column == "kl_m_corrected" else ""))
         histories = int(block.histories.min())
         panel_title(ax, f"{dataset} · {model} · {histories} histories · "
                         f"M = {int(block.truth_paths.iloc[0]):,} truth paths")

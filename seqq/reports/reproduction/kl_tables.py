@@ -73,6 +73,12 @@ def matched(block: pd.DataFrame, column: str = "kl_m_corrected") -> tuple[int, i
     return int(((ratio - 1).abs() <= CLOSE).sum()), len(both)
 
 
+def deviation(block: pd.DataFrame, column: str = "kl_m_corrected") -> float:
+    """The median |seqq / paper − 1| over the panel's cells the paper has."""
+    both = block[np.isfinite(block.paper_kl)]
+    return float((both[column] / both.paper_kl - 1).abs().median())
+
+
 def verdict(table: pd.DataFrame) -> str:
     shares = [matched(block) for _, block in table.groupby(list(PANEL))]
     hit, cells = sum(s[0] for s in shares), sum(s[1] for s in shares)
@@ -137,8 +143,9 @@ def _block(table: pd.DataFrame, folder: str, stem: str, csvs: Sequence[Path]) ->
                   f"(× M/(M + S)) / the paper's. [`{path.name}`]({folder}/{path.name}) also "
                   "has the raw KL, its standard error over histories and the reverse KL.", "",
                   grid_markdown(block, "kl_m_corrected", PAPER[dataset][1], LENGTHS), "",
-                  f"Within ±{CLOSE:.0%} of the paper's: {hit} of {cells} cells; the reverse "
-                  f"KL(p̃ ‖ p̂): {rev_hit} of {cells}.", ""]
+                  f"Within ±{CLOSE:.0%} of the paper's: {hit} of {cells} cells, the median "
+                  f"cell {deviation(block):.1%} off; the reverse KL(p̃ ‖ p̂): {rev_hit} of "
+                  f"{cells}, {deviation(block, 'kl_reverse'):.1%} off.", ""]
     lines.append(end(NAME))
     return "\n".join(lines)
 
