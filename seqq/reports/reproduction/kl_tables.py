@@ -66,17 +66,21 @@ def with_paper(table: pd.DataFrame) -> pd.DataFrame:
     return table.assign(paper_kl=table.apply(cell, axis=1) if len(table) else [])
 
 
+def _off(block: pd.DataFrame, column: str) -> pd.Series:
+    """|seqq / paper − 1| for each of the panel's cells the paper has."""
+    both = block[np.isfinite(block.paper_kl)]
+    return (both[column] / both.paper_kl - 1).abs()
+
+
 def matched(block: pd.DataFrame, column: str = "kl_m_corrected") -> tuple[int, int]:
     """How many of the panel's cells lie within ±CLOSE of the paper's, of how many it has."""
-    both = block[np.isfinite(block.paper_kl)]
-    ratio = both[column] / both.paper_kl
-    return int(((ratio - 1).abs() <= CLOSE).sum()), len(both)
+    off = _off(block, column)
+    return int((off <= CLOSE).sum()), len(off)
 
 
 def deviation(block: pd.DataFrame, column: str = "kl_m_corrected") -> float:
     """The median |seqq / paper − 1| over the panel's cells the paper has."""
-    both = block[np.isfinite(block.paper_kl)]
-    return float((both[column] / both.paper_kl - 1).abs().median())
+    return float(_off(block, column).median())
 
 
 def verdict(table: pd.DataFrame) -> str:
