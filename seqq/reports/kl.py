@@ -91,10 +91,13 @@ def kl_figure(table: pd.DataFrame,
     """KL vs S on log–log axes, one panel per (dataset, model), one colour per length L; with
     `paper` ({dataset: {S: cells}}), the paper's cells dashed beside seqq's."""
     panels = list(table.groupby(list(PANEL)))
-    fig, axes = grid(1, len(panels), size=(4.2, 3.4))
+    cols = min(3, len(panels))  # at most three panels a row: six in one are unreadable
+    fig, axes = grid(-(-len(panels) // cols), cols, size=(4.2, 3.4))
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
     lengths = sorted(table.length.unique())
     colours = dict(zip(lengths, plt.cm.viridis(np.linspace(0, 0.9, len(lengths))), strict=True))
-    for ax, ((dataset, model), block) in zip(axes.flat, panels, strict=True):
+    for ax, ((dataset, model), block) in zip(axes.flat, panels, strict=False):
         for length, line in block.groupby("length"):
             ax.plot(line.samples, line[column], "o-", ms=3, color=colours[length],
                     label=f"L = {length}")
