@@ -41,7 +41,14 @@ from benchmarks.report import Section, describe, table
 from seqq import queries as Q
 from seqq.errors import BudgetError
 from seqq.estimators import METHODS, Guarantee, driver
-from seqq.estimators.estimate import FLOAT_FLOOR, SAMPLED, Estimate, floored, interval
+from seqq.estimators.estimate import (
+    FLOAT_FLOOR,
+    REPLICATED,
+    SAMPLED,
+    Estimate,
+    floored,
+    interval,
+)
 from seqq.estimators.surrogates import fit_surrogate
 from seqq.models import MarkovModel
 from seqq.models.automaton import ContextAutomaton
@@ -350,7 +357,7 @@ def replicate_interval(e: Estimate, kind: str, level: float = LEVEL
     two on the same runs (issue 42, item 1). None for other methods, or Cox with a replicate
     of 0 (no log)."""
     values = e.extras.get("replicates")
-    if e.interval_kind not in ("replicates", "log-replicates") or not values or (
+    if e.interval_kind not in REPLICATED or not values or (
             kind == "log-replicates" and min(values) <= 0):
         return None
     return interval(kind, e.value, e.stderr, e.dof, level, replicates=values)
@@ -508,7 +515,7 @@ def interval_rows(runs: Sequence[Run], families: Sequence[str],
         if deterministic(method):
             continue
         kind = METHODS[registered(method)].interval_kind
-        replicated = kind in ("replicates", "log-replicates")
+        replicated = kind in REPLICATED
         mine = [r for r in runs if r.method == method and not r.flagged]
         for name, get in pick.items():
             if (name == "bootstrap" and method not in IID) or name == names[kind] or (

@@ -142,5 +142,6 @@ def test_no_warning_where_the_certain_bounds_pin_the_answer() -> None:
     pinned = with_uncertainty(tight, "log-normal", 0.95, heavy)
     assert pinned.warning is None and (pinned.ci_low, pinned.ci_high) == (tight.lower,
                                                                           tight.upper)
+    assert pinned.interval(0.95) == (tight.lower, tight.upper)  # rebuilt the same way
     assert "heavy-tailed" in with_uncertainty(loose, "log-normal", 0.95, heavy).warning
     assert "heavy-tailed" in with_uncertainty(outside, "log-normal", 0.95, heavy).warning

@@ -31,7 +31,7 @@ from seqq.estimators.engine.twist import (
     check_surrogate,
     message_loads,
 )
-from seqq.estimators.estimate import Estimate, IntervalKind
+from seqq.estimators.estimate import REPLICATED, Estimate, IntervalKind
 from seqq.estimators.method import Answer, Method, Options, is_int
 from seqq.estimators.registry import get
 from seqq.estimators.uncertainty import with_uncertainty
@@ -184,7 +184,7 @@ def _pooled(estimates: list[Estimate], copies: Sequence[int], level: float,
             pooled_kind = "exact"
         answered = with_uncertainty(estimate, pooled_kind, level, dof=R - 1,
                                     diagnostics=diagnostics)
-        if R == 1 and pooled_kind in ("replicates", "log-replicates"):
+        if R == 1 and pooled_kind in REPLICATED:
             answered = dataclasses.replace(answered, warning=(
                 f"a single run of {first.method} gives no interval; ask for replicates "
                 "(replicates=8)" if requested == 1 else

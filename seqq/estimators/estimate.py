@@ -15,6 +15,10 @@ from scipy.special import ndtri, stdtrit
 # answer, or none (a deterministic lower bound).
 IntervalKind = Literal["log-normal", "replicates", "log-replicates", "zero", "exact", "none"]
 SAMPLED = ("log-normal", "replicates", "log-replicates")  # the kinds built from sampling error
+REPLICATED = ("replicates", "log-replicates")  # the kinds built from replicates
+CERTAIN_RAE = 0.05  # certain bounds this tight (upper ≤ lower · (1 + it)) pin the answer to an
+# RAE below it whatever the weights say: they are its interval (issue 42: wor flagged near-exact
+# answers)
 
 
 @dataclass(frozen=True)
@@ -82,7 +86,7 @@ def interval(kind: IntervalKind, value: float, stderr: float | None, dof: int | 
     bound's its certain range, and any other inside the certain bounds where there are some."""
     if not 0 < level < 1:
         raise ValueError(f"level must lie in (0, 1), got {level}")
-    if kind == "none":
+    if kind == "none" or (kind != "exact" and pinned(value, lower, upper)):
         return (lower, upper) if lower is not None else None
     if kind == "zero":
         width = -math.log(1 - level) / max(1, dof or 1)
@@ -103,6 +107,13 @@ def interval(kind: IntervalKind, value: float, stderr: float | None, dof: int | 
         sigma = math.sqrt(math.log1p((stderr / value) ** 2))
         low, high = value * math.exp(-z * sigma), value * math.exp(z * sigma)
     return clipped(floored(value, low, high), value, lower, upper)
+
+
+def pinned(value: float, lower: float | None, upper: float | None) -> bool:
+    """Whether certain bounds alone put the estimate within CERTAIN_RAE of the truth: where both
+    lie in [lower, upper], |p̂ − p| / p ≤ (upper − lower) / lower."""
+    return (lower is not None and upper is not None
+            and 0 < lower <= value <= upper <= lower * (1 + CERTAIN_RAE))
 
 
 def cox(replicates: Sequence[float], level: float) -> tuple[float, float]:

@@ -39,15 +39,12 @@ from dataclasses import replace
 import numpy as np
 from torch import Tensor
 
-from seqq.estimators.estimate import SAMPLED, Estimate, IntervalKind, interval
+from seqq.estimators.estimate import SAMPLED, Estimate, IntervalKind, interval, pinned
 
 K_HAT_LIMIT = 0.7  # PSIS: above it the tail is too heavy for the estimate's error to be trusted
 MIN_ESS = 10.0  # fewer effective samples than this: the standard error is itself a guess
 MIN_TAIL_DRAWS = 100  # fewer nonzero weights than this: k̂ is too noisy to act on, not fitted
 REPLICATE_SPREAD = 0.5  # replicates' relative standard error above this: they disagree
-CERTAIN_RAE = 0.05  # certain bounds this tight (upper ≤ lower · (1 + it)) pin the answer to an
-# RAE below it whatever the weights say: they are its interval, with no warning (issue 42: wor
-# flagged near-exact answers)
 def weight_diagnostics(log_w: np.ndarray) -> dict[str, float]:
     """Draws, nonzero weights, effective sample size and Pareto k̂ of one estimate's weights."""
     finite = log_w[np.isfinite(log_w)]
@@ -90,14 +87,6 @@ def warning_for(diagnostics: dict[str, float], method: str) -> str | None:
     return None
 
 
-def pinned(estimate: Estimate) -> bool:
-    """Whether the estimate's certain bounds alone put it within CERTAIN_RAE of the truth: where
-    both lie in [lower, upper], |p̂ − p| / p ≤ (upper − lower) / lower."""
-    lower, upper = estimate.lower, estimate.upper
-    return (lower is not None and upper is not None and 0 < lower <= estimate.value <= upper
-            <= lower * (1 + CERTAIN_RAE))
-
-
 def with_uncertainty(estimate: Estimate, kind: IntervalKind, level: float,
                      log_weights: Tensor | None = None, dof: int | None = None,
                      diagnostics: dict[str, float] | None = None) -> Estimate:
@@ -114,10 +103,8 @@ def with_uncertainty(estimate: Estimate, kind: IntervalKind, level: float,
     bounds = interval(kind, estimate.value, stderr, dof, level, estimate.lower, estimate.upper,
                       estimate.extras.get("replicates"))
     low, high = bounds if bounds is not None else (None, None)
-    warning = None
-    if kind != "exact" and pinned(estimate):  # the certain bounds: a 100 % interval, tight
-        low, high = estimate.lower, estimate.upper
-    elif kind != "exact":
+    warning = None  # none where the certain bounds pin the answer (then they are its interval)
+    if kind != "exact" and not pinned(estimate.value, estimate.lower, estimate.upper):
         warning = warning_for(diagnostics, estimate.method)
     if kind == "zero" and warning is None:
         known = f"p ≤ {high:.3g}" if estimate.value == 0 else f"p ≥ {low:.3g}"
