@@ -22,8 +22,8 @@ import numpy as np
 import pandas as pd
 
 import seqq
-from benchmarks import calibration
-from benchmarks.calibration import Oracle, Task
+from benchmarks import calibration_oracles as oracles
+from benchmarks.calibration_oracles import CANDIDATES, Oracle, Task
 from benchmarks.plans import Plan
 from benchmarks.report import Section, describe, table
 from seqq.errors import SeqqError
@@ -89,19 +89,20 @@ def moocs_oracle(size: int, device: str | None) -> Oracle:
 
     oracle = Oracle("authors-moocs", model, "the paper authors' MOOCs LSTM (V = 98)",
                     surrogate=None, enumerated=True)  # type: ignore[arg-type]
-    oracle.tasks = calibration._exact_tasks(model, rng, history, symbols, (2, 3, 4), size,
-                                            calibration._enumerated(model, MOOCS_ENUMERATION))
+    oracle.tasks = oracles._exact_tasks(rng, history,
+                                        oracles._queries(rng, symbols, (2, 3, 4), CANDIDATES * size),
+                                        size, oracles._enumerated(model, MOOCS_ENUMERATION))
     return oracle
 
 
 def exact_oracles(size: int, device: str | None) -> list[tuple[Oracle, SequenceModel]]:
     """Each oracle with the model the judge sees (the DP models made opaque)."""
     out = []
-    for build in (calibration.markov, calibration.hpyp):
+    for build in (oracles.markov, oracles.hpyp):
         oracle = build(size, device)
         oracle.tasks = [t for t in oracle.tasks if t.p >= P_MIN]
         out.append((oracle, _opaque(oracle.model)))
-    for build in (calibration.authors_lstm, moocs_oracle):
+    for build in (oracles.authors_lstm, moocs_oracle):
         try:
             oracle = build(size, device)
         except (OSError, SeqqError) as error:

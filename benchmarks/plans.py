@@ -11,8 +11,9 @@ from seqq.models.batching import SIZES
 @dataclass(frozen=True)
 class Calibration:
     """How much section (h) measures: exact-DP oracle families (Markov, HPYP: K = 3..30) and
-    enumerated ones (the authors' LSTM, a tiny GPT-2: K ≤ 4), queries per family with p spread
-    over 1e-9..0.5, independent runs of each query per method and budget."""
+    enumerated ones (the authors' LSTM, a tiny GPT-2, a random GRU, the rare set: K ≤ 4; see
+    benchmarks/calibration_oracles.py), queries per family with p spread over a log range,
+    independent runs of each query per method and budget."""
 
     families: tuple[str, ...]
     budgets: tuple[int, ...]  # model calls per estimate, for the exact-DP families
@@ -75,8 +76,9 @@ PLANS = {
         chunk_model="lstm-128", chunk_rows=20_000, chunk_reference=1000,
         chunk_steps=2, overhead_models=("lstm-128",), overhead_methods=("importance", "beam"),
         overhead_samples=(10, 100, 1000), overhead_lm_samples=(5, 25, 100),
-        calibration=Calibration(("markov", "hpyp", "authors-lstm", "gpt2"), (1000, 8000),
-                                12, 16, (1000, 8000), 6, 6),
+        calibration=Calibration(("markov", "hpyp", "authors-lstm", "gpt2", "gru",
+                                 "authors-rare"), (200, 1000, 8000), 12, 4,
+                                (200, 1000, 8000), 12, 3),
         judge=(12, 3)),
     "full": Plan(
         models=("lstm-128", "lstm-512", "authors-shakespeare", "gpt2-tiny", "smollm2"),
@@ -92,7 +94,8 @@ PLANS = {
         overhead_models=("lstm-128", "lstm-512", "authors-shakespeare", "gpt2-tiny"),
         overhead_methods=("importance", "beam", "hybrid", "wor"),
         overhead_samples=(10, 100, 1000, 4000), overhead_lm_samples=(5, 25, 100, 400),
-        calibration=Calibration(("markov", "hpyp", "authors-lstm", "gpt2"),
-                                (1000, 8000, 65536), 30, 40, (1000, 8000, 65536), 16, 25),
+        calibration=Calibration(("markov", "hpyp", "authors-lstm", "gpt2", "gru",
+                                 "authors-rare"), (200, 1000, 8000, 65536), 30, 40,
+                                (200, 1000, 8000, 65536), 16, 25),
         judge=(30, 4)),
 }

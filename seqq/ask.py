@@ -24,7 +24,7 @@ from typing import Any, NoReturn
 
 from seqq.errors import BudgetError, CheckpointError, ConfigError, QueryError
 from seqq.estimators import Method, registry
-from seqq.estimators.auto import LONG_HORIZON, LONG_PICK, SHORT_PICK, automatic
+from seqq.estimators.auto import AUTO, AUTO_BUDGET, AUTO_EXACT_CALLS, LONG_HORIZON
 from seqq.models.device import resolve_device
 from seqq.models.protocol import SequenceModel
 
@@ -35,9 +35,6 @@ NAMED_MODELS = {
     "authors-shakespeare": {"type": "authors", "dataset": "shakespeare"},
     "authors-moocs": {"type": "authors", "dataset": "moocs"},
 }
-AUTO = "auto"
-AUTO_EXACT_CALLS = 20_000  # `auto` enumerates exactly up to this many calls (or --budget)
-AUTO_BUDGET = 2_000  # `auto`'s estimator budget when --budget is not given
 DEFAULT_SEED = 0
 BOS = "<BOS>"
 EMPTY_HISTORY = "(empty history: starting from the model's BOS)"
@@ -45,8 +42,8 @@ HINT_BELOW = 0.01  # answers this small get the leading-space hint when it appli
 HINT_SPACED_SHARE = 0.5  # ... and when at least this much of p(X_1) starts with whitespace
 EPILOG = f"""\
 defaults: --method {AUTO} answers exactly when enumerating the question costs at most
-  {AUTO_EXACT_CALLS:,} model calls (or --budget), else with {SHORT_PICK[0]} (K ≤ {LONG_HORIZON}) or
-  {LONG_PICK[0]} (longer horizons) within --budget (default {AUTO_BUDGET:,} calls), and says why;
+  {AUTO_EXACT_CALLS:,} model calls (or --budget), else with wor (K ≤ {LONG_HORIZON}) or smc
+  (longer horizons) within --budget (default {AUTO_BUDGET:,} calls), and says why;
   --seed {DEFAULT_SEED}. The same seed gives the same answer on one machine
   with one library version, not across hardware (float rounding differs, and what is sampled
   follows it).
@@ -81,7 +78,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--method", default=AUTO,
                         help=f"default {AUTO}: exact when enumeration costs at most "
                              f"{AUTO_EXACT_CALLS:,} model calls (or --budget), else "
-                             f"{SHORT_PICK[0]} (K ≤ {LONG_HORIZON}) or {LONG_PICK[0]}; or one "
+                             f"wor (K ≤ {LONG_HORIZON}) or smc; or one "
                              f"of {', '.join(METHODS)}")
     parser.add_argument("--budget", type=_positive,
                         help=f"model calls the method may spend (default with {AUTO}: "
@@ -184,7 +181,7 @@ def answer(model: SequenceModel, history: Sequence[int], question: str, method: 
     if hasattr(model, "check_fits"):
         model.check_fits(len(history), query.horizon)
     start = time.perf_counter()
-    est, priced, why = _estimate(model, history, query, method, budget, seed)
+    est, why = _estimate(model, history, query, method, budget, seed)
     seconds = time.perf_counter() - start
     exact = est.exact
     lower, upper = (est.value, est.value) if exact else (est.lower, est.upper)
@@ -192,37 +189,34 @@ def answer(model: SequenceModel, history: Sequence[int], question: str, method: 
     return dict(question=question, estimate=est.value, stderr=0.0 if exact else est.stderr,
                 ci_low=est.ci_low, ci_high=est.ci_high, level=est.level, lower=lower,
                 upper=upper, method=est.method, why=why, exact=exact, warning=est.warning,
-                model_calls=int(est.model_calls) + priced, seconds=seconds,
+                model_calls=int(est.model_calls), seconds=seconds,
                 horizon=query.horizon, history_tokens=len(history),
                 threads=torch.get_num_threads(), notes=[hint] if hint else [])
 
 
 def _estimate(model: SequenceModel, history: Sequence[int], query: Any, method: str,
-              budget: int | None, seed: int | None) -> tuple[Any, int, str]:
-    """(estimate, calls spent outside it, why this method). A budget too small for the method
-    says which budget was in force and how to change it."""
-    priced, calls, where, why = 0, budget, "given with --budget", "chosen with --method"
-    if method == AUTO:
-        limit = budget or AUTO_EXACT_CALLS
-        try:
-            est = _within(model, history, query, registry.exact_method(), limit, seed)
-            return est, 0, f"enumerating every continuation fits the {limit:,} calls allowed"
-        except BudgetError:  # exact prices itself after encoding the history: one call spent
-            method, why = automatic(query.horizon)
-            why = f"enumeration would cost more than {limit:,} calls; {why}"
-            calls, priced = budget or AUTO_BUDGET, 1
-            where = "given with --budget" if budget else f"the default of --method {AUTO}"
-    declared = registry.get(method)
-    if declared.cost_cap and budget is None:
-        calls, where = getattr(declared.options(), declared.cost_cap), f"{method}'s default limit"
+              budget: int | None, seed: int | None) -> tuple[Any, str]:
+    """(estimate, why this method). A budget too small for the method says which budget was
+    in force and how to change it."""
+    import seqq
+
+    calls, where = budget, "given with --budget"
     try:
-        est = _within(model, history, query, declared, calls, seed)
+        if method == AUTO:  # its pricing call is in its model_calls; its note says why
+            calls = budget or AUTO_BUDGET
+            where = where if budget else f"the default of --method {AUTO}"
+            est = seqq.estimate(model, history, query, AUTO, budget, seed)
+            return est, est.note
+        declared = registry.get(method)
+        if declared.cost_cap and budget is None:
+            calls = getattr(declared.options(), declared.cost_cap)
+            where = f"{method}'s default limit"
+        return _within(model, history, query, declared, calls, seed), "chosen with --method"
     except BudgetError as e:
         spent = (f"the budget in force is {calls:,} model calls, {where}" if calls
                  else "no --budget was given")
         raise BudgetError(f"{e} (seqq ask: {spent}; change it with --budget N, e.g. --budget "
                           f"{10 * (calls or AUTO_BUDGET)})") from None
-    return est, priced, why
 
 
 def _within(model: SequenceModel, history: Sequence[int], query: Any, method: Method,

@@ -402,7 +402,8 @@ def test_auto_says_which_method_and_why_with_an_interval_and_any_warning(models:
         lines = run.stdout.splitlines()
         assert "95% interval [" in lines[1]
         said = next(line for line in lines if line.startswith("method: "))
-        assert said.startswith(f"method: {method} (enumeration would cost more than 400 calls; ")
+        assert said.startswith(f"method: {method} (enumeration would cost ")
+        assert " calls, more than 400; K = " in said
         as_json = json.loads(ask("--model", str(models / "hpyp.pt"), "--history", HISTORY,
                                  "--budget", "400", "--json", question, cwd=models).stdout)
         assert as_json["method"] == method and as_json["ci_low"] <= as_json["estimate"]

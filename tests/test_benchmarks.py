@@ -335,14 +335,16 @@ def test_calibration_runs_end_to_end_at_a_tiny_size(tmp_path, monkeypatch):
     assert set(rows) == set(calibration.budgeted_methods())
     for method, row in rows.items():  # runs: 3 queries, 4 runs each unless deterministic
         assert int(row[1]) == (3 if calibration.deterministic(method) else 12), row
-    assert "100 % of 3" in rows["beam"][6]  # certain bounds hold
+    assert "100 % of 3" in rows["beam"][9]  # certain bounds hold
+    assert "### `auto`, per budget" in h and "| precision | recall | false alarms |" in h
     assert "| importance | normal |" in h and "| importance | bootstrap |" in h
     assert (tmp_path / "figures" / "calibration_coverage.png").is_file()
     assert any((tmp_path / "runs").glob("calibration_*.csv"))
 
 
 def test_calibration_queries_spread_over_p_and_intervals_are_built_as_stated():
-    from benchmarks.calibration import Task, bootstrap_interval, spread
+    from benchmarks.calibration import bootstrap_interval
+    from benchmarks.calibration_oracles import Task, spread
     from seqq import queries as Q
 
     query = Q.hitting_time(1, 3)

@@ -144,4 +144,37 @@ def test_no_warning_where_the_certain_bounds_pin_the_answer() -> None:
                                                                           tight.upper)
     assert pinned.interval(0.95) == (tight.lower, tight.upper)  # rebuilt the same way
     assert "heavy-tailed" in with_uncertainty(loose, "log-normal", 0.95, heavy).warning
-    assert "heavy-tailed" in with_uncertainty(outside, "log-normal", 0.95, heavy).warning
+    # bounds that clip the interval to within ±FLAG_WIDTH say the answer is close: no flag
+    assert with_uncertainty(outside, "log-normal", 0.95, heavy).warning is None
+
+
+def test_heavy_weights_behind_a_head_widen_its_tail_and_flag_only_wide_intervals() -> None:
+    """Where the enumerated head p(S) holds most of p̂ and the weights are heavy, the interval
+    spans p(S) + (p̂ − p(S))·3^±1 (heavy draws miss tail mass); the flag fires only where the
+    interval spans more than ±FLAG_WIDTH of p̂. Light weights leave the interval alone."""
+    import dataclasses
+
+    import torch
+
+    from seqq.estimators.estimate import TAIL_FACTOR
+    from seqq.estimators.uncertainty import FLAG_WIDTH
+
+    rng = np.random.default_rng(0)
+    heavy = torch.as_tensor(np.log(rng.pareto(0.6, size=2000) + 1))
+    light = torch.as_tensor(rng.normal(scale=0.3, size=2000))
+    e = seqq.estimate(random_markov(V=6, seed=5), [1], Q.hitting_time(2, K=4), "wor",
+                      samples=50, seed=0)
+    v = 1e-3
+    for head, flagged in ((0.98, False), (0.8, True)):
+        base = dataclasses.replace(e, value=v, log_value=math.log(v), stderr=0.002 * v,
+                                   lower=head * v, upper=10 * v)
+        out = with_uncertainty(base, "log-normal", 0.95, heavy)
+        tail = (1 - head) * v
+        assert out.ci_high >= head * v + TAIL_FACTOR * tail * (1 - 1e-12)
+        assert out.ci_low <= head * v + tail / TAIL_FACTOR * (1 + 1e-12)
+        assert out.interval(0.95) == (out.ci_low, out.ci_high)  # rebuilt the same way
+        assert (out.warning is not None) == flagged, (head, out.warning)
+        assert (out.ci_high / v - 1 > FLAG_WIDTH) == flagged
+        calm = with_uncertainty(base, "log-normal", 0.95, light)
+        assert calm.warning is None and calm.ci_high < 1.01 * v
+

@@ -22,6 +22,8 @@ from typing import Any
 import torch
 
 from seqq.errors import BudgetError, QueryError
+from seqq.estimators.auto import AUTO
+from seqq.estimators.auto import estimate_many as automatic
 from seqq.estimators.engine.batch import Batch, prepare, subset
 from seqq.estimators.engine.memory import consecutive_groups
 from seqq.estimators.engine.summary import to_estimates
@@ -52,9 +54,10 @@ def estimate_many(model: SequenceModel, histories: Sequence[Sequence[int]],
                   **options: Any) -> list[Estimate]:
     """Estimate p(query_i | history_i) for every pair with `method`, all pairs sharing batched
     model calls, each with a `level` confidence interval (see `seqq.estimate_many`)."""
-    declared = get(method)
+    declared = None if method == AUTO else get(method)
     surrogate = options.get("surrogate")
-    parsed = declared.parse_options(options, twisted=surrogate is not None)
+    parsed = None if declared is None else declared.parse_options(
+        options, twisted=surrogate is not None)
     check_protocol(model)
     if not 0 < level < 1:
         raise QueryError(f"level must lie in (0, 1), e.g. 0.95, got {level!r}")
@@ -62,7 +65,12 @@ def estimate_many(model: SequenceModel, histories: Sequence[Sequence[int]],
         queries = [queries] * len(histories)
     _check_queries(queries)
     _check_histories(histories, model.vocab_size)
-    budgets = _budgets(budget, len(histories))
+    budgets = budgets_per_task(budget, len(histories))
+    if declared is None:
+        if replicates is not None:
+            raise QueryError("method 'auto' sets its own replicates; drop replicates= or name "
+                             "a method")
+        return automatic(model, histories, queries, budgets, seed, level, **options)
     copies = _replicates(declared, queries, budgets, replicates)
     if copies:  # independent copies of every task, each with an equal share of its budget
         histories = [h for h, n in zip(histories, copies, strict=True) for _ in range(n)]
@@ -200,7 +208,7 @@ def _untwisted_claims_dropped(answer: Answer) -> Answer:
     return dataclasses.replace(answer, result=result)
 
 
-def _budgets(budget: int | Sequence[int] | None, n: int) -> list[int] | None:
+def budgets_per_task(budget: int | Sequence[int] | None, n: int) -> list[int] | None:
     """One budget per pair (None: no budget)."""
     if budget is None:
         return None

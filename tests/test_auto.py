@@ -1,0 +1,62 @@
+"""`method="auto"`: the pick per task (exact within the budget, SMC with a surrogate, else wor up to
+LONG_HORIZON and SMC beyond), its reason in `note`, the budget kept, and the order of answers."""
+
+from __future__ import annotations
+
+import pytest
+from oracles import random_markov
+
+import seqq
+from seqq import queries as Q
+from seqq.errors import QueryError
+from seqq.estimators.auto import AUTO_EXACT_CALLS, LONG_HORIZON, PRICING_CALLS, choose
+
+
+def test_choose_prefers_exact_then_the_surrogate_then_the_horizon() -> None:
+    assert choose(4, 999, 1000, surrogate=True).method == "exact"
+    assert choose(4, 1000, 1000, surrogate=False).method != "exact"  # + the pricing call
+    twisted = choose(4, 10**6, 1000, surrogate=True)
+    assert (twisted.method, twisted.twisted) == ("smc", True) and "surrogate" in twisted.why
+    assert choose(LONG_HORIZON, 10**6, 1000, surrogate=False).method == "wor"
+    long = choose(LONG_HORIZON + 1, 10**6, 1000, surrogate=False)
+    assert (long.method, long.twisted) == ("smc", False) and "1,000,000 calls" in long.why
+
+
+def test_auto_answers_each_task_by_its_pick_in_order_within_the_budget() -> None:
+    """A batch mixing a cheap query (enumerated), a short and a long expensive one: each gets
+    its pick, the answers come back in the given order, the exact one equals `seqq.exact`,
+    and no task spends more than the budget (the pricing call included)."""
+    model = random_markov(V=6, seed=5)
+    queries = [Q.hitting_time(2, K=2), Q.count(1, n=3, K=8, op=">="), Q.occurs_within(3, K=14)]
+    histories = [[1], [0, 2], [3]]
+    budget = 500
+    got = seqq.estimate_many(model, histories, queries, "auto", budget=budget, seed=0)
+    assert [e.method for e in got] == ["exact", "wor", "smc"]
+    assert got[0].value == pytest.approx(seqq.exact(model, [1], queries[0]), rel=1e-6)
+    assert all(e.model_calls <= budget for e in got), [e.model_calls for e in got]
+    assert "fits the 500 calls allowed" in got[0].note
+    assert "K = 8 ≤ 10" in got[1].note and "K = 14 > 10" in got[2].note
+    for e, h, q in zip(got[1:], histories[1:], queries[1:], strict=True):
+        truth = seqq.exact(model, h, q)
+        assert e.ci_low is not None and e.ci_low <= e.value <= e.ci_high
+        assert e.value == pytest.approx(truth, rel=0.5)
+    again = seqq.estimate_many(model, histories, queries, "auto", budget=budget, seed=0)
+    assert [e.value for e in again] == [e.value for e in got]  # seeded
+
+
+def test_auto_twists_smc_by_a_surrogate_and_defaults_without_a_budget() -> None:
+    model, surrogate = random_markov(V=6, seed=5), random_markov(V=6, seed=11)
+    query = Q.count(1, n=4, K=12, op=">=")
+    e = seqq.estimate(model, [0], query, "auto", budget=2000, seed=0, surrogate=surrogate)
+    assert e.method == "smc" and "surrogate" in e.note and e.model_calls <= 2000
+    cheap = seqq.estimate(model, [0], Q.hitting_time(2, K=3), "auto")
+    assert cheap.exact and f"{AUTO_EXACT_CALLS:,}" in cheap.note
+    assert cheap.model_calls > PRICING_CALLS
+
+
+def test_auto_refuses_options_it_picks_itself() -> None:
+    model = random_markov(V=6, seed=5)
+    with pytest.raises(QueryError, match="method 'auto' picks its own options; drop"):
+        seqq.estimate(model, [0], Q.hitting_time(2, K=3), "auto", samples=10)
+    with pytest.raises(QueryError, match="sets its own replicates"):
+        seqq.estimate(model, [0], Q.hitting_time(2, K=3), "auto", replicates=4)
