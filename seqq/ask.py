@@ -17,6 +17,7 @@ import argparse
 import json
 import math
 import os
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,7 +25,9 @@ from typing import Any, NoReturn
 
 from seqq.errors import BudgetError, CheckpointError, ConfigError, QueryError
 from seqq.estimators import Method, registry
-from seqq.estimators.auto import AUTO, AUTO_BUDGET, AUTO_EXACT_CALLS, LONG_HORIZON
+from seqq.estimators.auto import AUTO, AUTO_BUDGET, AUTO_EXACT_CALLS, LONG_HORIZON, WOR_BUDGET
+from seqq.estimators.surrogates import DISTILL_SYMBOLS
+from seqq.models.automaton import ContextAutomaton
 from seqq.models.device import resolve_device
 from seqq.models.protocol import SequenceModel
 
@@ -36,20 +39,22 @@ NAMED_MODELS = {
     "authors-moocs": {"type": "authors", "dataset": "moocs"},
 }
 DEFAULT_SEED = 0
+SURROGATES = ("cached", "distill", "none")  # --surrogate: what `auto` may twist SMC with
 BOS = "<BOS>"
 EMPTY_HISTORY = "(empty history: starting from the model's BOS)"
 HINT_BELOW = 0.01  # answers this small get the leading-space hint when it applies
 HINT_SPACED_SHARE = 0.5  # ... and when at least this much of p(X_1) starts with whitespace
 EPILOG = f"""\
 defaults: --method {AUTO} answers exactly when enumerating the question costs at most
-  {AUTO_EXACT_CALLS:,} model calls (or --budget), else with wor (K ≤ {LONG_HORIZON}) or smc
-  (longer horizons) within --budget (default {AUTO_BUDGET:,} calls), and says why;
+  {AUTO_EXACT_CALLS:,} model calls (or --budget), else within --budget (default {AUTO_BUDGET:,}
+  calls) with smc twisted by a surrogate distilled from the model where one is kept
+  (--surrogate), else with wor (K ≤ {LONG_HORIZON}, from {WOR_BUDGET:,} calls) or smc, and says why;
   --seed {DEFAULT_SEED}. The same seed gives the same answer on one machine
   with one library version, not across hardware (float rounding differs, and what is sampled
   follows it).
 environment: SEQQ_THREADS sets torch's threads (default: OMP_NUM_THREADS when set, else the
   CPUs available to this process); SEQQ_CACHE moves the cache of converted GGUF models
-  (seqq cache lists it).
+  and distilled surrogates (seqq cache lists the models).
 grammar and examples of questions: docs/query-language.md"""
 
 
@@ -78,13 +83,20 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--method", default=AUTO,
                         help=f"default {AUTO}: exact when enumeration costs at most "
                              f"{AUTO_EXACT_CALLS:,} model calls (or --budget), else "
-                             f"wor (K ≤ {LONG_HORIZON}) or smc; or one "
+                             f"smc with a kept surrogate, else wor (K ≤ {LONG_HORIZON}, from "
+                             f"{WOR_BUDGET:,} calls) or smc; or one "
                              f"of {', '.join(METHODS)}")
     parser.add_argument("--budget", type=_positive,
                         help=f"model calls the method may spend (default with {AUTO}: "
                              f"{AUTO_EXACT_CALLS:,} for the exact answer, then "
                              f"{AUTO_BUDGET:,} for the estimate; with a chosen --method: "
                              "no limit, the method's default sample count)")
+    parser.add_argument("--surrogate", choices=SURROGATES, default="cached",
+                        help="with --method auto, a surrogate distilled from the model itself "
+                             f"({DISTILL_SYMBOLS:,} samples of it, once per model, kept in the "
+                             "cache) steers SMC on queries too costly to enumerate: 'cached' "
+                             "(default) uses one distilled before, 'distill' distills one first "
+                             "if none is kept, 'none' never uses one")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED,
                         help=f"seed of sampling methods (default: {DEFAULT_SEED})")
     parser.add_argument("--device", default="auto",
@@ -164,10 +176,36 @@ def has_bos(model: SequenceModel) -> bool:
     return BOS in (getattr(model, "vocab", None) or ())
 
 
+def surrogate_for(model: SequenceModel, name: str, mode: str) -> ContextAutomaton | None:
+    """The surrogate `--surrogate` asks for: one distilled from this model and kept in the
+    cache under the model's name (a file's: its resolved path, size and time), None for
+    'none', for a model whose vocabulary is too large to twist, or for 'cached' before any
+    was distilled."""
+    from seqq.estimators.surrogates import distilled, twistable
+    from seqq.models.lm_cache import cache_root
+
+    vocab = getattr(model, "vocab", None)
+    if mode == "none" or vocab is None or not twistable(model.vocab_size):
+        return None
+    path = Path(name)
+    key = (f"{path.resolve()}:{path.stat().st_size}:{int(path.stat().st_mtime)}"
+           if path.is_file() else name)
+    folder = cache_root() / "surrogates"
+    bos = list(vocab).index(BOS) if BOS in vocab else None
+    held = distilled(model, vocab, bos, folder=folder, name=key, only_cached=True)
+    if held is not None or mode == "cached":
+        return held
+    print(f"seqq ask: distilling a surrogate from {DISTILL_SYMBOLS:,} samples of the model "
+          f"(once; kept in {folder})", file=sys.stderr, flush=True)
+    return distilled(model, vocab, bos, folder=folder, name=key)
+
+
 def answer(model: SequenceModel, history: Sequence[int], question: str, method: str = AUTO,
-           budget: int | None = None, seed: int | None = DEFAULT_SEED) -> dict[str, Any]:
+           budget: int | None = None, seed: int | None = DEFAULT_SEED,
+           surrogate: ContextAutomaton | None = None) -> dict[str, Any]:
     """The question parsed against the model's symbols and answered: estimate, stderr, bounds,
-    method, model calls, and `notes` (the leading-space hint, when it applies)."""
+    method, model calls, and `notes` (the leading-space hint, when it applies). `surrogate`
+    steers `auto`'s SMC pick."""
     import torch
 
     import seqq
@@ -181,7 +219,7 @@ def answer(model: SequenceModel, history: Sequence[int], question: str, method: 
     if hasattr(model, "check_fits"):
         model.check_fits(len(history), query.horizon)
     start = time.perf_counter()
-    est, why = _estimate(model, history, query, method, budget, seed)
+    est, why = _estimate(model, history, query, method, budget, seed, surrogate)
     seconds = time.perf_counter() - start
     exact = est.exact
     lower, upper = (est.value, est.value) if exact else (est.lower, est.upper)
@@ -195,7 +233,8 @@ def answer(model: SequenceModel, history: Sequence[int], question: str, method: 
 
 
 def _estimate(model: SequenceModel, history: Sequence[int], query: Any, method: str,
-              budget: int | None, seed: int | None) -> tuple[Any, str]:
+              budget: int | None, seed: int | None,
+              surrogate: ContextAutomaton | None = None) -> tuple[Any, str]:
     """(estimate, why this method). A budget too small for the method says which budget was
     in force and how to change it."""
     import seqq
@@ -205,7 +244,8 @@ def _estimate(model: SequenceModel, history: Sequence[int], query: Any, method: 
         if method == AUTO:  # its pricing call is in its model_calls; its note says why
             calls = budget or AUTO_BUDGET
             where = where if budget else f"the default of --method {AUTO}"
-            est = seqq.estimate(model, history, query, AUTO, budget, seed)
+            twist = {} if surrogate is None else {"surrogate": surrogate}
+            est = seqq.estimate(model, history, query, AUTO, budget, seed, **twist)
             return est, est.note
         declared = registry.get(method)
         if declared.cost_cap and budget is None:
@@ -318,7 +358,10 @@ def main(argv: list[str]) -> int:
     if not text and not has_bos(model):
         raise QueryError("the history is empty and this model has no BOS token to start from; "
                          "give the text so far with --history or --history-file")
-    result = answer(model, history, args.question, args.method, args.budget, args.seed)
+    surrogate = (surrogate_for(model, args.model, args.surrogate) if args.method == AUTO
+                 else None)
+    result = answer(model, history, args.question, args.method, args.budget, args.seed,
+                    surrogate)
     if not text:
         result["notes"].insert(0, EMPTY_HISTORY)
     if args.json:

@@ -138,7 +138,8 @@ def test_help_shows_every_default(tmp_path: Path):
     assert run.returncode == 0, run.stderr
     text = " ".join(run.stdout.split())  # argparse wraps lines wherever the terminal ends
     assert "--method METHOD default auto: exact when enumeration costs at most 20,000 model " \
-           "calls (or --budget), else wor (K ≤ 10) or smc" in text
+           "calls (or --budget), else smc with a kept surrogate, else wor (K ≤ 10, from 1,000 " \
+           "calls) or smc" in text
     assert "(default with auto: 20,000 for the exact answer, then 2,000 for the estimate; with " \
            "a chosen --method: no limit, the method's default sample count)" in text
     assert "seed of sampling methods (default: 0)" in text
@@ -393,18 +394,48 @@ def test_smollm2_hints_at_the_leading_space(tmp_path: Path, pattern: str, hinted
 
 
 def test_auto_says_which_method_and_why_with_an_interval_and_any_warning(models: Path):
-    """Beyond enumeration, `auto` estimates (wor up to K = 10, smc beyond), says why on the
-    method line, prints the interval, and passes on the estimate's warning."""
-    for question, method in (("count({a, b}, 8) >= 3", "wor"), ("count({a, b}, 14) >= 5", "smc")):
-        run = ask("--model", str(models / "hpyp.pt"), "--history", HISTORY, "--budget", "400",
+    """Beyond enumeration, `auto` estimates (wor up to K = 10 from 1,000 calls, smc otherwise),
+    says why on the method line, prints the interval, and passes on the estimate's warning."""
+    for question, budget, method, why in (
+            ("count({a, b}, 8) >= 3", "1500", "wor", "; K = 8 ≤ 10: "),
+            ("count({a, b}, 8) >= 3", "400", "smc", "; 400 calls < 1,000: "),
+            ("count({a, b}, 14) >= 5", "400", "smc", "; K = 14 > 10: ")):
+        run = ask("--model", str(models / "hpyp.pt"), "--history", HISTORY, "--budget", budget,
                   question, cwd=models)
         assert run.returncode == 0, run.stderr
         lines = run.stdout.splitlines()
         assert "95% interval [" in lines[1]
         said = next(line for line in lines if line.startswith("method: "))
         assert said.startswith(f"method: {method} (enumeration would cost ")
-        assert " calls, more than 400; K = " in said
+        assert f" calls, more than {int(budget):,}{why}" in said
         as_json = json.loads(ask("--model", str(models / "hpyp.pt"), "--history", HISTORY,
-                                 "--budget", "400", "--json", question, cwd=models).stdout)
+                                 "--budget", budget, "--json", question, cwd=models).stdout)
         assert as_json["method"] == method and as_json["ci_low"] <= as_json["estimate"]
         assert ("warning: " + as_json["warning"] in lines) if as_json["warning"] else True
+
+
+def test_auto_twists_smc_with_a_surrogate_distilled_once_and_kept(models: Path, tmp_path: Path):
+    """`--surrogate distill` samples the model once and keeps the surrogate in the cache; later
+    asks (default `--surrogate cached`) use it without sampling again, `none` ignores it, and
+    before any was distilled `auto` runs untwisted."""
+    cached = str(tmp_path / "cache")
+    question = ("--model", str(models / "lstm.pt"), "--history", HISTORY, "--budget", "400",
+                "count(a, 14) >= 9")
+
+    def method_line(run: subprocess.CompletedProcess) -> str:
+        assert run.returncode == 0, run.stderr
+        return next(line for line in run.stdout.splitlines() if line.startswith("method: "))
+
+    before = ask(*question, cwd=tmp_path, SEQQ_CACHE=cached)
+    assert "K = 14 > 10" in method_line(before) and "surrogate" not in method_line(before)
+    first = ask(*question, "--surrogate", "distill", cwd=tmp_path, SEQQ_CACHE=cached)
+    assert "distilling a surrogate from 4,000,000 samples" in first.stderr
+    assert method_line(first).startswith("method: smc (") and "twisted by the surrogate" in (
+        method_line(first))
+    assert len(list((tmp_path / "cache" / "surrogates").glob("distilled-*.pt"))) == 1
+    kept = ask(*question, cwd=tmp_path, SEQQ_CACHE=cached)
+    untimed = [re.sub(r"[0-9.]+ s after loading", "", method_line(run)) for run in (first, kept)]
+    assert "distilling" not in kept.stderr and untimed[0] == untimed[1]
+    assert kept.stdout.splitlines()[1] == first.stdout.splitlines()[1]  # the same answer
+    ignored = ask(*question, "--surrogate", "none", cwd=tmp_path, SEQQ_CACHE=cached)
+    assert "surrogate" not in method_line(ignored)

@@ -1,5 +1,6 @@
 """`method="auto"`: the pick per task (exact within the budget, SMC with a surrogate, else wor up to
-LONG_HORIZON and SMC beyond), its reason in `note`, the budget kept, and the order of answers."""
+LONG_HORIZON from WOR_BUDGET calls and SMC otherwise), its reason in `note`, the budget kept, and
+the order of answers."""
 
 from __future__ import annotations
 
@@ -9,7 +10,13 @@ from oracles import random_markov
 import seqq
 from seqq import queries as Q
 from seqq.errors import QueryError
-from seqq.estimators.auto import AUTO_EXACT_CALLS, LONG_HORIZON, PRICING_CALLS, choose
+from seqq.estimators.auto import (
+    AUTO_EXACT_CALLS,
+    LONG_HORIZON,
+    PRICING_CALLS,
+    WOR_BUDGET,
+    choose,
+)
 
 
 def test_choose_prefers_exact_then_the_surrogate_then_the_horizon() -> None:
@@ -17,7 +24,8 @@ def test_choose_prefers_exact_then_the_surrogate_then_the_horizon() -> None:
     assert choose(4, 1000, 1000, surrogate=False).method != "exact"  # + the pricing call
     twisted = choose(4, 10**6, 1000, surrogate=True)
     assert (twisted.method, twisted.twisted) == ("smc", True) and "surrogate" in twisted.why
-    assert choose(LONG_HORIZON, 10**6, 1000, surrogate=False).method == "wor"
+    assert choose(LONG_HORIZON, 10**6, WOR_BUDGET, surrogate=False).method == "wor"
+    assert choose(LONG_HORIZON, 10**6, WOR_BUDGET - 1, surrogate=False).method == "smc"
     long = choose(LONG_HORIZON + 1, 10**6, 1000, surrogate=False)
     assert (long.method, long.twisted) == ("smc", False) and "1,000,000 calls" in long.why
 
@@ -29,12 +37,12 @@ def test_auto_answers_each_task_by_its_pick_in_order_within_the_budget() -> None
     model = random_markov(V=6, seed=5)
     queries = [Q.hitting_time(2, K=2), Q.count(1, n=3, K=8, op=">="), Q.occurs_within(3, K=14)]
     histories = [[1], [0, 2], [3]]
-    budget = 500
+    budget = 1500
     got = seqq.estimate_many(model, histories, queries, "auto", budget=budget, seed=0)
     assert [e.method for e in got] == ["exact", "wor", "smc"]
     assert got[0].value == pytest.approx(seqq.exact(model, [1], queries[0]), rel=1e-6)
     assert all(e.model_calls <= budget for e in got), [e.model_calls for e in got]
-    assert "fits the 500 calls allowed" in got[0].note
+    assert "fits the 1,500 calls allowed" in got[0].note
     assert "K = 8 ≤ 10" in got[1].note and "K = 14 > 10" in got[2].note
     for e, h, q in zip(got[1:], histories[1:], queries[1:], strict=True):
         truth = seqq.exact(model, h, q)
@@ -42,6 +50,8 @@ def test_auto_answers_each_task_by_its_pick_in_order_within_the_budget() -> None
         assert e.value == pytest.approx(truth, rel=0.5)
     again = seqq.estimate_many(model, histories, queries, "auto", budget=budget, seed=0)
     assert [e.value for e in again] == [e.value for e in got]  # seeded
+    small = seqq.estimate(model, histories[1], queries[1], "auto", budget=500, seed=0)
+    assert small.method == "smc" and "500 calls < 1,000" in small.note
 
 
 def test_auto_twists_smc_by_a_surrogate_and_defaults_without_a_budget() -> None:

@@ -3,9 +3,10 @@ query's horizon and budget and for whether a surrogate is at hand, and why in wo
 
 In order: the exact answer where enumerating the query costs no more than the budget (priced
 from the query's lattice after encoding the history, one call); else, with a surrogate, SMC
-twisted by it; else sampling without replacement up to `LONG_HORIZON` steps and SMC beyond
-(benchmarks/RESULTS.md (h) and (j), docs/decisions.md §39). `seqq ask --method auto` is this
-with one history; each estimate's `note` carries the reason its method line prints.
+twisted by it; else sampling without replacement up to `LONG_HORIZON` steps from `WOR_BUDGET`
+calls, and SMC otherwise (benchmarks/RESULTS.md (h) and (j), docs/decisions.md §39).
+`seqq ask --method auto` is this with one history; each estimate's `note` carries the reason
+its method line prints.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from seqq.queries import Query
 AUTO = "auto"
 AUTO_EXACT_CALLS = 20_000  # without a budget: enumerate up to this many calls …
 AUTO_BUDGET = 2_000  # … else estimate within this many
-LONG_HORIZON = 10  # beyond this many steps SMC rather than sampling without replacement
+LONG_HORIZON = 10  # beyond this many steps SMC rather than sampling without replacement …
+WOR_BUDGET = 1_000  # … and below this many calls (a WOR head too small to pay for itself)
 PRICING_CALLS = 1  # encoding the history to price enumeration (counted in model_calls)
 
 
@@ -49,12 +51,16 @@ def choose(horizon: int, enumeration_calls: float, limit: int, surrogate: bool) 
     priced = f"enumeration would cost {enumeration_calls:,.0f} calls, more than {limit:,}; "
     if surrogate:
         return Pick("smc", True, priced + "SMC twisted by the surrogate resamples toward the "
-                    "paths that can still satisfy the query, calibrated in benchmarks/RESULTS.md "
-                    "(h) and the most accurate on rare events in (j)")
+                    "paths that can still satisfy the query: the most accurate on rare events "
+                    "in benchmarks/RESULTS.md (j), and the best calibrated in (h)")
     if horizon > LONG_HORIZON:
         return Pick("smc", False, priced + f"K = {horizon} > {LONG_HORIZON}: SMC resamples "
                     "toward the paths that can still satisfy the query, the most accurate "
                     "method on rare long-horizon events in benchmarks/RESULTS.md (j)")
+    if limit < WOR_BUDGET:
+        return Pick("smc", False, priced + f"{limit:,} calls < {WOR_BUDGET:,}: too few for "
+                    "sampling without replacement's head to pay; SMC's intervals covered more "
+                    "often and were flagged less at 200 calls in benchmarks/RESULTS.md (h)")
     return Pick("wor", False, priced + f"K = {horizon} ≤ {LONG_HORIZON}: sampling without "
                 "replacement is unbiased, with bounds that hold with certainty, and exact once "
                 "its draws exhaust the query")

@@ -105,13 +105,14 @@ _DISTILLED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def distilled(model: SequenceModel, vocab: Sequence[str], bos: int | None,
               order: int | None = None, symbols: int | None = None, seed: int = 0,
               starts: Sequence[Sequence[int]] | None = None, folder: str | Path | None = None,
-              name: str | None = None) -> ContextAutomaton:
+              name: str | None = None, only_cached: bool = False) -> ContextAutomaton | None:
     """`distill_surrogate`, paid once per model and settings: kept while the model object lives
     (a sweep's `surrogate: distilled` methods and its ground truth share one), and, given a
     `folder` and a `name` that says which model it is (a sweep's model id, a hash of the
     weights), saved there, so a later process loads it instead of sampling again. Its
     `info["model_calls"]` is what it cost when distilled; `info["loaded_from"]` marks one read
-    from the folder, whose calls this process did not make."""
+    from the folder, whose calls this process did not make. `only_cached`: None rather than
+    sampling, where none is held or saved (`seqq ask` uses a surrogate only once distilled)."""
     symbols = DISTILL_SYMBOLS if symbols is None else symbols
     key = (order, symbols, seed, bos)
     try:
@@ -125,6 +126,8 @@ def distilled(model: SequenceModel, vocab: Sequence[str], bos: int | None,
     if path is not None and path.is_file():
         surrogate: ContextAutomaton = HPYPModel.load(path)
         surrogate.info["loaded_from"] = str(path)
+    elif only_cached:
+        return None
     else:
         surrogate = distill_surrogate(model, vocab, bos, order, symbols, seed, starts)
         if path is not None and isinstance(surrogate, HPYPModel):
