@@ -36,10 +36,10 @@ BUDGET = 2**16
 HORIZON = 20
 THRESHOLDS = (6, 8, 10)  # p ≈ 1e-3, 1e-5, 1e-9 after a typical history
 METHODS = (("importance", False), ("wor", True), ("twisted", True), ("smc", False),
-           ("smc", True))
+           ("smc", True), ("gams", False), ("gams", True))
 LSTM_BUDGET = 4096
 LSTM_METHODS = (("importance", False), ("hybrid", False), ("wor", False), ("smc", False),
-                ("smc", True), ("twisted", True))
+                ("smc", True), ("twisted", True), ("gams", False), ("gams", True))
 RARE_CHARACTERS = "ZQXJzqx"
 Rows = dict[str, list[tuple[float, float, bool, bool]]]
 

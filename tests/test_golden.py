@@ -83,6 +83,8 @@ def _cases() -> list[tuple[str, str, str, dict]]:
         add("randomized_beam", family, top=2, sampled=3)
         add("randomized_beam", family, budget=BUDGET)
         add("randomized_beam", family, budget=BUDGET, surrogate="markov")
+        add("gams", family, paths=20)
+        add("gams", family, budget=BUDGET, surrogate="markov")
         add("twisted", family, samples=30, surrogate="markov")
         add("twisted", family, budget=BUDGET, surrogate="markov")
     for method in ("mixture", "klm"):
