@@ -84,7 +84,8 @@ def gams(batch: Batch, budgets: Budgets, options: SplittingOptions,
     if budgets is None:
         paths = options.paths or DEFAULT_PATHS
     else:
-        paths = min(_paths_for(budgets, length, options.kill))
+        lengths = [int(batch.lengths[b].max()) if len(b) else 0 for b in batch.task_branches()]
+        paths = min(_paths_for(budgets, lengths, options.kill))
         paths = min(paths, options.paths or paths)
     if B == 0:
         return Answer(BranchResult(torch.zeros(0, dtype=torch.float64), None, None, None))
@@ -123,17 +124,17 @@ def gams(batch: Batch, budgets: Budgets, options: SplittingOptions,
     return Answer(BranchResult(log_value, None, counts, None), extras=extras)
 
 
-def _paths_for(budgets: Budgets, length: int, kill: float) -> list[int]:
-    """Paths per task that its budget pays for (at least two): N paths of `length` calls, and
-    the copies of BUDGETED_DECADES decades of p (a decade takes ln 10 / −ln(1 − kill) iterations, each
-    re-drawing a `kill` share of the paths in full: a copy replays its prefix)."""
+def _paths_for(budgets: Budgets, lengths: list[int], kill: float) -> list[int]:
+    """Paths per task that its budget pays for (at least two): N paths of its query's length
+    in calls, and the copies of BUDGETED_DECADES decades of p (a decade takes
+    ln 10 / −ln(1 − kill) iterations, each re-drawing a `kill` share of the paths in full: a
+    copy replays its prefix)."""
     redraws = BUDGETED_DECADES * kill * math.log(10) / -math.log1p(-kill)
-    per_path = length * (1 + redraws)
     out = []
-    for budget in budgets:
+    for budget, length in zip(budgets, lengths, strict=True):
         if budget - 1 < 2 * length:
             raise cannot_buy(int(budget), 1 + 2 * length, "two GAMS paths")
-        out.append(max(2, int((budget - 1) // per_path)))  # a small budget stops early
+        out.append(max(2, int((budget - 1) // (length * (1 + redraws)))))  # small: stops early
     return out
 
 
