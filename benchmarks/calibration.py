@@ -393,8 +393,11 @@ def figure(runs: Sequence[Run], methods: Sequence[str], budgets: Sequence[int],
     shown = [m for m in methods if not deterministic(m)]
     colors = method_colors(shown)
     markers = "osD^v<>pP*Xhd"
-    fig, axes = grid(1, len(budgets), size=(4.6, 3.6), sharey=True)
-    for ax, budget in zip(axes[0], budgets, strict=True):
+    cols = min(2, len(budgets))
+    fig, axes = grid(-(-len(budgets) // cols), cols, size=(6.0, 3.8), sharey=True)
+    for ax in axes.flat[len(budgets):]:
+        ax.set_visible(False)
+    for ax, budget in zip(axes.flat, budgets, strict=False):
         ax.axhspan(100 * MIN_COVERAGE, 100, color="0.88", label=f"target ≥ {MIN_COVERAGE:.0%}")
         ax.axhline(100 * LEVEL, color="0.4", lw=0.8, ls="--", label="nominal 95 %")
         for j, method in enumerate(shown):
@@ -405,14 +408,17 @@ def figure(runs: Sequence[Run], methods: Sequence[str], budgets: Sequence[int],
                 if len(sel) >= 3:
                     xs.append(math.sqrt(lo * hi))
                     ys.append(100 * _share([r.covered for r in sel]))
-            ax.plot(xs, ys, marker=markers[j % len(markers)], ms=4, lw=1.2,
-                    ls=("-", "--", "-.", ":")[j % 4], color=colors[method], label=method)
+            bold = registered(method) == AUTO  # the default a user gets stands out
+            ax.plot(xs, ys, marker=markers[j % len(markers)], ms=5 if bold else 4,
+                    lw=2.6 if bold else 1.1, ls="-" if bold else ("--", "-.", ":")[j % 3],
+                    color=colors[method], label=method, zorder=3 if bold else 2)
         ax.set_xscale("log")
         ax.set_xlim(P_BINS[0] / 2, 1)
         ax.set_ylim(-3, 103)
         ax.set_xlabel("exact p (bins 1e-9, 1e-7, 1e-5, 1e-3, 0.01, 0.1, 0.5)", fontsize=8)
         ax.set_title(f"budget {budget:,} model calls", fontsize=9)
-    axes[0][0].set_ylabel("coverage of the 95 % interval,\nunflagged runs (%)")
+    for row in axes:
+        row[0].set_ylabel("coverage of the 95 % interval,\nunflagged runs (%)")
     suptitle(fig, "Calibration: how often the 95 % interval holds the exact value")
     legend(fig, axes)
     return save(fig, out, "calibration_coverage")
