@@ -48,7 +48,9 @@ def choose(horizon: int, enumeration_calls: float, limit: int, surrogate: bool) 
     if enumeration_calls + PRICING_CALLS <= limit:
         return Pick(exact_method().name, False,
                     f"enumerating every continuation fits the {limit:,} calls allowed")
-    priced = f"enumeration would cost {enumeration_calls:,.0f} calls, more than {limit:,}; "
+    cost = (f"{enumeration_calls:,.0f}" if enumeration_calls < 1e9
+            else f"{enumeration_calls:.1e}".replace("e+", "e"))
+    priced = f"enumeration would cost {cost} calls, more than {limit:,}; "
     if surrogate:
         return Pick("smc", True, priced + "SMC twisted by the surrogate resamples toward the "
                     "paths that can still satisfy the query: the most accurate on rare events "
