@@ -111,13 +111,10 @@ def gams(batch: Batch, budgets: Budgets, options: SplittingOptions,
         log_factor += torch.where(active, torch.log1p(-count.double() / paths), 0.0)
         iterations += active.long()
         rows = (killed & active[:, None]).flatten().nonzero().flatten()
-        forced = _copies(drawn, levels, level, killed, rows, paths, batch.generator)
+        forced = _copies(drawn, level, killed, rows, paths, batch.generator)
         drawn.replace(rows, _simulate(batch, scorer.rows(branch[rows]), branch[rows], forced))
-    levels = drawn.levels.view(B, paths)
-    extinct = ~stopped & (levels.kthvalue(cut, dim=1).values < 0) & (
-        (levels <= levels.kthvalue(cut, dim=1).values[:, None]).sum(1) == paths)
-    share = drawn.in_query.view(B, paths).double().mean(1)
-    log_value = torch.where(extinct | (share == 0), -math.inf, log_factor + share.log())
+    share = drawn.in_query.view(B, paths).double().mean(1)  # 0 where the cut killed them all
+    log_value = torch.where(share == 0, -math.inf, log_factor + share.log())
     extras = [{"paths": paths, "iterations": int(iterations[b].sum()),
                "stopped": bool(stopped[b].any())} for b in batch.task_branches()]
     counts = torch.full((B,), paths, dtype=torch.long)
@@ -138,8 +135,8 @@ def _paths_for(budgets: Budgets, lengths: list[int], kill: float) -> list[int]:
     return out
 
 
-def _copies(drawn: Paths, levels: Tensor, level: Tensor, killed: Tensor, rows: Tensor,
-            paths: int, generator: torch.Generator) -> Tensor:
+def _copies(drawn: Paths, level: Tensor, killed: Tensor, rows: Tensor, paths: int,
+            generator: torch.Generator) -> Tensor:
     """For each killed row (flat index into [B, paths]), the prefix it restarts from: a
     uniformly chosen survivor of its branch up to and including its first prefix above the
     cut; −1 where the copy draws anew."""
