@@ -43,7 +43,7 @@ def test_unbiased_on_a_markov_chain_whatever_the_score(score: str) -> None:
 def test_unbiased_when_the_budget_stops_it_early(monkeypatch: pytest.MonkeyPatch) -> None:
     """With paths sized for no copies at all, most runs stop before the cut reaches the query;
     their estimates stay unbiased, and no run spends more than its budget."""
-    monkeypatch.setattr(splitting, "BUDGETED_DECADES", 1)
+    monkeypatch.setattr(splitting, "BUDGETED_DECADES", 0)
     model = random_markov(V=6, seed=5)
     query, history = Q.count(3, n=6, K=10, op=">="), [1]
     p = seqq.exact(model, history, query)

@@ -12,8 +12,9 @@ kills every path. The estimate Π_j (1 − K_j/N) · (share of the final paths i
 for any score (Bréhier et al. 2016, Thm 4.1), so the surrogate buys variance only. Without one,
 a uniform i.i.d. surrogate scores progress along the query's automaton.
 
-A copy replays its prefix through the model from the history (those calls are counted): no
-state is kept per prefix, so memory stays one row per path. With a budget the number of paths is
+A copy replays its prefix from the history: no state is kept per prefix, so memory stays one
+row per path; paths that share a prefix at a depth (copies of one survivor, draws of one
+symbol) share its model call (`engine/advance.py`). With a budget the number of paths is
 chosen up front (`_paths_for`: enough calls left for the copies down to p ≈ 1e-4), and a run
 stops before an iteration that could overrun it; its estimate at that iteration is still
 unbiased (tests/test_splitting.py measures it over hundreds of seeds), only noisier.
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from seqq.estimators.engine.advance import extend
 from seqq.estimators.engine.batch import Batch
 from seqq.estimators.engine.budget import cannot_buy
 from seqq.estimators.engine.summary import BranchResult
@@ -164,11 +166,11 @@ def _simulate(batch: Batch, scorer: SurrogateTwist, branch: Tensor, forced: Tens
     in_query = torch.zeros(R, dtype=torch.bool)
     rows = torch.arange(R)
     node = batch.branch_root[branch]
-    task = batch.branch_task[branch].to(device)
-    log_probs = batch.root_log_probs[task]
-    state = batch.counter.select(batch.root_state, task)
+    prefix = batch.branch_task[branch]  # each row's evaluated prefix: its task's history
+    log_probs, state = batch.root_log_probs, batch.root_state
     for depth in range(L):
-        drawn = torch.multinomial(log_probs.float().exp(), 1, generator=batch.generator)[:, 0]
+        row_log_probs = log_probs[prefix.to(device)]
+        drawn = torch.multinomial(row_log_probs.float().exp(), 1, generator=batch.generator)[:, 0]
         token = torch.where(forced[rows, depth] >= 0, forced[rows, depth], drawn.cpu())
         child = lattice.advance(node, token)
         score = scorer.log_values(node)[torch.arange(len(rows), device=device),
@@ -180,9 +182,9 @@ def _simulate(batch: Batch, scorer: SurrogateTwist, branch: Tensor, forced: Tens
         going = ((child >= 0) & ~holds).nonzero().flatten()
         if not len(going) or depth == L - 1:
             break
-        rows, node, token = rows[going], child[going], token[going]
+        rows, node, token, prefix = rows[going], child[going], token[going], prefix[going]
         scorer = scorer.select(going.to(device)).advance(token)
-        log_probs, state = batch.counter.step(state, token.to(device), rows=going.to(device))
+        prefix, log_probs, state = extend(batch, state, prefix, token)
     return Paths(tokens, scores, in_query)
 
 
