@@ -388,15 +388,12 @@ def figure(runs: Sequence[Run], methods: Sequence[str], budgets: Sequence[int],
            out: Path) -> list[Path]:
     """Coverage of unflagged runs against exact p (binned), one panel per budget, one line
     per sampling method, all families pooled."""
-    from seqq.reports.plotting import grid, legend, method_colors, save, suptitle
+    from seqq.reports.plotting import legend, method_colors, save, suptitle, wrapped
 
     shown = [m for m in methods if not deterministic(m)]
     colors = method_colors(shown)
     markers = "osD^v<>pP*Xhd"
-    cols = min(2, len(budgets))
-    fig, axes = grid(-(-len(budgets) // cols), cols, size=(6.0, 3.8), sharey=True)
-    for ax in axes.flat[len(budgets):]:
-        ax.set_visible(False)
+    fig, axes = wrapped(len(budgets), 2, size=(6.0, 3.8), sharey=True)
     for ax, budget in zip(axes.flat, budgets, strict=False):
         ax.axhspan(100 * MIN_COVERAGE, 100, color="0.88", label=f"target ≥ {MIN_COVERAGE:.0%}")
         ax.axhline(100 * LEVEL, color="0.4", lw=0.8, ls="--", label="nominal 95 %")

@@ -36,6 +36,7 @@ from seqq.reports.plotting import (
     method_colors,
     panel_title,
     suptitle,
+    wrapped,
 )
 from seqq.reports.tables import PANEL, Panel, finite, panels, unaccounted_summary
 
@@ -91,9 +92,7 @@ def _panel_grid(keys: int, panels: int) -> tuple[Figure, np.ndarray]:
     PANELS_PER_ROW (the extra axes hidden) instead of one strip too wide to read."""
     if keys > 1 or panels <= PANELS_PER_ROW:
         return grid(keys, panels)
-    fig, axes = grid(-(-panels // PANELS_PER_ROW), PANELS_PER_ROW)
-    for ax in axes.flat[panels:]:
-        ax.set_visible(False)
+    fig, axes = wrapped(panels, PANELS_PER_ROW)
     return fig, axes.flatten()[:panels].reshape(1, panels)
 
 

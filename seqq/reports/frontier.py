@@ -16,12 +16,12 @@ from seqq.estimators.registry import budget_setter
 from seqq.reports.plotting import (
     NotApplicable,
     empty,
-    grid,
     legend,
     log_axes,
     method_colors,
     panel_title,
     suptitle,
+    wrapped,
 )
 from seqq.reports.tables import PANEL, panels
 
@@ -121,9 +121,7 @@ def draw(results: pd.DataFrame) -> dict[str, Figure]:
     ks = sorted(table["K"].unique())
     # one model's many horizons wrap into rows of WRAP panels instead of one long strip
     cols = min(len(ks), WRAP) if len(blocks) == 1 else len(ks)
-    fig, axes = grid(len(blocks) * -(-len(ks) // cols), cols, size=(3.2, 2.8))
-    for ax in axes.flat[len(blocks) * len(ks):]:
-        ax.set_visible(False)
+    fig, axes = wrapped(len(blocks) * len(ks), cols, size=(3.2, 2.8))
     for i, (key, block) in enumerate(blocks):
         for j, K in enumerate(ks):
             ax, cell = axes.flat[i * len(ks) + j], block[block["K"] == K]

@@ -19,7 +19,7 @@ import pandas as pd
 import pyarrow.parquet
 from matplotlib.figure import Figure
 
-from seqq.reports.plotting import grid, legend, log_axes, panel_title, save
+from seqq.reports.plotting import legend, log_axes, panel_title, save, wrapped
 from seqq.results.schema import KL_KEY
 from seqq.results.store import part_files, read_parts
 
@@ -91,10 +91,7 @@ def kl_figure(table: pd.DataFrame,
     """KL vs S on log–log axes, one panel per (dataset, model), one colour per length L; with
     `paper` ({dataset: {S: cells}}), the paper's cells dashed beside seqq's."""
     panels = list(table.groupby(list(PANEL)))
-    cols = min(3, len(panels))  # at most three panels a row: six in one are unreadable
-    fig, axes = grid(-(-len(panels) // cols), cols, size=(4.2, 3.4))
-    for ax in axes.flat[len(panels):]:
-        ax.set_visible(False)
+    fig, axes = wrapped(len(panels), 3, size=(4.2, 3.4))
     lengths = sorted(table.length.unique())
     colours = dict(zip(lengths, plt.cm.viridis(np.linspace(0, 0.9, len(lengths))), strict=True))
     for ax, ((dataset, model), block) in zip(axes.flat, panels, strict=False):

@@ -53,6 +53,18 @@ def grid(rows: int, cols: int, size: tuple[float, float] = (3.6, 2.9),
                         layout="constrained", **kw)
 
 
+def wrapped(panels: int, per_row: int, size: tuple[float, float] = (3.6, 2.9),
+            **kw) -> tuple[Figure, np.ndarray]:
+    """`panels` panels in rows of at most `per_row` (a `grid`, the axes past the last panel
+    hidden): one long strip of many panels is unreadable. Panels fill it row by row
+    (`axes.flat`)."""
+    cols = max(1, min(panels, per_row))
+    fig, axes = grid(-(-panels // cols), cols, size=size, **kw)
+    for ax in axes.flat[panels:]:
+        ax.set_visible(False)
+    return fig, axes
+
+
 def legend(fig: Figure, axes: Iterable[Axes] | np.ndarray, title: str | None = None,
            extra: Iterable[Artist] = ()) -> None:
     """One legend for the whole figure, below the panels (the top holds the figure's title),
