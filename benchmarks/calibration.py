@@ -29,6 +29,7 @@ import math
 import sys
 import time
 import zlib
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -342,8 +343,7 @@ def auto_verdict(runs: Sequence[Run], label: str, budget: int) -> list[str]:
     rare_rae = float(np.median(rare)) if rare else math.nan
     ok = (c.flagged <= AUTO_TARGET["flagged"] and low <= c.coverage_all <= high
           and (not rare or rare_rae <= AUTO_TARGET["rare_rae"]))
-    picks = ", ".join(f"{m} {n}" for m, n in sorted(
-        {m: sum(r.answered_by == m for r in mine) for m in {r.answered_by for r in mine}}.items()))
+    picks = ", ".join(f"{m} {n}" for m, n in sorted(Counter(r.answered_by for r in mine).items()))
     return [label, f"{budget:,}", _pct(c.flagged), _pct(c.coverage_all), _pct(c.coverage_unflagged),
             f"{rare_rae:.3g} ({len(rare)})" if rare else "- (0)", picks, "yes" if ok else "no"]
 
