@@ -8,7 +8,11 @@ in `GroundTruth.method`:
   `rule="relative"`; `twisted_wor` (the same, head and tail drawn from the proposal twisted by a
   surrogate distilled from the model, docs/decisions.md §43) under `rule="twisted"`; or
   `importance` (the paper's adaptive IS with its Eq. 66 rule, its samples drawn through the
-  prefix trie so shared prefixes are paid once) under `rule="absolute"`.
+  prefix trie so shared prefixes are paid once) under `rule="absolute"`; or `importance` until
+  the relative standard error is below `rel_tol`, its paths rolled out without a trie, under
+  `rule="sampled"`: the judge for a large vocabulary, where a trie's rows (V floats per prefix)
+  outgrow memory and no surrogate can be distilled (docs/decisions.md, "A judge for a large
+  vocabulary").
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from seqq.estimators.driver import run_prepared
 from seqq.estimators.engine.batch import Batch, prepare, subset, tree_calls
 from seqq.estimators.engine.budget import Draws, draw_paths
 from seqq.estimators.engine.memory import consecutive_groups
+from seqq.estimators.engine.rollout import sample_rows
 from seqq.estimators.engine.summary import group_logsumexp, to_estimates
 from seqq.estimators.engine.trie import Trie
 from seqq.estimators.engine.twist import (
@@ -41,7 +46,7 @@ from seqq.models.protocol import SequenceModel
 from seqq.queries import Query
 
 Method = Literal["dp", "enumeration", "wor", "twisted_wor", "importance"]
-RULES = ("absolute", "relative", "twisted")
+RULES = ("absolute", "relative", "twisted", "sampled")
 DRAW_AHEAD = 0.5  # a round of the absolute rule draws ahead by up to this share of the samples
 # so far: ≤ 1/3 of a task's samples wasted past its stop, and ~7 rounds from 10k to 100k
 TRIE_CALLS = 2**21  # worst-case calls of the WOR surrogate's tasks sharing one trie (about 4.5 GB
@@ -74,7 +79,7 @@ def ground_truth_many(
     queries: Sequence[Query] | Query,
     seed: int | None = None,
     exact_max_calls: float = 2_000_000,
-    rule: Literal["absolute", "relative", "twisted"] = "absolute",
+    rule: Literal["absolute", "relative", "twisted", "sampled"] = "absolute",
     delta: float = 1e-7,
     rel_tol: float = 0.01,
     s_low: int = 10_000,
@@ -89,8 +94,10 @@ def ground_truth_many(
     `rule="twisted"` the same with head and tail drawn from the proposal twisted by
     `surrogate` (default: one distilled from the model, `judge_surrogate`, paid once per
     model); under `rule="absolute"` (the paper's), IS with S_low samples, then +S_step until
-    the per-sample weight variance (Eq. 66) < δ, or S_high samples. `progress` shows a bar
-    (default: when some query needs a surrogate)."""
+    the per-sample weight variance (Eq. 66) < δ, or S_high samples; under `rule="sampled"`,
+    IS from S_low samples in rounds until the relative standard error < `rel_tol`, or S_high
+    samples, paths rolled out without a trie. `progress` shows a bar (default: when some
+    query needs a surrogate)."""
     if rule not in RULES:
         raise ValueError(f"ground-truth rule must be one of {', '.join(map(repr, RULES))}, "
                          f"got {rule!r}")
@@ -125,6 +132,9 @@ def ground_truth_many(
         if judge is not None:
             check_surrogate(batch, judge)
         _twisted_surrogate(batch, hard, results, rel_tol, s_high, judge, bar)
+    elif len(hard) and rule == "sampled":
+        _streamed_importance(subset(batch, hard), hard, results, rel_tol, s_low, s_step, s_high,
+                             bar)
     elif len(hard):
         _surrogate(batch, hard, results, delta, s_low, s_step, s_high, bar)
     bar.close()
@@ -323,6 +333,32 @@ def _adaptive_importance(sub: Batch, tasks: torch.Tensor, results: list, delta: 
                 bar.update(len(finished))
                 active = active[~torch.isin(active, finished)]
         sums, first, drawn = running.at(checks[last] - drawn), last + 1, checks[last]
+
+
+def _streamed_importance(sub: Batch, tasks: torch.Tensor, results: list, rel_tol: float,
+                         s_low: int, s_step: int, s_high: int, bar) -> None:
+    """`rule="sampled"` for the tasks of `sub`: S_low paths each from the restricted proposal,
+    then rounds sized by the samples the unfinished tasks' relative SE says they still need
+    (at least S_step), until it is below `rel_tol` or S_high paths are drawn. Memory is one
+    round's rows (`sample_rows` rolls out in chunks), whatever the vocabulary."""
+    sums = _SampleSums.empty(len(sub.branch_task))
+    active, drawn, count = torch.arange(sub.num_tasks), 0, min(s_low, s_high)
+    while len(active):
+        branches = torch.isin(sub.branch_task, active).nonzero().flatten()
+        paths = sample_rows(sub, branches.repeat_interleave(count), "proposal")
+        draws = Draws(branches.repeat_interleave(count), paths.log_weight,
+                      torch.where(paths.accepted, paths.log_q, 0.0))
+        sums, drawn = sums.running(branches, count, draws).at(count), drawn + count
+        statistics = _task_statistics(sub, sums.log_s1, sums.log_s2, drawn)
+        rel = statistics[2]
+        finished = active[((rel < rel_tol) | (drawn >= s_high))[active]]
+        if len(finished):
+            _record_importance(sub, tasks, finished, sums, drawn, statistics, results)
+            bar.update(len(finished))
+            active = active[~torch.isin(active, finished)]
+        if len(active):
+            still = float(((rel[active] / rel_tol) ** 2 - 1).clamp_max(s_high).median()) * drawn
+            count = int(min(max(s_step, still), s_high - drawn))
 
 
 def _record_importance(sub: Batch, tasks: torch.Tensor, finished: torch.Tensor,

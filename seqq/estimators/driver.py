@@ -34,6 +34,7 @@ from seqq.estimators.engine.twist import (
     message_loads,
 )
 from seqq.estimators.estimate import REPLICATED, Estimate, IntervalKind
+from seqq.estimators.horizons import Families, families
 from seqq.estimators.method import Answer, Method, Options, is_int
 from seqq.estimators.registry import get
 from seqq.estimators.uncertainty import with_uncertainty
@@ -71,6 +72,10 @@ def estimate_many(model: SequenceModel, histories: Sequence[Sequence[int]],
             raise QueryError("method 'auto' sets its own replicates; drop replicates= or name "
                              "a method")
         return automatic(model, histories, queries, budgets, seed, level, **options)
+    grouped = (families(histories, queries, budgets)
+               if declared.horizons is not None and surrogate is None else None)
+    if grouped is not None:
+        return _every_horizon(declared, model, grouped, parsed, seed, level)
     copies = _replicates(declared, queries, budgets, replicates)
     if copies:  # independent copies of every task, each with an equal share of its budget
         histories = [h for h, n in zip(histories, copies, strict=True) for _ in range(n)]
@@ -116,10 +121,26 @@ def _named(method: Method, batch: Batch, answer: Answer) -> list[Estimate]:
     return to_estimates(batch, method.name, answer.result, answer.is_lower_bound, answer.extras)
 
 
+def _every_horizon(method: Method, model: SequenceModel, grouped: Families, options: Options,
+                   seed: int | None, level: float) -> list[Estimate]:
+    """One pass per family of hitting times, answering each of its horizons (`horizons.py`)."""
+    with torch.inference_mode():
+        batch = prepare(model, grouped.histories, grouped.queries, seed)
+        answers = method.horizons(batch, grouped.budgets, options)
+        return grouped.spread([_finished(method, batch, answer, None, level, 0)
+                               for answer in answers])
+
+
 def _answered(method: Method, batch: Batch, budgets: Sequence[int] | None, options: Options,
               twist: Messages | None, level: float, replicates: int) -> list[Estimate]:
     """Run, name, and give every estimate its interval (replicates get theirs when pooled)."""
-    answer = _run(method, batch, budgets, options, twist)
+    return _finished(method, batch, _run(method, batch, budgets, options, twist), twist, level,
+                     replicates)
+
+
+def _finished(method: Method, batch: Batch, answer: Answer, twist: Messages | None,
+              level: float, replicates: int) -> list[Estimate]:
+    """Name a run's answer and give every estimate its interval."""
     if twist is not None:
         answer = _untwisted_claims_dropped(answer)
     estimates = _named(method, batch, answer)

@@ -93,6 +93,8 @@ class Answer:
 
 
 Run = Callable[[Batch, Budgets, Any, Messages | None], Answer]
+# One pass over a batch of hitting times τ(A) = K: an answer for every k = 1..K (index k − 1)
+HorizonsRun = Callable[[Batch, Budgets, Any], list[Answer]]
 
 
 class Until(Protocol):
@@ -139,6 +141,7 @@ class Method:
     cost_cap: str | None = None  # without a budget, its option refusing a costlier query
     level_option: str | None = None  # set to a sweep's level S; its calls = the others' budget
     until: Until | None = None  # samples until a relative SE (ground truth's `rule="relative"`)
+    horizons: HorizonsRun | None = None  # answers τ(A) = k for every k ≤ K from one set of paths
     in_paper: bool = False  # one of the paper's three methods (Fig. 3-11)
     replicates: int = 0  # independent copies the driver runs inside the budget, for an interval
     log_replicates: bool = False  # its replicates' interval is Cox's on their logs (RESULTS (h))

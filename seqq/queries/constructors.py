@@ -46,7 +46,7 @@ def hitting_time(a: Symbols | Domain, K: int, vocab: Vocabulary | None = None) -
     """Q3: p(τ(A) = K) = (V∖A)^{K-1} × A."""
     check_horizon(K)
     A = domain(a, vocab, "a")
-    return Query(positions([~A] * (K - 1) + [A]), K, "hitting_time")
+    return Query(positions([~A] * (K - 1) + [A]), K, "hitting_time", first_passage=A)
 
 
 def occurs_within(a: Symbols | Domain, K: int, vocab: Vocabulary | None = None) -> Query:

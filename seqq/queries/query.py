@@ -14,7 +14,7 @@ from torch import Tensor
 
 from seqq.errors import QueryError
 from seqq.queries.automaton import Automaton, combine, complement
-from seqq.queries.domains import ANY, check_horizon
+from seqq.queries.domains import ANY, Domain, check_horizon
 from seqq.queries.lattice import Lattice, unroll
 
 
@@ -26,6 +26,9 @@ class Query:
     horizon: int
     name: str = "query"
     parts: tuple[Query, ...] = ()  # what a union was built from (kept for union estimators)
+    # A for τ(A) = K: the event whose first occurrence the query dates. Its restricted proposal
+    # (avoid A, then A) is the same for every K, so one set of paths answers every horizon.
+    first_passage: Domain | None = None
 
     def __post_init__(self) -> None:
         check_horizon(self.horizon)

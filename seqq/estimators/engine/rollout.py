@@ -15,6 +15,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
+from seqq.errors import QueryError
 from seqq.estimators.engine.allowance import Charge
 from seqq.estimators.engine.batch import Batch
 from seqq.estimators.engine.categorical import (
@@ -40,9 +41,13 @@ class Paths:
     log_q: Tensor  # [R] float64, log q of the sampled symbols under the proposal that drew them
     log_weight: Tensor  # [R] float64, log p - log q (Σ_k log p(V_k | x_<k) without a twist)
     accepted: Tensor  # [R] bool, the path reached a free lattice node (it lies in Q)
+    # [R, K] float64 with `passages`: log of each path's term in the estimate of p(τ(A) = k)
+    # for every k = 1..K (−inf where it adds nothing), A the query's `first_passage`
+    log_passage: Tensor | None = None
 
     def take(self, keep: Tensor) -> Paths:
-        return Paths(*(getattr(self, f.name)[keep] for f in fields(self)))
+        return Paths(*(None if (v := getattr(self, f.name)) is None else v[keep]
+                       for f in fields(self)))
 
     @classmethod
     def cat(cls, parts: Sequence[Paths]) -> Paths:
@@ -50,7 +55,8 @@ class Paths:
         if not parts:
             return cls(*(torch.zeros(0, dtype=torch.float64) for _ in range(3)),
                        torch.zeros(0, dtype=torch.bool))
-        return cls(*(torch.cat([getattr(p, f.name) for p in parts]) for f in fields(cls)))
+        return cls(*(None if getattr(parts[0], f.name) is None
+                     else torch.cat([getattr(p, f.name) for p in parts]) for f in fields(cls)))
 
 
 def restrict(log_probs: Tensor, domain: Domain) -> tuple[Tensor, Tensor]:
@@ -171,6 +177,7 @@ def rollout(
     state: State,
     policy: Policy = "proposal",
     charge: Charge | None = None,
+    event: Tensor | None = None,
 ) -> Paths:
     """Sample every row from its lattice node (`log_probs`/`state` at that prefix) until the
     query is decided: the row reaches a free node (accepted) or, under `policy="model"`, draws
@@ -180,6 +187,10 @@ def rollout(
     query's decided completions (`log_counts`); "model" draws from p itself (naive Monte
     Carlo). With a `charge` each step's calls are paid in draw order; rows past their task's
     cut stop unaccepted (the caller keeps `charge.kept()`).
+
+    `event` ([R, V] bool on the device, the rows' first-passage sets A of a hitting-time query
+    τ(A) = K) also scores every step k ≤ K as if the query ended there (`passage_terms`), so
+    the same paths estimate p(τ(A) = k) for every k (`Paths.log_passage`).
     """
     lattice = batch.lattice
     device, R = log_probs.device, len(nodes)
@@ -189,7 +200,14 @@ def rollout(
     running = torch.arange(R)  # output rows still sampling (CPU copy for control flow)
     rows = running.to(device)
     log_counts = lattice.log_counts().to(device) if policy == "uniform" else None
+    log_passage = None
+    if event is not None:
+        log_passage = torch.full((R, int(lattice.horizon.max())), -torch.inf,
+                                 dtype=torch.float64)
     while len(running):
+        if log_passage is not None and policy != "model":
+            log_passage[running, lattice.depth[nodes]] = passage_terms(
+                batch, log_probs, event[rows], log_weight[rows], policy).cpu()
         if policy == "uniform":
             drawn, step_log_q = _uniform_draw(batch, nodes, log_counts)
             picked = log_probs.gather(1, drawn[:, None])[:, 0].double()
@@ -201,6 +219,9 @@ def rollout(
             picked = log_probs.gather(1, drawn[:, None])[:, 0].double()
             step_weight = proposal.log_total().double()  # log p(x)/q(x) of this step
             step_log_q = torch.where(torch.isneginf(step_weight), 0.0, picked - step_weight)
+        if log_passage is not None and policy == "model":  # τ = k exactly where A is drawn
+            hit = event[rows].gather(1, drawn[:, None])[:, 0].cpu()
+            log_passage[running[hit], lattice.depth[nodes[hit]]] = 0.0
         log_p[rows] += picked
         log_q[rows] += step_log_q
         log_weight[rows] += step_weight
@@ -214,7 +235,20 @@ def rollout(
         running, nodes, rows, log_probs, state = step_unfinished(batch, done, running, nodes,
                                                                  rows, drawn, state)
     log_weight = torch.where(accepted.to(device), log_weight, -torch.inf)
-    return Paths(log_p.cpu(), log_q.cpu(), log_weight.cpu(), accepted)
+    return Paths(log_p.cpu(), log_q.cpu(), log_weight.cpu(), accepted, log_passage)
+
+
+def passage_terms(batch: Batch, log_probs: Tensor, event: Tensor, log_weight: Tensor,
+                  policy: Policy) -> Tensor:
+    """log of each row's term for p(τ(A) = k) at its current step k, the path so far having
+    avoided A: under the proposal, its weight times p(A | prefix) (the last step of τ(A) = k
+    summed exactly, as the restricted proposal's last step is); under the uniform policy, its
+    weight times |A|·p(a | prefix) for one a drawn uniformly from A (Eq. 7's last step)."""
+    if policy == "proposal":
+        return log_weight + sparse_log_mass(log_probs, event).to(log_weight.device)
+    choice = Categorical.from_logits(torch.zeros_like(log_probs).masked_fill_(~event, -torch.inf))
+    a = choice.sample(batch.generator)
+    return log_weight + log_probs.gather(1, a[:, None])[:, 0].double() + choice.log_total().double()
 
 
 def _uniform_draw(batch: Batch, nodes: Tensor, log_counts: Tensor) -> tuple[Tensor, Tensor]:
@@ -232,15 +266,30 @@ def _uniform_draw(batch: Batch, nodes: Tensor, log_counts: Tensor) -> tuple[Tens
 
 
 def sample_rows(batch: Batch, row_branch: Tensor, policy: Policy,
-                charge: Charge | None = None) -> Paths:
+                charge: Charge | None = None, passages: bool = False) -> Paths:
     """Roll out every row from the root of its branch, in row chunks sized for the device
     (which also bound memory; `seqq.models.batching`). With a `charge`, calls are paid in
-    draw order (rows past their task's cut stop unaccepted)."""
+    draw order (rows past their task's cut stop unaccepted). With `passages`, every branch's
+    query is a hitting time and each path also scores every earlier horizon (`rollout`)."""
+    events = first_passage_masks(batch) if passages else None
+
     def run(part: Tensor) -> Paths:
         rows = row_branch[part]
         tasks = batch.branch_task[rows].to(batch.device)
         state = batch.counter.select(batch.root_state, tasks)
+        event = None if events is None else events[
+            batch.lattice.query[batch.branch_root[rows]].to(batch.device)]
         return rollout(batch, batch.branch_root[rows], batch.root_log_probs[tasks], state,
-                       policy, None if charge is None else charge.select(part))
+                       policy, None if charge is None else charge.select(part), event)
 
     return Paths.cat(map_row_chunks(batch.counter, torch.arange(len(row_branch)), run))
+
+
+def first_passage_masks(batch: Batch) -> Tensor:
+    """[Q, V] bool on the device: the first-passage set A of each of the batch's queries."""
+    missing = [q.name for q in batch.queries if q.first_passage is None]
+    if missing:
+        raise QueryError(f"every horizon in one pass needs hitting-time queries τ(A) = K, "
+                         f"got {missing[0]!r}")
+    return torch.stack([q.first_passage.mask(batch.vocab_size)
+                        for q in batch.queries]).to(batch.device)

@@ -17,7 +17,16 @@ from seqq.estimators.engine.rollout import Paths, Policy, sample_rows
 from seqq.estimators.engine.summary import BranchResult, segment_average, segment_mean
 from seqq.estimators.engine.trie import Trie
 from seqq.estimators.engine.twist import Messages
-from seqq.estimators.method import POSITIVE, Answer, Budgets, Guarantee, Method, Options, option
+from seqq.estimators.method import (
+    POSITIVE,
+    Answer,
+    Budgets,
+    Guarantee,
+    HorizonsRun,
+    Method,
+    Options,
+    option,
+)
 
 
 @dataclass(frozen=True)
@@ -26,9 +35,25 @@ class SampleOptions(Options):
 
 
 def _streamed_draws(batch: Batch, budgets: Sequence[int] | None, samples: int | None,
-                    policy: Policy) -> tuple[Tensor, Paths]:
+                    policy: Policy, passages: bool = False) -> tuple[Tensor, Paths]:
     return draw_in_rounds(batch, budgets, samples,
-                          lambda rows, charge: sample_rows(batch, rows, policy, charge))
+                          lambda rows, charge: sample_rows(batch, rows, policy, charge, passages))
+
+
+def _every_horizon(policy: Policy) -> HorizonsRun:
+    """One pass of `policy`'s paths for a batch of hitting times τ(A) = K: an answer for every
+    k = 1..K, each the mean of the paths' terms for that k (`Paths.log_passage`), with the
+    same estimator as a run at horizon k alone."""
+    def run(batch: Batch, budgets: Budgets, options: SampleOptions) -> list[Answer]:
+        row_branch, paths = _streamed_draws(batch, budgets, options.samples, policy, True)
+        answers = []
+        for log_w in paths.log_passage.unbind(1):
+            log_value, variance, count = segment_mean(log_w, row_branch, len(batch.branch_task))
+            answers.append(Answer(BranchResult(log_value, variance, count.long(), None),
+                                  weights=(row_branch, log_w)))
+        return answers
+
+    return run
 
 
 def importance(batch: Batch, budgets: Budgets, options: SampleOptions,
@@ -74,13 +99,14 @@ def naive(batch: Batch, budgets: Budgets, options: SampleOptions, twist: None) -
 
 METHODS = (
     Method(name="naive", run=naive, options=SampleOptions, computes="Monte Carlo from p",
-           guarantee=Guarantee.UNBIASED, color="C4"),
+           guarantee=Guarantee.UNBIASED, horizons=_every_horizon("model"), color="C4"),
     Method(name="uniform", run=uniform, options=SampleOptions,
            computes="Monte Carlo uniform over Q (Eq. 7)", guarantee=Guarantee.UNBIASED,
-           color="C3"),
+           horizons=_every_horizon("uniform"), color="C3"),
     Method(name="importance", run=importance, options=SampleOptions,
            computes="IS under the query-restricted proposal q (paper Eq. 5–9), drawn through "
-           "the prefix trie", guarantee=Guarantee.UNBIASED, in_paper=True, color="C1"),
+           "the prefix trie", guarantee=Guarantee.UNBIASED, in_paper=True,
+           horizons=_every_horizon("proposal"), color="C1"),
     Method(name="twisted", run=importance, options=SampleOptions,
            computes="IS steered by a surrogate's backward messages (exact weights), through "
            "the prefix trie", guarantee=Guarantee.UNBIASED, surrogate="required"),
