@@ -138,19 +138,17 @@ fig3: venv $(call own,$(call checkpoints,$(DATASETS)))  ## median RAE vs K, hybr
 fig3-frontier: venv  ## the frontier methods at Fig. 3's calls on the authors' LSTMs (after make fig3; SIZE=paper for the reproduction)
 	$(call authors,fig3_frontier)
 
-# The paper's experiments beside seqq's (docs/reproduction.md): <sweep>:<experiments> for every entry
-# of EXPERIMENTS in seqq/reports/reproduction/paper.py (tests/test_reproduction_experiments.py keeps
-# the two in step); the experiments of one sweep are exported from one load of its results, so
+# The paper's experiments beside seqq's (docs/reproduction.md): one module per experiment under
+# seqq/reports/reproduction/experiments/, listed per sweep as <sweep>:<folder>:<experiments> by
+# its registry; the experiments of one sweep are exported from one load of its results, so
 # those sharing CSVs agree on N. `make reproduction` exports each sweep's that has results, finished
 # or not: CSVs per model and figures into docs/reproduction/, blocks and summary-table rows of
 # docs/reproduction.md; a sweep without results yet is skipped, its experiments' rows kept.
-REPRODUCE := fig3:fig3 horizons:fig5,fig4a,fig7-9 temperature:fig13 budgets:fig10 \
-	coverage:fig12 unaccounted:fig14 case_study:fig15 kl:tables4-5
 REPRODUCTION := docs/reproduction
 reproduction: venv  ## every paper-size experiment on the authors' LSTMs → docs/reproduction/ + docs/reproduction.md
-	@set -e; for pair in $(REPRODUCE); do \
-	  names=$${pair#*:}; results=$(SWEEPS)/$${pair%%:*}-paper/results; \
-	  [ "$${pair%%:*}" != kl ] || results=$(SWEEPS)/kl-paper/kl; \
+	@set -e; for entry in $$($(PY) -m seqq.reports.reproduction.registry); do \
+	  names=$${entry##*:}; where=$${entry%:*}; \
+	  results=$(SWEEPS)/$${where%%:*}-paper/$${where#*:}; \
 	  if [ -n "$$(find $$results -name '*.parquet' -print -quit 2>/dev/null)" ]; then \
 	    echo "$(SEQQ) report $$results --reproduction $(REPRODUCTION) --doc $(REPRODUCTION).md --models authors_lstm --experiment $$names"; \
 	    $(SEQQ) report $$results --reproduction $(REPRODUCTION) --doc $(REPRODUCTION).md \

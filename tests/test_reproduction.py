@@ -14,10 +14,9 @@ from conftest import compose_sweep, tiny_overrides
 from seqq.errors import ConfigError, ResultsError
 from seqq.experiments import sweep
 from seqq.reports import cli, tables
-from seqq.reports.reproduction.figure import fig3
+from seqq.reports.reproduction.experiments.fig3 import EXPERIMENT as FIG3
 from seqq.reports.reproduction.markdown import begin, end, fmt
 from seqq.reports.reproduction.panels import PAPER_METHODS, model_slug, select
-from seqq.reports.reproduction.paper import FIG3
 from seqq.reports.reproduction.reproduce import reproduce
 from seqq.reports.reproduction.stats import median_ci
 from seqq.reports.tables import load_results
@@ -121,7 +120,7 @@ def test_other_methods_get_their_own_table_not_the_csv(tmp_path: Path) -> None:
     assert "histories that every one of them has run at every K" in block
     # the figure gets a second row: the other methods and the hybrid on the same histories
     runs = select(load_results([str(results)]), PAPER_METHODS, "hitting_time", 10)
-    axes = fig3(runs)["fig3"].axes
+    axes = FIG3.figure(runs)["fig3"].axes
     assert len(axes) == 2 and "other methods at the same calls · N = 6" in axes[1].get_title()
     assert {line.get_label() for line in axes[1].get_lines()} == {"wor", "hybrid"}
     # a model that no other method ran on leaves an empty panel before the next model's, and
@@ -129,7 +128,7 @@ def test_other_methods_get_their_own_table_not_the_csv(tmp_path: Path) -> None:
     table = load_results([str(results)])
     paper_only = table[table.method.isin(PAPER_METHODS)].assign(model="a_model")
     runs = select(pd.concat([paper_only, table]), PAPER_METHODS, "hitting_time", 10)
-    fig = fig3(runs)["fig3"]
+    fig = FIG3.figure(runs)["fig3"]
     fig.canvas.draw()
     empty, frontier = fig.axes[2:4]  # the second row: a_model's, then the sweep's model's
     assert not empty.axison and frontier.get_ylabel() == "median RAE"

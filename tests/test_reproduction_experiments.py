@@ -1,7 +1,7 @@
-"""The experiments of docs/reproduction.md beyond Fig. 3 (`paper.EXPERIMENTS`): each exports,
+"""The experiments of docs/reproduction.md beyond Fig. 3 (`registry.EXPERIMENTS`): each exports,
 from a small synthetic results table laid out as its sweep's, its CSVs with the declared
 columns (complete histories only), its figures, its doc block with the claims judged, and its
-row of the summary table; and the Makefile's `make reproduction` runs every one of them."""
+row of the summary table."""
 
 from __future__ import annotations
 
@@ -16,14 +16,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import REPO
 from result_frames import beam_extras, panel_rows, results
 
 from seqq.errors import ConfigError
 from seqq.reports import cli
-from seqq.reports.reproduction import kl_tables
 from seqq.reports.reproduction.markdown import begin, end
-from seqq.reports.reproduction.paper import EXPERIMENTS, SUMMARY
+from seqq.reports.reproduction.registry import EXPERIMENTS, SUMMARY
 from seqq.reports.reproduction.reproduce import Experiment, export
 from seqq.results.schema import BUDGET_FROM_SAMPLES, ResultRow
 
@@ -295,16 +293,3 @@ def test_level_picks_one_level_of_a_one_level_experiment(tmp_path: Path,
     with pytest.raises(ConfigError, match="fig5 reads several budget levels"):
         cli.main([str(tiny_sweep / "results"), "--reproduction", str(tmp_path), "--experiment",
                   "fig5", "--level", "10"])
-
-
-def test_make_reproduction_runs_every_experiment_on_its_sweep() -> None:
-    text = (REPO / "Makefile").read_text().replace("\\\n", " ")  # continued lines joined
-    pairs = re.search(r"^REPRODUCE := (.*)$", text, re.MULTILINE).group(1).split()
-    sweeps = {name: pair.split(":")[0] for pair in pairs for name in pair.split(":")[1].split(",")}
-    assert sweeps == {e.name: e.sweep for e in EXPERIMENTS.values()} | {kl_tables.NAME: "kl"}
-    # the experiments sharing a CSV are exported after its owner, from the same load
-    for pair in pairs:
-        names = pair.split(":")[1].split(",")
-        for name in names:
-            if name in EXPERIMENTS and EXPERIMENTS[name].csv:
-                assert names.index(EXPERIMENTS[name].csv) < names.index(name)

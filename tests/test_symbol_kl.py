@@ -1,5 +1,6 @@
 """Tables 3–6's KL experiment (seqq/experiments/symbol_kl.py, seqq/reports/kl.py and
-seqq/reports/reproduction/kl_tables.py) against a Markov chain's exact next-symbol distribution."""
+seqq/reports/reproduction/experiments/tables4_5.py) against a Markov chain's exact next-symbol
+distribution."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from seqq.experiments.histories import History
 from seqq.models.markov import MarkovModel
 from seqq.reports import cli
 from seqq.reports.kl import kl_table
-from seqq.reports.reproduction import kl_tables
+from seqq.reports.reproduction.experiments import tables4_5
 from seqq.reports.reproduction.markdown import SUMMARY_BLOCK, begin, end
 from seqq.results.schema import KL_KEY
 from seqq.results.store import PartStore
@@ -97,13 +98,13 @@ def test_kl_sweep_runs_resumes_and_reports(tmp_path: Path) -> None:
 
 def _paper_rows(scale: float) -> pd.DataFrame:
     """KL rows on 'moocs' whose corrected means are `scale` × the paper's Table 5."""
-    _, cells = kl_tables.PAPER["moocs"]
+    _, cells = tables4_5.PAPER["moocs"]
     m = 50_000
     rows = [{"dataset": "moocs", "model": "authors_lstm", "history_id": h,
              "history_hash": str(h), "length": length, "samples": s,
              "kl": scale * cells[s][i] * (m + s) / m, "kl_sem": 0.0, "kl_reverse": 1.0,
              "groups": 1, "truth_paths": m}
-            for h in range(2) for s in cells for i, length in enumerate(kl_tables.LENGTHS)]
+            for h in range(2) for s in cells for i, length in enumerate(tables4_5.LENGTHS)]
     return pd.DataFrame(rows)
 
 
@@ -111,12 +112,12 @@ def _paper_rows(scale: float) -> pd.DataFrame:
 def test_tables_4_5_beside_the_paper(tmp_path: Path, scale: float, word: str, hit: int) -> None:
     PartStore(tmp_path / "kl", KL_KEY).write(_paper_rows(scale), "rows")
     doc = tmp_path / "reproduction.md"
-    doc.write_text("\n".join([begin(SUMMARY_BLOCK), end(SUMMARY_BLOCK), begin(kl_tables.NAME),
-                              end(kl_tables.NAME)]))
+    doc.write_text("\n".join([begin(SUMMARY_BLOCK), end(SUMMARY_BLOCK), begin(tables4_5.NAME),
+                              end(tables4_5.NAME)]))
     assert cli.main([str(tmp_path / "kl"), "--reproduction", str(tmp_path / "out"),
                      "--doc", str(doc)]) == 0
     csv = pd.read_csv(tmp_path / "out" / "table5_moocs_authors.csv")
-    assert list(csv.columns) == list(kl_tables.COLUMNS) and len(csv) == 80
+    assert list(csv.columns) == list(tables4_5.COLUMNS) and len(csv) == 80
     assert np.allclose(csv.kl_m_corrected, scale * csv.paper_kl, rtol=1e-5)
     text = doc.read_text()
     assert f"**{word}**: {hit} of 80 cells" in text

@@ -20,8 +20,7 @@ from seqq.errors import ConfigError, ResultsError
 from seqq.reports.build import build_report
 from seqq.reports.figures import FIGURES
 from seqq.reports.kl import is_kl, write_kl_report
-from seqq.reports.reproduction import kl_tables
-from seqq.reports.reproduction.paper import EXPERIMENTS, FIG3, SUMMARY
+from seqq.reports.reproduction.registry import EXPERIMENTS, KL_TABLES, SUMMARY
 from seqq.reports.reproduction.reproduce import Experiment, export
 from seqq.reports.tables import load_results
 from seqq.results.store import part_files
@@ -51,8 +50,9 @@ def _parser() -> argparse.ArgumentParser:
                              + "; ".join(f"{e.name}: the paper's {e.title} from the "
                                          f"experiment={e.sweep} sweep"
                                          for e in EXPERIMENTS.values())
-                             + f"; {kl_tables.NAME}: the paper's {kl_tables.TITLE} from the "
-                               "experiment=kl sweep's kl/ folder")
+                             + "".join(f"; {e.name}: the paper's {e.title} from the "
+                                       f"experiment={e.sweep} sweep's {e.results}/ folder"
+                                       for e in KL_TABLES.values()))
     parser.add_argument("--doc", type=Path, metavar="FILE",
                         help="with --reproduction: rewrite the experiment's generated block and "
                              "its row of the summary table in this Markdown file (e.g. "
@@ -117,10 +117,12 @@ def _kl(args: argparse.Namespace) -> int:
         out = write_kl_report(args.results, args.out or _default_out(args.results[0]))
         print(f"report: {out / 'summary.md'}")
         return 0
-    if args.out or (args.experiment or kl_tables.NAME) != kl_tables.NAME:
-        raise ConfigError(f"KL rows reproduce --experiment {kl_tables.NAME} only (no --out)")
+    name = args.experiment or next(iter(KL_TABLES))
+    if args.out or name not in KL_TABLES:
+        raise ConfigError(f"KL rows reproduce --experiment {', '.join(KL_TABLES)} only (no --out)")
     models = [m for m in (args.models or "").split(",") if m]
-    for path in kl_tables.export_kl(args.results, args.reproduction, args.doc, models, SUMMARY):
+    for path in KL_TABLES[name].export(args.results, args.reproduction, args.doc, models,
+                                       SUMMARY):
         print(f"reproduction: {path}")
     return 0
 
@@ -132,15 +134,15 @@ def main(argv: list[str]) -> int:
     datasets = args.datasets.split(",") if args.datasets else None
     if is_kl(args.results):
         return _kl(args)
-    if args.experiment == kl_tables.NAME:
-        raise ConfigError(f"--experiment {kl_tables.NAME} reads a kl sweep's KL rows "
+    if args.experiment in KL_TABLES:
+        raise ConfigError(f"--experiment {args.experiment} reads a kl sweep's KL rows "
                           "(<sweep>/kl, from seqq query-sweep experiment=kl), not query results")
     if args.reproduction is not None:
         if args.figures or args.out:
             raise ConfigError("--reproduction writes its own files: drop --figures and --out")
         models = [m for m in (args.models or "").split(",") if m]
         experiments = [_experiment(name, args.level)
-                       for name in (args.experiment or FIG3.name).split(",")]
+                       for name in (args.experiment or "fig3").split(",")]
         table = load_results(args.results, datasets or ())
         for experiment in experiments:
             for path in export(experiment, table, args.reproduction, args.doc, models, SUMMARY):

@@ -1,6 +1,8 @@
-"""One of the paper's experiments reproduced from a sweep's results: what an `Experiment`
-declares, and `reproduce`, which writes a CSV per panel, the figures (PNG + PDF), the doc's
-generated block and the experiment's row of the doc's summary table from it."""
+"""What a module of `experiments/` declares (`registry.py` finds them): an `Experiment` read
+from a sweep's query results, a `KLTables` read from a `kl` sweep's KL rows, or a `NotRun` that
+only has its row of the summary table; and `reproduce`, which writes an `Experiment`'s CSV per
+panel, its figures (PNG + PDF), the doc's generated block and its row of the doc's summary
+table."""
 
 from __future__ import annotations
 
@@ -27,6 +29,40 @@ from seqq.reports.reproduction.markdown import (
 from seqq.reports.reproduction.panels import ModelRun, model_slug, select
 from seqq.reports.tables import load_results
 
+NOT_RUN = "not run yet at paper size"  # a summary row's verdict until the first export
+
+
+@dataclass(frozen=True)
+class NotRun:
+    """An experiment of the paper that seqq does not reproduce (yet): only its summary row."""
+
+    title: str  # as the paper names it, e.g. "Table 3"
+    models: str  # the paper's data and models (and seqq's stand-in)
+    why: str  # what it needs, or why it is blocked
+
+    @property
+    def pending_row(self) -> tuple[str, str, str]:
+        """Its summary row's models, size run and verdict."""
+        return self.models, "–", self.why
+
+
+@dataclass(frozen=True)
+class KLTables:
+    """An experiment read from a `kl` sweep's KL rows (`<sweep>/kl`), not from query results:
+    its module exports it (CSVs, figure, doc block and summary row)."""
+
+    name: str  # `--experiment`, the doc's block
+    title: str
+    sweep: str
+    models: str  # the summary row's models until its first export
+    export: Callable[..., list[Path]]  # (paths, out, doc, models, summary) -> files written
+    pending: str = NOT_RUN
+    results: str = "kl"  # the sweep's folder it reads
+
+    @property
+    def pending_row(self) -> tuple[str, str, str]:
+        return self.models, "–", self.pending
+
 
 @dataclass(frozen=True)
 class Experiment:
@@ -52,6 +88,12 @@ class Experiment:
     split: str = ""  # a CSV per value of this CSV column, where one file would be too large
     csv: str = ""  # the experiment whose CSVs hold these very rows (same selection): linked
     datasets: tuple[str, ...] = ()  # only these datasets (default: all)
+    pending: str = NOT_RUN  # the summary row's verdict until its first export
+    results: str = "results"  # the sweep's folder it reads
+
+    @property
+    def pending_row(self) -> tuple[str, str, str]:
+        return "–", "–", self.pending
 
     @property
     def csv_name(self) -> str:

@@ -23,6 +23,7 @@ from seqq.reports.reproduction.markdown import (
     update_summary,
 )
 from seqq.reports.reproduction.panels import model_slug
+from seqq.reports.reproduction.reproduce import KLTables
 
 NAME = "tables4-5"  # `--experiment`, the doc's block and the figure's stem
 TITLE = "Tables 4, 5"
@@ -165,3 +166,9 @@ def _summary_row(table: pd.DataFrame) -> tuple[str, str, str, str]:
     size += (f"; S = {samples[0]:,}–{samples[-1]:,} ({len(samples)}), L = {lengths[0]}–"
              f"{lengths[-1]} ({len(lengths)})")
     return TITLE, models, size, verdict(table)
+
+
+EXPERIMENT = KLTables(
+    name=NAME, title=TITLE, sweep="kl", models="Shakespeare, MOOCs (authors' LSTMs)",
+    export=export_kl,
+    pending="not run yet at paper size: `make paper SIZE=paper` (the `kl` preset)")

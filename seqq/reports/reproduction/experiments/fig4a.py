@@ -1,0 +1,81 @@
+"""Fig. 4a: per-query RAE of importance sampling and beam search against the restricted entropy
+H(q), at Fig. 3's protocol (the S = 100 rows of Figs 5/6's CSVs)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from seqq.reports import figures
+from seqq.reports.reproduction.claims import MOSTLY, NO, YES, Check, table, verdict
+from seqq.reports.reproduction.experiments import fig5
+from seqq.reports.reproduction.figure import only, rows_of, with_n
+from seqq.reports.reproduction.markdown import fmt, histories
+from seqq.reports.reproduction.panels import ModelRun
+from seqq.reports.reproduction.stats import (
+    FIG3_LEVEL,
+    entropy_fits,
+)
+from seqq.reports.tables import to_markdown
+
+
+def figure(runs: Sequence[ModelRun]) -> dict[str, Figure]:
+    """Fig. 4a: per-query RAE vs restricted entropy, IS and beam search, at Fig. 3's S."""
+    rows = rows_of(runs)
+    rows = rows[(rows.budget_level == FIG3_LEVEL) & rows.method.isin(("importance", "beam"))]
+    return {"fig4a": with_n(only(figures.rae_vs_entropy(rows)), runs)}
+
+
+def caption(runs: Sequence[ModelRun]) -> str:
+    return ("*Fig. 4a: per-query RAE of importance sampling and beam search against the "
+            "restricted entropy H(q) of the ground truth, with least-squares lines, at Fig. 3's "
+            f"protocol (S = {FIG3_LEVEL}), one panel per model: {histories(runs)}. The paper "
+            "draws this for its datasets; its text gives no values.*")
+
+
+def section(run: ModelRun, csv: str) -> list[str]:
+    rows = run.rows[run.rows.budget_level == FIG3_LEVEL]
+    fits = entropy_fits(rows)
+    h = rows.drop_duplicates(["history_id", "K"]).entropy
+    shown = pd.DataFrame({
+        "method": fits.method, "queries": fits.queries,
+        "Pearson r": [f"{x:.2f}" for x in fits.r], "Spearman ρ": [f"{x:.2f}" for x in fits.rho],
+        "fit: RAE per nat": [f"{x:+.3f}" for x in fits.slope],
+        "intercept": [f"{x:+.3f}" for x in fits.intercept],
+        "median RAE, lowest third of H(q)": [fmt(x) for x in fits.low],
+        "highest third": [fmt(x) for x in fits.high]})
+    csv = ", ".join(link for link in csv.split(", ") if f"_S{FIG3_LEVEL}.csv" in link) or csv
+    return [f"N = {run.n:,} histories, the S = {FIG3_LEVEL} rows of {csv} (Fig. 3's protocol; "
+            f"{len(rows):,} rows). H(q) in nats: median {h.median():.2f}, 10–90% "
+            f"{h.quantile(0.1):.2f}–{h.quantile(0.9):.2f}. Per-query RAE against H(q):", "",
+            to_markdown(shown), ""]
+
+
+def checks(run: ModelRun) -> list[Check]:
+    """Fig. 4a: beam search's error rises with the restricted entropy, importance sampling's
+    far less."""
+    fits = entropy_fits(run.rows[run.rows.budget_level == FIG3_LEVEL]).set_index("method")
+    beam, importance = fits.loc["beam"], fits.loc["importance"]
+
+    def said(f: pd.Series) -> str:
+        return (f"Spearman ρ = {f.rho:.2f}, Pearson r = {f.r:.2f}, fit {f.slope:+.3f} RAE per "
+                f"nat; median RAE {fmt(f.low)} → {fmt(f.high)} from the lowest to the highest "
+                "third of H(q)")
+
+    correlated = YES if beam.rho >= 0.3 else MOSTLY if beam.rho >= 0.1 else NO
+    return [
+        Check("beam search's RAE correlates with the restricted entropy H(q)",
+              "Fig. 4a (linear fits per method)", f"beam: {said(beam)}", correlated),
+        Check("…more than importance sampling's", "Fig. 4a: IS vs beam",
+              f"importance: {said(importance)}",
+              YES if beam.rho > importance.rho and beam.slope > importance.slope else NO),
+    ]
+
+
+EXPERIMENT = dataclasses.replace(
+    fig5.EXPERIMENT, name="fig4a", title="Fig. 4a", block="fig4a", csv=fig5.EXPERIMENT.name,
+    figure=figure, caption=caption, section=section, claims=table(checks, "Fig. 4a"),
+    verdict=verdict(checks))

@@ -1,0 +1,66 @@
+"""Every experiment of the paper that docs/reproduction.md lists, found in `experiments/`.
+
+Each module there ends with `EXPERIMENT = ...`: an `Experiment` (read from a sweep's query
+results), a `KLTables` (read from a `kl` sweep's KL rows) or a `NotRun` (only its summary row).
+The registry imports every module of that package, as `seqq/estimators/registry.py` does for
+methods, so adding an experiment is one new module: its declaration, claims, figure, caption
+and section. `seqq report --experiment`, the summary table's rows and `make reproduction`
+(`python -m seqq.reports.reproduction.registry`) all read what is found here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+from collections.abc import Sequence
+
+import seqq.reports.reproduction.experiments as experiment_modules
+from seqq.reports.reproduction.reproduce import Experiment, KLTables, NotRun
+
+Declared = Experiment | KLTables | NotRun
+
+
+def paper_order(title: str) -> tuple[bool, int, str]:
+    """The paper's order of its figures, then its tables: "Fig. 4a" < "Figs 4b, 13" < "Figs 5,
+    6" < "Table 2" < "Tables 4, 5"."""
+    found = re.match(r"(Fig|Table)s?\.? (\d+)(\w?)", title)
+    if not found:
+        raise ValueError(f"an experiment's title names the paper's figure or table: {title!r}")
+    return found[1] == "Table", int(found[2]), found[3]
+
+
+def discover() -> list[Declared]:
+    """The `EXPERIMENT` of every module of `experiments/`, in the paper's order."""
+    found = [importlib.import_module(f"{experiment_modules.__name__}.{module.name}").EXPERIMENT
+             for module in pkgutil.iter_modules(experiment_modules.__path__)]
+    titles = [e.title for e in found]
+    if len(set(titles)) < len(titles):
+        raise ValueError(f"two experiment modules declare the same title: {sorted(titles)}")
+    return sorted(found, key=lambda e: paper_order(e.title))
+
+
+def summary_rows(declared: Sequence[Declared]) -> dict[str, tuple[str, str, str]]:
+    """The summary table's rows by title, in the paper's order, before any export."""
+    return {e.title: e.pending_row for e in declared}
+
+
+def make_entries(declared: Sequence[Declared]) -> list[str]:
+    """`<sweep>:<folder>:<names>` per sweep, for `make reproduction`: its experiments exported
+    from one load of `<sweep>-paper/<folder>`, those that own CSVs before those that link them."""
+    by_sweep: dict[tuple[str, str], list[Declared]] = {}
+    for e in declared:
+        if not isinstance(e, NotRun):
+            by_sweep.setdefault((e.sweep, e.results), []).append(e)
+    return [f"{sweep}:{folder}:" + ",".join(
+                e.name for e in sorted(group, key=lambda e: bool(getattr(e, "csv", ""))))
+            for (sweep, folder), group in by_sweep.items()]
+
+
+DECLARED = discover()
+EXPERIMENTS = {e.name: e for e in DECLARED if isinstance(e, Experiment)}
+KL_TABLES = {e.name: e for e in DECLARED if isinstance(e, KLTables)}
+SUMMARY = summary_rows(DECLARED)
+
+if __name__ == "__main__":
+    print("\n".join(make_entries(DECLARED)))
