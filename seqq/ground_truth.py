@@ -31,7 +31,7 @@ from seqq.estimators.engine.batch import Batch, prepare, subset, tree_calls
 from seqq.estimators.engine.budget import Draws, draw_paths
 from seqq.estimators.engine.memory import consecutive_groups
 from seqq.estimators.engine.rollout import sample_rows
-from seqq.estimators.engine.summary import group_logsumexp, to_estimates
+from seqq.estimators.engine.summary import group_logsumexp, segment_mean, to_estimates
 from seqq.estimators.engine.trie import Trie
 from seqq.estimators.engine.twist import (
     MESSAGE_VALUES,
@@ -39,6 +39,7 @@ from seqq.estimators.engine.twist import (
     check_surrogate,
     message_loads,
 )
+from seqq.estimators.horizons import Families, families
 from seqq.estimators.registry import until_method
 from seqq.estimators.surrogates import distilled, twistable
 from seqq.models.automaton import ContextAutomaton
@@ -133,8 +134,14 @@ def ground_truth_many(
             check_surrogate(batch, judge)
         _twisted_surrogate(batch, hard, results, rel_tol, s_high, judge, bar)
     elif len(hard) and rule == "sampled":
-        _streamed_importance(subset(batch, hard), hard, results, rel_tol, s_low, s_step, s_high,
-                             bar)
+        grouped = families([histories[t] for t in hard.tolist()],
+                           [queries[t] for t in hard.tolist()])
+        if grouped is None:
+            _streamed_importance(subset(batch, hard), hard, results, rel_tol, s_low, s_step,
+                                 s_high, bar)
+        else:
+            _every_horizon_truths(prepare(model, grouped.histories, grouped.queries, seed),
+                                  grouped, hard, results, rel_tol, s_low, s_step, s_high, bar)
     elif len(hard):
         _surrogate(batch, hard, results, delta, s_low, s_step, s_high, bar)
     bar.close()
@@ -358,6 +365,42 @@ def _streamed_importance(sub: Batch, tasks: torch.Tensor, results: list, rel_tol
             active = active[~torch.isin(active, finished)]
         if len(active):
             still = float(((rel[active] / rel_tol) ** 2 - 1).clamp_max(s_high).median()) * drawn
+            count = int(min(max(s_step, still), s_high - drawn))
+
+
+def _every_horizon_truths(family_batch: Batch, grouped: Families, tasks: torch.Tensor,
+                          results: list, rel_tol: float, s_low: int, s_step: int, s_high: int,
+                          bar) -> None:
+    """`rule="sampled"` for hitting times sharing a history and an event: one set of paths per
+    family answers each of its horizons (`seqq.estimators.horizons`), drawn in rounds until
+    every horizon's relative SE is below `rel_tol`, or S_high paths."""
+    F = family_batch.num_tasks
+    row_branch, log_passage = [], []
+    active, drawn, count = torch.arange(F), 0, min(s_low, s_high)
+    members = torch.tensor(grouped.members)  # (family, K) per task
+    while len(active):
+        rows = active.repeat_interleave(count)  # one branch per family: its query has paths
+        row_branch.append(rows)
+        log_passage.append(sample_rows(family_batch, rows, "proposal", passages=True).log_passage)
+        drawn += count
+        rows_all, passages = torch.cat(row_branch), torch.cat(log_passage)
+        log_mean, variance, _ = zip(*(segment_mean(column, rows_all, F)
+                                      for column in passages.unbind(1)), strict=True)
+        log_mean, variance = torch.stack(log_mean, 1), torch.stack(variance, 1)
+        mine = log_mean[members[:, 0], members[:, 1] - 1]
+        rel = (variance[members[:, 0], members[:, 1] - 1].sqrt() / mine.exp()).nan_to_num(0.0)
+        worst = torch.zeros(F, dtype=torch.float64).scatter_reduce(0, members[:, 0], rel, "amax")
+        finished = active[((worst < rel_tol) | (drawn >= s_high))[active]]
+        calls = family_batch.task_calls()
+        for t in (torch.isin(members[:, 0], finished)).nonzero().flatten().tolist():
+            family = int(members[t, 0])
+            results[int(tasks[t])] = GroundTruth(
+                math.exp(mine[t]), float(mine[t]), "surrogate", drawn, float(rel[t]),
+                int(calls[family]), None, "importance")
+            bar.update()
+        active = active[~torch.isin(active, finished)]
+        if len(active):
+            still = float(((worst[active] / rel_tol) ** 2 - 1).clamp_max(s_high).median()) * drawn
             count = int(min(max(s_step, still), s_high - drawn))
 
 

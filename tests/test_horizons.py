@@ -82,3 +82,21 @@ def test_only_hitting_times_share_a_pass():
     within = seqq.estimate_many(model, [[0]] * 2, [Q.occurs_within(1, 2), Q.occurs_within(1, 3)],
                                 "importance", samples=10, seed=0)
     assert all("horizons_pass" not in e.extras for e in within)
+
+
+def test_the_sampled_judge_answers_a_family_from_one_set_of_paths():
+    model = tiny_lstm()
+    ks = (1, 2, 4)
+    queries = [Q.hitting_time(2, k) for k in ks]
+    truths = [brute_force(model, [0, 1], q) for q in queries]
+    z = []
+    for seed in range(20):
+        judged = seqq.ground_truth_many(model, [[0, 1]] * 3, queries, seed=seed, rule="sampled",
+                                        exact_max_calls=0, rel_tol=0.05, s_low=200,
+                                        progress=False)
+        assert len({j.model_calls for j in judged}) == 1  # one pass for the family
+        assert all(j.rel_stderr < 0.05 for j in judged)
+        z += [(j.value - t) / max(j.rel_stderr * j.value, 1e-12) for j, t in zip(judged, truths)
+              if j.rel_stderr > 0]
+    z = torch.tensor(z)
+    assert abs(z.mean()) < 4 / math.sqrt(len(z)) + 0.1 and z.std() < 1.5

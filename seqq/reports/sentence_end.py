@@ -1,0 +1,108 @@
+"""Report of the Fig. 1 experiment (`seqq/experiments/sentence_end.py`): the estimates of when a
+sentence ends, and how much less importance sampling's estimate varies than naive sampling's at
+equal model calls.
+
+The variance of each method's estimate at each K is the sample variance over its independent
+replicate runs; their ratio naive / IS carries an F interval (both are variances of R
+independent, roughly normal estimates). K = 1 is left out of the ratio: importance sampling is
+exact there (p(A | prefix) itself), so the ratio is infinite.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from scipy import stats
+
+from seqq.reports.plotting import grid, integer_ticks, legend, method_colors, panel_title, suptitle
+from seqq.results.store import read_parts
+
+KEY = ["prefix", "method", "replicate", "K"]
+LEVEL = 0.95
+METHODS = ("importance", "naive")
+
+
+def load_runs(paths: Iterable[str | Path]) -> pd.DataFrame:
+    rows = read_parts(paths, KEY)
+    if rows.empty:
+        raise FileNotFoundError(f"no Fig. 1 runs (*.parquet) under {', '.join(map(str, paths))}")
+    return rows
+
+
+def variance_ratios(rows: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
+    """Per (prefix, K ≥ 2): each method's mean and variance over replicates, the ratio of
+    naive's variance to IS's with its F interval, and each method's mean calls per run."""
+    by = rows.groupby(["kind", "prefix", "K", "method"])
+    table = by.estimate.agg(["mean", "var", "count"]).unstack("method")
+    table.columns = [f"{stat}_{method}" for stat, method in table.columns]
+    calls = by.model_calls.mean().unstack("method").add_prefix("calls_")
+    table = table.join(calls).reset_index()
+    table = table[table.K >= 2].copy()
+    ratio = table.var_naive / table.var_importance
+    df_naive, df_is = table.count_naive - 1, table.count_importance - 1
+    tail = (1 - level) / 2
+    table["ratio"] = ratio
+    table["ratio_low"] = ratio / stats.f.ppf(1 - tail, df_naive, df_is)
+    table["ratio_high"] = ratio / stats.f.ppf(tail, df_naive, df_is)
+    return table
+
+
+def summary(ratios: pd.DataFrame) -> pd.DataFrame:
+    """Per prefix: the geometric mean of the ratio over K (where both variances are > 0), its
+    range, and at how many K the ratio's interval lies above 1 and contains or exceeds 6."""
+    usable = ratios[(ratios.var_naive > 0) & (ratios.var_importance > 0)]
+    rows = []
+    for (kind, prefix), part in usable.groupby(["kind", "prefix"], sort=False):
+        rows.append(dict(
+            kind=kind, prefix=prefix, ks=len(part),
+            geo_mean=math.exp(np.log(part.ratio).mean()),
+            low=part.ratio.min(), high=part.ratio.max(),
+            above_1=int((part.ratio_low > 1).sum()),
+            reaches_6=int((part.ratio_high >= 6).sum()),
+            calls_importance=part.calls_importance.mean(), calls_naive=part.calls_naive.mean()))
+    return pd.DataFrame(rows)
+
+
+def figure(rows: pd.DataFrame, ratios: pd.DataFrame) -> Figure:
+    """Top row: p(τ = K) per prefix, each method's mean over its runs with the band holding the
+    middle 90 % of runs; bottom row: the variance ratio naive / IS with its interval, log scale,
+    with the paper's 6× marked."""
+    prefixes = list(dict.fromkeys(rows.prefix))
+    fig, axes = grid(2, len(prefixes), size=(3.4, 2.7), sharex=True)
+    colors = method_colors(METHODS)
+    for col, prefix in enumerate(prefixes):
+        part = rows[rows.prefix == prefix]
+        ax = axes[0, col]
+        for method in METHODS:
+            by_k = part[part.method == method].groupby("K").estimate
+            ax.plot(by_k.mean().index, by_k.mean(), color=colors[method], label=method, lw=1.4)
+            ax.fill_between(by_k.mean().index, by_k.quantile(0.05), by_k.quantile(0.95),
+                            color=colors[method], alpha=0.2, lw=0)
+        kind = part.kind.iloc[0]
+        panel_title(ax, f"{kind}: “{_short(prefix)} …”", width=38)
+        ax.set_ylabel("p(sentence ends at K)" if col == 0 else "")
+        bottom = axes[1, col]
+        r = ratios[(ratios.prefix == prefix) & (ratios.var_naive > 0)]
+        bottom.errorbar(r.K, r.ratio, yerr=[r.ratio - r.ratio_low, r.ratio_high - r.ratio],
+                        fmt="o", ms=3, color="C0", ecolor="C0", alpha=0.8, lw=0.8,
+                        label=f"variance ratio, naive / IS ({LEVEL:.0%} F interval)")
+        bottom.axhline(6, color="grey", ls="--", lw=1, label="the paper's 6×")
+        bottom.axhline(1, color="black", lw=0.6)
+        bottom.set_yscale("log")
+        bottom.set_xlabel("K (tokens ahead)")
+        bottom.set_ylabel("Var naive / Var IS" if col == 0 else "")
+        integer_ticks(bottom)
+    suptitle(fig, "Fig. 1: when will the sentence end? SmolLM2-135M on WikiText prefixes; "
+                  "importance sampling vs naive sampling at equal model calls")
+    legend(fig, axes)
+    return fig
+
+
+def _short(prefix: str, words: int = 6) -> str:
+    parts = prefix.split()
+    return " ".join(parts[-words:]) if len(parts) > words else prefix
