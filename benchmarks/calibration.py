@@ -42,6 +42,7 @@ import seqq
 from benchmarks.calibration_oracles import FAMILIES, MAX_ENUMERATION, Oracle, _enumerated
 from benchmarks.plans import Calibration, Plan
 from benchmarks.report import Section, describe, table
+from seqq.api import CHOOSERS
 from seqq.errors import BudgetError
 from seqq.estimators import METHODS, Guarantee, driver
 from seqq.estimators.estimate import (
@@ -123,14 +124,19 @@ def registered(label: str) -> str:
     return VARIANTS.get(label, label)
 
 
+def chooses(label: str) -> bool:
+    """Whether the label runs a chooser (`auto`), which picks a registered method per task."""
+    return registered(label) in CHOOSERS
+
+
 def deterministic(method: str) -> bool:
-    return (registered(method) != AUTO
+    return (not chooses(method)
             and METHODS[registered(method)].guarantee is Guarantee.LOWER_BOUND)
 
 
 def twisted(method: str) -> bool:
     """Whether (h) hands the method the oracle's surrogate."""
-    return method in TWISTED or (registered(method) != AUTO
+    return method in TWISTED or (not chooses(method)
                                  and METHODS[method].surrogate == "required")
 
 
@@ -360,7 +366,7 @@ def interval_rows(runs: Sequence[Run], families: Sequence[str],
         "bootstrap": lambda r: r.bootstrap, "log-normal t": lambda r: r.t_mean,
         "Cox log-normal mean t": lambda r: r.cox}
     for method in methods:
-        if deterministic(method) or registered(method) == AUTO:  # auto: its picks' kinds
+        if deterministic(method) or chooses(method):  # a chooser: its picks' kinds
             continue
         kind = METHODS[registered(method)].interval_kind
         replicated = kind in REPLICATED
@@ -405,7 +411,7 @@ def figure(runs: Sequence[Run], methods: Sequence[str], budgets: Sequence[int],
                 if len(sel) >= 3:
                     xs.append(math.sqrt(lo * hi))
                     ys.append(100 * _share([r.covered for r in sel]))
-            bold = registered(method) == AUTO  # the default a user gets stands out
+            bold = chooses(method)  # the default a user gets stands out
             ax.plot(xs, ys, marker=markers[j % len(markers)], ms=5 if bold else 4,
                     lw=2.6 if bold else 1.1, ls="-" if bold else ("--", "-.", ":")[j % 3],
                     color=colors[method], label=method, zorder=3 if bold else 2)
@@ -504,7 +510,7 @@ def run(plan: Plan, device: str | None, methods: Sequence[str] | None = None) ->
     body += table(["method", "worst judged cell: coverage unflagged", "cells judged",
                    "flagged", "precision", "recall", "false alarms", "median RAE",
                    "meets the targets"], verdicts(sampled, by_cell, methods))
-    autos = [m for m in methods if registered(m) == AUTO]
+    autos = [m for m in methods if chooses(m)]
     if autos:
         body += ["", "### `auto`, per budget (its target is stated at 65,536 calls)", "",
                  f"`{AUTO}` has the oracle's surrogate (sampled from it), `{AUTO_PLAIN}` none.",

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from seqq.models.host_memory import ENV, HUGE_PAGES_ENV
+from seqq.process import ENV, HUGE_PAGES_ENV
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ def header(command: str, device: torch.device, mode: str, clock: str = "wall") -
         f"- host memory: huge pages for big CPU tensors "
         f"{'on' if os.environ.get(HUGE_PAGES_ENV) == '1' else 'off'} "
         f"({HUGE_PAGES_ENV}={os.environ.get(HUGE_PAGES_ENV, 'unset')}), freed heap memory "
-        f"{'not ' if os.environ.get(ENV) == '0' else ''}kept (seqq/models/host_memory.py)",
+        f"{'not ' if os.environ.get(ENV) == '0' else ''}kept (seqq/process.py)",
         f"- clock: {CLOCK_NOTES[clock]}",
         "",
     ]

@@ -1,36 +1,56 @@
-"""seqq: predictive querying for autoregressive sequence models."""
+"""seqq: predictive querying for autoregressive sequence models.
 
-import os
+`import seqq` loads nothing heavy and changes nothing outside seqq: each public name is imported
+from its module on first use. That leaves a command free to tune its own process before torch
+loads (`seqq.process`: OpenMP reads its settings once, as torch loads it), and `seqq --version`
+answers without loading torch.
+"""
 
-# Before anything loads torch and its OpenMP runtime: idle threads sleep instead of spinning
-# (seqq/threads.py says why; OMP_WAIT_POLICY set by the user wins).
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+from __future__ import annotations
 
-from seqq import queries
-from seqq.api import estimate, estimate_many, exact
-from seqq.errors import BudgetError, ModelError, QueryError
-from seqq.estimators import Estimate
-from seqq.estimators.reuse import hitting_time_distribution
-from seqq.ground_truth import GroundTruth, ground_truth, ground_truth_many
-from seqq.models.host_memory import keep_freed_memory, request_huge_pages
-from seqq.queries.language import parse
+import importlib
+import sys
+from types import ModuleType
 
-# Before any tensor exists (importing seqq makes none): see seqq/models/host_memory.py.
-request_huge_pages()  # big CPU tensors on 2 MiB pages
-keep_freed_memory()  # freed heap memory kept for reuse
+# Each public name and the module that defines it.
+PUBLIC = {
+    "BudgetError": "seqq.errors",
+    "ModelError": "seqq.errors",
+    "QueryError": "seqq.errors",
+    "Estimate": "seqq.estimators.estimate",
+    "estimate": "seqq.api",
+    "estimate_many": "seqq.api",
+    "exact": "seqq.api",
+    "GroundTruth": "seqq.ground_truth",
+    "ground_truth": "seqq.ground_truth",
+    "ground_truth_many": "seqq.ground_truth",
+    "hitting_time_distribution": "seqq.estimators.reuse",
+    "parse": "seqq.queries.language",
+}
+SUBMODULES = ("queries",)  # public as modules: `seqq.queries.hitting_time(...)`
 
-__all__ = [
-    "BudgetError",
-    "Estimate",
-    "GroundTruth",
-    "ModelError",
-    "QueryError",
-    "estimate",
-    "estimate_many",
-    "exact",
-    "ground_truth",
-    "ground_truth_many",
-    "hitting_time_distribution",
-    "parse",
-    "queries",
-]
+__all__ = sorted([*PUBLIC, *SUBMODULES])
+
+
+class _Package(ModuleType):
+    """The `seqq` module itself, with its public names imported on first use."""
+
+    def __getattr__(self, name: str) -> object:  # called only for a name not yet set
+        if name in SUBMODULES:
+            return importlib.import_module(f"{__name__}.{name}")
+        if name not in PUBLIC:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(PUBLIC[name]), name)
+        setattr(self, name, value)
+        return value
+
+    def __setattr__(self, name: str, value: object) -> None:
+        """Importing a submodule binds it here, as Python does; not over the public function
+        of the same name (`seqq.ground_truth`, the function, stays so after `seqq/ground_truth.py`
+        is imported)."""
+        if name in PUBLIC and isinstance(value, ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

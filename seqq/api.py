@@ -1,16 +1,23 @@
-"""The public entry points: `estimate`, `estimate_many`, `exact`."""
+"""The public entry points: `estimate`, `estimate_many`, `exact`.
+
+A method name is either a registered method, run by the driver, or a chooser (`auto`) that picks
+a registered method per task and runs it through the driver: `CHOOSERS` says which.
+"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 
-from seqq.estimators import Estimate, driver, registry
+from seqq.estimators import Estimate, auto, driver, registry
+from seqq.estimators.auto import Chooser
 from seqq.estimators.driver import check_method
 from seqq.models.protocol import SequenceModel
 from seqq.queries import Query
 
-__all__ = ["check_method", "estimate", "estimate_many", "exact"]
+__all__ = ["CHOOSERS", "check_method", "estimate", "estimate_many", "exact"]
+
+CHOOSERS: dict[str, Chooser] = {chooser.name: chooser for chooser in (auto.AUTO,)}
 
 
 def estimate_many(
@@ -37,8 +44,12 @@ def estimate_many(
     the estimate and their spread its interval. Every estimate carries a `level` confidence
     interval (`ci_low`, `ci_high`; others from
     `Estimate.interval(level)`), its weights' diagnostics (effective sample size, Pareto k̂)
-    and a one-sentence `warning` when they say it may be far off.
+    and a one-sentence `warning` when they say it may be far off. `method="auto"` picks a
+    method per task and says why in each estimate's `note` (`seqq.estimators.auto`).
     """
+    if method in CHOOSERS:
+        return CHOOSERS[method].estimate_many(model, histories, queries, budget, seed, level,
+                                              replicates, **options)
     return driver.estimate_many(model, histories, queries, method, budget, seed, level,
                                 replicates, **options)
 

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from seqq.api import CHOOSERS, check_method
 from seqq.errors import BudgetError, CheckpointError, ConfigError, QueryError
 from seqq.estimators import Method, registry
 from seqq.estimators.auto import AUTO, AUTO_BUDGET, AUTO_EXACT_CALLS, LONG_HORIZON, WOR_BUDGET
@@ -45,7 +46,7 @@ EMPTY_HISTORY = "(empty history: starting from the model's BOS)"
 HINT_BELOW = 0.01  # answers this small get the leading-space hint when it applies
 HINT_SPACED_SHARE = 0.5  # ... and when at least this much of p(X_1) starts with whitespace
 EPILOG = f"""\
-defaults: --method {AUTO} answers exactly when enumerating the question costs at most
+defaults: --method {AUTO.name} answers exactly when enumerating the question costs at most
   {AUTO_EXACT_CALLS:,} model calls (or --budget), else within --budget (default {AUTO_BUDGET:,}
   calls) with smc twisted by a surrogate distilled from the model where one is kept
   (--surrogate), else with wor (K ≤ {LONG_HORIZON}, from {WOR_BUDGET:,} calls) or smc, and says why;
@@ -80,14 +81,14 @@ def _parser() -> argparse.ArgumentParser:
                        help="the text so far (default: empty, which starts from the model's BOS "
                             "token; refused for a model without one)")
     given.add_argument("--history-file", type=Path, help="read the text so far from a file")
-    parser.add_argument("--method", default=AUTO,
-                        help=f"default {AUTO}: exact when enumeration costs at most "
+    parser.add_argument("--method", default=AUTO.name,
+                        help=f"default {AUTO.name}: exact when enumeration costs at most "
                              f"{AUTO_EXACT_CALLS:,} model calls (or --budget), else "
                              f"smc with a kept surrogate, else wor (K ≤ {LONG_HORIZON}, from "
                              f"{WOR_BUDGET:,} calls) or smc; or one "
                              f"of {', '.join(METHODS)}")
     parser.add_argument("--budget", type=_positive,
-                        help=f"model calls the method may spend (default with {AUTO}: "
+                        help=f"model calls the method may spend (default with {AUTO.name}: "
                              f"{AUTO_EXACT_CALLS:,} for the exact answer, then "
                              f"{AUTO_BUDGET:,} for the estimate; with a chosen --method: "
                              "no limit, the method's default sample count)")
@@ -200,8 +201,8 @@ def surrogate_for(model: SequenceModel, name: str, mode: str) -> ContextAutomato
     return distilled(model, vocab, bos, folder=folder, name=key)
 
 
-def answer(model: SequenceModel, history: Sequence[int], question: str, method: str = AUTO,
-           budget: int | None = None, seed: int | None = DEFAULT_SEED,
+def answer(model: SequenceModel, history: Sequence[int], question: str,
+           method: str = AUTO.name, budget: int | None = None, seed: int | None = DEFAULT_SEED,
            surrogate: ContextAutomaton | None = None) -> dict[str, Any]:
     """The question parsed against the model's symbols and answered: estimate, stderr, bounds,
     method, model calls, and `notes` (the leading-space hint, when it applies). `surrogate`
@@ -241,11 +242,11 @@ def _estimate(model: SequenceModel, history: Sequence[int], query: Any, method: 
 
     calls, where = budget, "given with --budget"
     try:
-        if method == AUTO:  # its pricing call is in its model_calls; its note says why
-            calls = budget or AUTO_BUDGET
-            where = where if budget else f"the default of --method {AUTO}"
+        if method in CHOOSERS:  # its pricing call is in its model_calls; its note says why
+            calls = budget or CHOOSERS[method].default_budget
+            where = where if budget else f"the default of --method {method}"
             twist = {} if surrogate is None else {"surrogate": surrogate}
-            est = seqq.estimate(model, history, query, AUTO, budget, seed, **twist)
+            est = seqq.estimate(model, history, query, method, budget, seed, **twist)
             return est, est.note
         declared = registry.get(method)
         if declared.cost_cap and budget is None:
@@ -339,11 +340,10 @@ def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     if not args.verbose:
         quiet_libraries()
-    from seqq.api import check_method
     from seqq.queries.language import check_syntax
 
     check_syntax(args.question)  # before any (slow) model load
-    if args.method != AUTO:
+    if args.method not in CHOOSERS:
         check_method(args.method, {})
     device = str(resolve_device(args.device))
     if args.history_file is not None:
@@ -358,7 +358,7 @@ def main(argv: list[str]) -> int:
     if not text and not has_bos(model):
         raise QueryError("the history is empty and this model has no BOS token to start from; "
                          "give the text so far with --history or --history-file")
-    surrogate = (surrogate_for(model, args.model, args.surrogate) if args.method == AUTO
+    surrogate = (surrogate_for(model, args.model, args.surrogate) if args.method in CHOOSERS
                  else None)
     result = answer(model, history, args.question, args.method, args.budget, args.seed,
                     surrogate)

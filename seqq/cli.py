@@ -2,7 +2,8 @@
 
 A command module is imported only when it runs (by name, from `COMMANDS`), so `seqq --version`
 and `seqq --help` answer at once; each module's `main(argv)` runs under `run_command`, which
-turns every mistake into one line.
+turns every mistake into one line. The process is tuned first (`seqq.process`), before any
+command loads torch.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from functools import partial
 from importlib import metadata
 
 from seqq.commands import EXIT_BUG, EXIT_MISTAKE, run_command, wants_help
+from seqq.process import tune_process
 
 COMMANDS = {
     "train": ("seqq.train", "train an LSTM (or score a pretrained LM) on a dataset"),
@@ -51,6 +53,7 @@ def _with_threads(main: Callable[[list[str]], int | None], argv: list[str]) -> i
 
 
 def main(argv: list[str] | None = None) -> int:
+    tune_process()
     argv = sys.argv[1:] if argv is None else argv
     if not argv:
         print(usage(), file=sys.stderr)

@@ -14,8 +14,8 @@ of a parallel region spin for a while before it sleeps, which on a machine share
 busy processes takes the CPU from the thread still working. Measured on a 2-core VM with two
 other busy processes, SmolLM2's `choice(" Paris", " Lyon")` (42 model calls) took 4-30 s with
 2 spinning threads, 0.9-1.8 s with 2 sleeping threads and 0.7-1.1 s with one thread.
-`import seqq` sets `OMP_WAIT_POLICY=PASSIVE` unless the variable is set already, first thing,
-because OpenMP reads it once, when torch loads it.
+seqq's commands set `OMP_WAIT_POLICY=PASSIVE` unless the variable is set already, first thing
+(`seqq.process`), because OpenMP reads it once, when torch loads it.
 """
 
 from __future__ import annotations

@@ -3,9 +3,6 @@ unchunked work row for row. No timings are asserted: only which sizes are tried 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from types import SimpleNamespace
 
 import pytest
@@ -237,37 +234,3 @@ def test_step_in_chunks_without_concat_takes_one_step(monkeypatch):
     log_probs, _ = step_in_chunks(model, state, tokens)
     torch.testing.assert_close(log_probs, model.step(state, tokens)[0])
 
-
-def test_freed_memory_is_kept_on_glibc_unless_switched_off(monkeypatch):
-    """seqq raises glibc's mmap/trim thresholds on import (docs/performance.md#host-memory); the switch
-    turns it off, and elsewhere (macOS, musl) nothing is attempted."""
-    import platform
-
-    from seqq.models.host_memory import ENV, keep_freed_memory
-
-    glibc = platform.libc_ver()[0] == "glibc"
-    assert keep_freed_memory() is glibc
-    monkeypatch.setenv(ENV, "0")
-    assert keep_freed_memory() is False
-
-
-@pytest.mark.parametrize("switch", ["1", "0"])
-def test_importing_seqq_puts_big_cpu_tensors_on_huge_pages_unless_switched_off(switch):
-    """Importing seqq sets PyTorch's THP_MEM_ALLOC_ENABLE before any tensor exists
-    (docs/performance.md#host-memory), and PyTorch then page-aligns every tensor of ≥ 2 MiB (without it,
-    glibc's 64-byte alignment); SEQQ_KEEP_FREED_MEMORY=0 leaves the variable unset. Run in a
-    fresh interpreter: PyTorch reads the variable once, at its first CPU allocation."""
-    from seqq.models.host_memory import ENV, HUGE_PAGES_ENV, _kernel_offers_huge_pages
-
-    if switch == "1" and not _kernel_offers_huge_pages():
-        pytest.skip("this kernel has transparent huge pages off")
-    env = {k: v for k, v in os.environ.items() if k != HUGE_PAGES_ENV} | {ENV: switch}
-    probe = ("import os, seqq, torch; "
-             f"print(os.environ.get({HUGE_PAGES_ENV!r}), "
-             "torch.empty(4 << 20, dtype=torch.uint8).data_ptr() % 4096)")
-    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True,
-                         text=True, check=True).stdout.split()
-    if switch == "1":
-        assert out == ["1", "0"]
-    else:
-        assert out[0] == "None"

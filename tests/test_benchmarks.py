@@ -13,11 +13,11 @@ from conftest import compose_sweep
 from omegaconf import OmegaConf
 
 from benchmarks import e2e, paper_run, paper_slice
-from benchmarks.__main__ import SECTIONS, main, wanted
 from benchmarks.overhead import Point, Split, line_fit, split
 from benchmarks.plans import PLANS
 from benchmarks.report import Section, write
 from benchmarks.scaling import marginal_exponent, slope
+from benchmarks.suite import SECTIONS, main, wanted
 from benchmarks.throughput import exact_horizon, method_options
 from benchmarks.timing import StepRecorder, raw_steps
 from benchmarks.zoo import build

@@ -1,15 +1,12 @@
 """torch's threads follow the CPUs this process may use (affinity, cgroup quota) unless
-SEQQ_THREADS or OMP_NUM_THREADS says otherwise, and idle OpenMP threads sleep."""
+SEQQ_THREADS or OMP_NUM_THREADS says otherwise (tests/test_process.py: idle threads sleep)."""
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
 
 from seqq import threads
 from seqq.errors import ConfigError
@@ -55,15 +52,3 @@ def test_the_thread_count_setting(monkeypatch: pytest.MonkeyPatch):
         with pytest.raises(ConfigError, match="SEQQ_THREADS=.* must be a positive whole number"):
             threads.thread_count()
 
-
-@pytest.mark.parametrize("given, expected", [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
-def test_importing_seqq_lets_idle_threads_sleep(given: str | None, expected: str):
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    env["PYTHONPATH"] = str(REPO)
-    if given:
-        env["OMP_WAIT_POLICY"] = given
-    run = subprocess.run([sys.executable, "-c", "import os, seqq; "
-                          "print(os.environ['OMP_WAIT_POLICY'])"],
-                         env=env, capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr
-    assert run.stdout.strip() == expected

@@ -1,6 +1,7 @@
 """Estimators of p(X_{1:K} ∈ Q | history): `method.py` says what a method is, `methods/` holds
 one module per family, `engine/` the machinery they share (batches, budgets, the prefix trie,
-twists), `registry.py` the methods found in `methods/` and `driver.py` the one way to run them."""
+twists), `registry.py` the methods found in `methods/`, `driver.py` the one way to run them,
+and `auto.py` a chooser above the driver that picks a method per task."""
 
 from seqq.estimators.estimate import Estimate
 from seqq.estimators.method import Answer, Guarantee, Method, Options, option

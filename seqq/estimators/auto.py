@@ -7,25 +7,29 @@ twisted by it; else sampling without replacement up to `LONG_HORIZON` steps from
 calls, and SMC otherwise (benchmarks/RESULTS.md (h) and (j), docs/decisions.md §39).
 `seqq ask --method auto` is this with one history; each estimate's `note` carries the reason
 its method line prints.
+
+`auto` is not a registered method but a `Chooser` above the driver: the public API
+(`seqq.api.CHOOSERS`) hands it the whole request, and it runs each group of tasks through the
+driver with the registered method it picked, spending what that method's declarations say (a
+cost cap, else a budget).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 
 from seqq.errors import QueryError
+from seqq.estimators import driver, registry
 from seqq.estimators.engine.batch import prepare, tree_calls
 from seqq.estimators.estimate import Estimate
-from seqq.estimators.registry import exact_method
 from seqq.models.automaton import ContextAutomaton
 from seqq.models.protocol import SequenceModel
 from seqq.queries import Query
 
-AUTO = "auto"
 AUTO_EXACT_CALLS = 20_000  # without a budget: enumerate up to this many calls …
 AUTO_BUDGET = 2_000  # … else estimate within this many
 LONG_HORIZON = 10  # beyond this many steps SMC rather than sampling without replacement …
@@ -42,11 +46,21 @@ class Pick:
     why: str
 
 
+@dataclass(frozen=True)
+class Chooser:
+    """A way to answer that picks a registered method per task and says why in each estimate's
+    `note`; `seqq.api` dispatches to it above the driver, by its name."""
+
+    name: str
+    default_budget: int  # calls an estimate may spend without a budget (pricing excluded)
+    estimate_many: Callable[..., list[Estimate]]  # seqq.estimate_many's arguments, but method
+
+
 def choose(horizon: int, enumeration_calls: float, limit: int, surrogate: bool) -> Pick:
     """The method for one task: exact within `limit` calls (the pricing call included), else by
     surrogate and horizon."""
     if enumeration_calls + PRICING_CALLS <= limit:
-        return Pick(exact_method().name, False,
+        return Pick(registry.exact_method().name, False,
                     f"enumerating every continuation fits the {limit:,} calls allowed")
     cost = (f"{enumeration_calls:,.0f}" if enumeration_calls < 1e9
             else f"{enumeration_calls:.1e}".replace("e+", "e"))
@@ -69,30 +83,32 @@ def choose(horizon: int, enumeration_calls: float, limit: int, surrogate: bool) 
 
 
 def estimate_many(model: SequenceModel, histories: Sequence[Sequence[int]],
-                  queries: Sequence[Query], budget: int | Sequence[int] | None,
-                  seed: int | None, level: float, surrogate: ContextAutomaton | None = None,
+                  queries: Sequence[Query] | Query, budget: int | Sequence[int] | None = None,
+                  seed: int | None = None, level: float = 0.95, replicates: int | None = None,
+                  surrogate: ContextAutomaton | None = None,
                   **options: object) -> list[Estimate]:
     """Every task answered by its `choose` pick, tasks with the same pick in one batch, in
     the given order. A budget bounds each task's calls, the pricing call included; without
     one, enumeration is allowed AUTO_EXACT_CALLS and an estimator AUTO_BUDGET."""
-    from seqq.estimators import driver
-
+    queries, budgets = driver.check_inputs(model, histories, queries, level, budget)
+    if replicates is not None:
+        raise QueryError("method 'auto' sets its own replicates; drop replicates= or name "
+                         "a method")
     if options:
         raise QueryError(f"method 'auto' picks its own options; drop {sorted(options)} or name "
                          "a method (seqq.estimators.METHODS lists them)")
-    budgets = driver.budgets_per_task(budget, len(histories))
     limits = budgets or [AUTO_EXACT_CALLS] * len(histories)
     with torch.inference_mode():
         cost = tree_calls(prepare(model, histories, queries, seed)).tolist()
     picks = [choose(q.horizon, c, limit, surrogate is not None)
              for q, c, limit in zip(queries, cost, limits, strict=True)]
-    exact = exact_method().name
     out: list[Estimate | None] = [None] * len(histories)
     for method, twisted in dict.fromkeys((p.method, p.twisted) for p in picks):
         tasks = [i for i, p in enumerate(picks) if (p.method, p.twisted) == (method, twisted)]
-        calls = [(limits if method == exact or budgets else [AUTO_BUDGET] * len(limits))[i]
+        cap = registry.get(method).cost_cap  # a method without a budget: the limit caps it
+        calls = [(limits if cap or budgets else [AUTO_BUDGET] * len(limits))[i]
                  - PRICING_CALLS for i in tasks]
-        spend = {"max_calls": max(calls)} if method == exact else {"budget": calls}
+        spend = {cap: max(calls)} if cap else {"budget": calls}
         twist = {"surrogate": surrogate} if twisted else {}
         answered = driver.estimate_many(model, [histories[i] for i in tasks],
                                         [queries[i] for i in tasks], method, seed=seed,
@@ -101,3 +117,6 @@ def estimate_many(model: SequenceModel, histories: Sequence[Sequence[int]],
             out[i] = dataclasses.replace(e, model_calls=e.model_calls + PRICING_CALLS,
                                          note=picks[i].why)
     return out  # type: ignore[return-value]
+
+
+AUTO = Chooser("auto", AUTO_BUDGET, estimate_many)

@@ -22,8 +22,6 @@ from typing import Any
 import torch
 
 from seqq.errors import BudgetError, QueryError
-from seqq.estimators.auto import AUTO
-from seqq.estimators.auto import estimate_many as automatic
 from seqq.estimators.engine.batch import Batch, prepare, subset
 from seqq.estimators.engine.memory import consecutive_groups
 from seqq.estimators.engine.summary import to_estimates
@@ -55,23 +53,10 @@ def estimate_many(model: SequenceModel, histories: Sequence[Sequence[int]],
                   **options: Any) -> list[Estimate]:
     """Estimate p(query_i | history_i) for every pair with `method`, all pairs sharing batched
     model calls, each with a `level` confidence interval (see `seqq.estimate_many`)."""
-    declared = None if method == AUTO else get(method)
+    declared = get(method)
     surrogate = options.get("surrogate")
-    parsed = None if declared is None else declared.parse_options(
-        options, twisted=surrogate is not None)
-    check_protocol(model)
-    if not 0 < level < 1:
-        raise QueryError(f"level must lie in (0, 1), e.g. 0.95, got {level!r}")
-    if isinstance(queries, Query):
-        queries = [queries] * len(histories)
-    _check_queries(queries)
-    _check_histories(histories, model.vocab_size)
-    budgets = budgets_per_task(budget, len(histories))
-    if declared is None:
-        if replicates is not None:
-            raise QueryError("method 'auto' sets its own replicates; drop replicates= or name "
-                             "a method")
-        return automatic(model, histories, queries, budgets, seed, level, **options)
+    parsed = declared.parse_options(options, twisted=surrogate is not None)
+    queries, budgets = check_inputs(model, histories, queries, level, budget)
     grouped = (families(histories, queries, budgets)
                if declared.horizons is not None and surrogate is None else None)
     if grouped is not None:
@@ -97,6 +82,20 @@ def estimate_many(model: SequenceModel, histories: Sequence[Sequence[int]],
                                        Messages.of(part, surrogate), level, R)
     return (_pooled(estimates, copies, level, replicates, declared.interval_kind) if copies
             else estimates)
+
+
+def check_inputs(model: SequenceModel, histories: Sequence[Sequence[int]],
+                 queries: Sequence[Query] | Query, level: float,
+                 budget: int | Sequence[int] | None) -> tuple[list[Query], list[int] | None]:
+    """One query and one budget per history (None: no budget), or a one-line error about the
+    model, the level, a query, a history or a budget, before any model call."""
+    check_protocol(model)
+    if not 0 < level < 1:
+        raise QueryError(f"level must lie in (0, 1), e.g. 0.95, got {level!r}")
+    queries = [queries] * len(histories) if isinstance(queries, Query) else list(queries)
+    _check_queries(queries)
+    _check_histories(histories, model.vocab_size)
+    return queries, budgets_per_task(budget, len(histories))
 
 
 def run_prepared(method: str, batch: Batch, budgets: Sequence[int] | None = None,

@@ -1,9 +1,15 @@
-"""Keep big CPU tensors from being page-faulted in again at every step.
+"""How seqq's own commands tune the process they run in: the `seqq` console script and
+`python -m benchmarks` call `tune_process()` first thing, before anything loads torch. A library
+user's process is theirs: importing seqq changes none of this.
 
-PyTorch's CPU allocator has no cache: every tensor is a fresh `posix_memalign`, freed on
-release. A [rows × V] temporary of a large-vocabulary model is tens of MB, so unless freed
-memory is reused, each step faults its pages in again, 4 KiB at a time (expensive in a VM).
-Two settings, applied once when seqq is imported (`SEQQ_KEEP_FREED_MEMORY=0` turns both off):
+Idle OpenMP threads sleep instead of spinning (`OMP_WAIT_POLICY=PASSIVE`, unless the variable
+is set; seqq/threads.py says why): OpenMP reads it once, as torch loads it.
+
+Big CPU tensors are kept from being page-faulted in again at every step. PyTorch's CPU allocator
+has no cache: every tensor is a fresh `posix_memalign`, freed on release. A [rows × V] temporary
+of a large-vocabulary model is tens of MB, so unless freed memory is reused, each step faults
+its pages in again, 4 KiB at a time (expensive in a VM). Two settings
+(`SEQQ_KEEP_FREED_MEMORY=0` turns both off):
 
 1. **glibc's mmap and trim thresholds** raised to `THRESHOLD_BYTES`, so blocks below that stay
    on the heap when freed instead of being unmapped (glibc maps anything over at most 32 MiB
@@ -13,9 +19,8 @@ Two settings, applied once when seqq is imported (`SEQQ_KEEP_FREED_MEMORY=0` tur
    (Debian 12) seldom reuses a freed block for a new 64-byte-aligned one of the same size
    (glibc bug 14581, fixed in 2.38), so the heap kept serving fresh pages, which huge pages
    avoid: freed blocks are then reused (docs/performance.md#host-memory). PyTorch reads the
-   variable at its first CPU allocation, so this takes effect only where seqq is imported before
-   any tensor is made (the CLI and benchmarks do so), or where the variable is set in the
-   environment.
+   variable at its first CPU allocation, so this takes effect only before any tensor is made,
+   or where the variable is set in the environment.
 """
 
 from __future__ import annotations
@@ -31,6 +36,13 @@ M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt parameters (glibc's mallo
 ENV = "SEQQ_KEEP_FREED_MEMORY"
 HUGE_PAGES_ENV = "THP_MEM_ALLOC_ENABLE"  # PyTorch's switch (c10/core/impl/alloc_cpu.cpp)
 THP_SETTING = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+
+
+def tune_process() -> None:
+    """Apply the settings above; call before the process imports torch."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    request_huge_pages()
+    keep_freed_memory()
 
 
 def keep_freed_memory(threshold: int = THRESHOLD_BYTES) -> bool:
