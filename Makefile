@@ -51,7 +51,7 @@ own = $(if $(filter authors,$(MODELS)),,$(1))
 
 FIGURES := fig3 fig3-exact fig4 fig5 fig6 fig7-9 fig10 fig11 fig12 fig13 fig14 fig14-exact fig15 table2 tables3-6
 .PHONY: help venv test lint readme bench bench-e2e bench-judge bench-paper-slice bench-paper-run calibration demo paper slurm-local fig-frontier \
-	reproduction paper-sweeps fig3-frontier fig3-paper-resume fig3-paper-save $(FIGURES)
+	reproduction reproduction-claims paper-sweeps fig3-frontier fig3-paper-resume fig3-paper-save $(FIGURES)
 
 help:  ## list targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -155,6 +155,11 @@ reproduction: venv  ## every paper-size experiment on the authors' LSTMs → doc
 	      --models authors_lstm --experiment $$names; \
 	  else echo "reproduction: $$names skipped, no results in $$results yet"; fi; \
 	done
+
+# Without the sweeps' results: the claims tables and summary verdicts of docs/reproduction.md
+# judged again from the committed CSVs alone (seqq/reports/reproduction/committed.py)
+reproduction-claims: venv  ## docs/reproduction.md's claims and verdicts judged again from the committed CSVs
+	$(PY) -m seqq.reports.reproduction.committed $(REPRODUCTION).md $(REPRODUCTION)
 
 # `make paper SIZE=paper`: every sweep of docs/reproduction.md on the authors' LSTMs (nothing is
 # trained), then `make reproduction`. Fig. 3's ground truth committed in docs/reproduction/ground_truth

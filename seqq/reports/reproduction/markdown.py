@@ -80,14 +80,15 @@ SUMMARY_BLOCK = "summary"
 SUMMARY_HEADER = ("experiment", "models", "size run", "verdict")
 
 
-def summary_row(title: str, runs: Sequence[ModelRun], verdict: str) -> tuple[str, ...]:
+def summary_row(title: str, runs: Sequence[ModelRun], verdict: str,
+                levels: Sequence[int] = ()) -> tuple[str, ...]:
     """An experiment's row of the summary table: its models, what ran (N per model, the grid
-    of K, S and T) and its verdict."""
+    of K, S — `levels` where it reads fewer than its rows hold — and T) and its verdict."""
     models = "; ".join(f"{r.dataset} ({model_name(r.model)})" for r in runs)
     rows = pd.concat([r.rows for r in runs])
     ks = sorted(int(k) for k in rows.K.unique())
     grid = [f"K = {span(ks)}"]
-    levels = sorted(int(s) for s in rows.budget_level.unique())
+    levels = sorted(levels or {int(s) for s in rows.budget_level.unique()})
     if levels != [0]:
         grid.append(f"S = {span(levels, ranges=False)}")
     temperatures = sorted(rows.temperature.unique())

@@ -56,6 +56,7 @@ class KLTables:
     sweep: str
     models: str  # the summary row's models until its first export
     export: Callable[..., list[Path]]  # (paths, out, doc, models, summary) -> files written
+    rejudge: Callable[..., None]  # (folder, doc, summary): its summary row from its CSVs
     pending: str = NOT_RUN
     results: str = "kl"  # the sweep's folder it reads
 
@@ -88,6 +89,8 @@ class Experiment:
     split: str = ""  # a CSV per value of this CSV column, where one file would be too large
     csv: str = ""  # the experiment whose CSVs hold these very rows (same selection): linked
     datasets: tuple[str, ...] = ()  # only these datasets (default: all)
+    levels_read: tuple[int, ...] = ()  # the levels its figure and claims read, where fewer
+    # than it selects (Fig. 4a: S = 100 of the rows it shares with Figs 5/6): its summary row's
     pending: str = NOT_RUN  # the summary row's verdict until its first export
     results: str = "results"  # the sweep's folder it reads
 
@@ -99,6 +102,10 @@ class Experiment:
     def csv_name(self) -> str:
         """The `<csv>` of its CSVs' names: its own, or those of the experiment it shares."""
         return self.csv or self.name
+
+    def summary(self, runs: Sequence[ModelRun]) -> tuple[str, ...]:
+        """Its row of the summary table: models, what ran and the verdict."""
+        return summary_row(self.title, runs, self.verdict(runs), self.levels_read)
 
     def runs(self, results: pd.DataFrame, models: Sequence[str] = ()) -> list[ModelRun]:
         """Its panels in `results`: one per (dataset, model), complete histories only."""
@@ -144,8 +151,7 @@ def export(experiment: Experiment, results: pd.DataFrame, out: str | Path,
         update_doc(Path(doc), experiment.block,
                    _doc_block(experiment, runs, list(figures), csvs, folder))
         if summary is not None:
-            update_summary(Path(doc), summary_row(experiment.title, runs,
-                                                  experiment.verdict(runs)),
+            update_summary(Path(doc), experiment.summary(runs),
                            {t: (t, *row) for t, row in summary.items()})
         written.append(Path(doc))
     return written

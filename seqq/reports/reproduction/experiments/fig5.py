@@ -4,20 +4,38 @@ its CSVs."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
-import numpy as np
 import pandas as pd
 
 from seqq.reports import figures
-from seqq.reports.reproduction.claims import MOSTLY, NO, YES, Check, listed, share, table, verdict
+from seqq.reports.reproduction.claims import (
+    MEAN_TEST,
+    SIGN_TEST,
+    SLOPE_TEST,
+    Check,
+    table,
+    tallied,
+    verdict,
+)
 from seqq.reports.reproduction.export import FIG3_COLUMNS
 from seqq.reports.reproduction.figure import median_and_mean
 from seqq.reports.reproduction.markdown import fmt, histories, links_line, values
 from seqq.reports.reproduction.panels import PAPER_METHODS, SETTER, ModelRun
 from seqq.reports.reproduction.reproduce import Experiment
+from seqq.reports.reproduction.significance import (
+    CONTRADICTS,
+    Tally,
+    beats,
+    mean_lead,
+    median_trends,
+    outcome,
+    sign_lead,
+    trend_said,
+    where,
+)
 from seqq.reports.reproduction.stats import (
-    intervals,
     methods_in,
     pivot,
 )
@@ -52,55 +70,39 @@ def section(run: ModelRun, csv: str) -> list[str]:
     return lines
 
 
-def lowest(rows: pd.DataFrame, index: Sequence[str], stat: str, claim: str,
-           paper: str) -> Check:
-    """"The hybrid has the lowest `stat` RAE" per cell of `index`: where it is not, whether
-    another method is lower beyond noise (the two 95% intervals apart) or within it (a tie)."""
-    cells = intervals(rows, index, stat)
-    best = cells["value"].unstack("method").idxmin(axis=1)
-    names = ["S" if c == "budget_level" else c for c in index]
-    missed, beaten = [], []
-    for key, method in best.items():
-        if method == SETTER:
-            continue
-        key = key if isinstance(key, tuple) else (key,)
-        where = ", ".join(f"{n} = {v}" for n, v in zip(names, key, strict=True))
-        missed.append(f"{where} ({method})")
-        if cells.loc[(*key, SETTER), "low"] > cells.loc[(*key, method), "high"]:
-            beaten.append(f"{where} ({method})")
-    said = f"at {len(best) - len(missed)} of {len(best)} cells"
-    if missed:
-        said += (f"; elsewhere lower within the noise (95% intervals overlap) at "
-                 f"{len(missed) - len(beaten)}, beyond it at {len(beaten)}"
-                 + (f": {listed(beaten)}" if beaten else f" (not lowest: {listed(missed)})"))
-    return Check(claim, paper, said, YES if not missed else MOSTLY if not beaten else NO)
-
-
 def checks(run: ModelRun) -> list[Check]:
-    """Figs 5 and 6: the hybrid lowest at every K and budget, errors falling with S and growing
-    with K."""
-    median = pivot(run.rows, ["budget_level", "K"])
-    levels = run.levels
-    ks = sorted(run.rows.K.unique())
+    """Figs 5 and 6: the hybrid lowest at every K and budget (paired tests per cell), errors
+    falling with S and growing with K (fitted slopes with their intervals)."""
+    rows, cells = run.rows, ["budget_level", "K"]
     paper = "hybrid best: 4 datasets × 3 methods × S = 10, 100, 1000 (§5, App. G)"
-    checks = [lowest(run.rows, ["budget_level", "K"], stat,
-                     f"the hybrid has the lowest {stat} RAE ({name})", paper)
-              for stat, name in (("median", "Fig. 5"), ("mean", "Fig. 6"))]
-    falls = [(m, k) for m in median.columns for k in ks
-             if np.all(np.diff(median.xs(k, level="K")[m].reindex(levels).to_numpy()) < 0)]
-    hybrid = median[SETTER].unstack("budget_level")
+    checks = []
+    for stat, name, lead, test in (("median", "Fig. 5", sign_lead, SIGN_TEST),
+                                   ("mean", "Fig. 6", mean_lead, MEAN_TEST)):
+        table = pivot(rows, cells, stat)
+        rivals = [m for m in table.columns if m != SETTER]
+        lowest = int((table.idxmin(axis=1) == SETTER).sum())
+        leads = beats(rows, cells, SETTER, rivals, lead)
+        tally = Tally.of(list(leads.values()))
+        checks.append(Check(
+            f"the hybrid has the lowest {stat} RAE ({name})", paper,
+            f"lowest {stat} at {lowest} of {len(table)} (S, K); lower than both rivals "
+            f"{tally.said('(S, K)')}"
+            + (f" (the opposite: {where(leads, cells, CONTRADICTS)})" if tally.contradicts
+               else ""), tallied(tally), test + ", against IS and beam search"))
+    falls = median_trends(rows, ["method", "K"], "budget_level", math.log10)
+    tally = Tally.of([outcome(lo, hi) * -1 for _, lo, hi in falls.values()])
     checks.append(Check(
         "median RAE falls as the budget S grows", "implied by Figs 5, 6 and 10, 11",
-        f"at every larger S for {len(falls)} of {len(median.columns) * len(ks)} (method, K); "
-        f"hybrid at K = {ks[-1]}: " + " → ".join(fmt(hybrid.loc[ks[-1], s]) for s in levels)
-        + f" (S = {' → '.join(map(str, levels))})",
-        share(len(falls), len(median.columns) * len(ks))))
-    grows = [(m, s) for m in median.columns for s in levels
-             if median.loc[(s, ks[-1]), m] > median.loc[(s, ks[0]), m]]
+        "slope of the log median RAE per decade of S, per (method, K): "
+        + trend_said(falls, "per decade") + f"; falling {tally.said('(method, K)')}",
+        tallied(tally), SLOPE_TEST + " (below 0: falls)"))
+    grows = median_trends(rows, ["method", "budget_level"], "K")
+    tally = Tally.of([outcome(lo, hi) for _, lo, hi in grows.values()])
     checks.append(Check(
         "median RAE grows with K at every budget", "§5 (Fig. 3), Figs 5, 6",
-        f"K = {ks[0]} → {ks[-1]} higher for {len(grows)} of {len(median.columns) * len(levels)} "
-        "(method, S)", share(len(grows), len(median.columns) * len(levels))))
+        "slope of the log median RAE per K, per (method, S): " + trend_said(grows, "per K")
+        + f"; growing {tally.said('(method, S)')}", tallied(tally),
+        SLOPE_TEST + " (above 0: grows)"))
     return checks
 
 
