@@ -147,12 +147,12 @@ fig3-frontier: venv  ## the frontier methods at Fig. 3's calls on the authors' L
 REPRODUCTION := docs/reproduction
 reproduction: venv  ## every paper-size experiment on the authors' LSTMs → docs/reproduction/ + docs/reproduction.md
 	@set -e; for entry in $$($(PY) -m seqq.reports.reproduction.registry); do \
-	  names=$${entry##*:}; where=$${entry%:*}; \
-	  results=$(SWEEPS)/$${where%%:*}-paper/$${where#*:}; \
+	  IFS=:; set -- $$entry; unset IFS; sweep=$$1; folder=$$2; names=$$3; models=$$4; \
+	  results=$(SWEEPS)/$$sweep-paper/$$folder; \
 	  if [ -n "$$(find $$results -name '*.parquet' -print -quit 2>/dev/null)" ]; then \
-	    echo "$(SEQQ) report $$results --reproduction $(REPRODUCTION) --doc $(REPRODUCTION).md --models authors_lstm --experiment $$names"; \
+	    echo "$(SEQQ) report $$results --reproduction $(REPRODUCTION) --doc $(REPRODUCTION).md --models $$models --experiment $$names"; \
 	    $(SEQQ) report $$results --reproduction $(REPRODUCTION) --doc $(REPRODUCTION).md \
-	      --models authors_lstm --experiment $$names; \
+	      --models $$models --experiment $$names; \
 	  else echo "reproduction: $$names skipped, no results in $$results yet"; fi; \
 	done
 

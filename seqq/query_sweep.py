@@ -22,6 +22,7 @@ from seqq.experiments.sweep_config import HELP, sweep_spec
 from seqq.reports.build import build_report
 from seqq.reports.figures import FIGURES
 from seqq.reports.kl import write_kl_report
+from seqq.reports.sentence_end import write_sentence_end_report
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,8 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> Path:
     sweep_dir = sweep.run(spec, run_dir=run_dir)
     if spec.report and spec.symbol_kl is not None:
         write_kl_report([sweep.kl_dir(sweep_dir)], sweep_dir / "report")
+    elif spec.report and spec.sentence_end is not None:
+        write_sentence_end_report([sweep.sentence_end_dir(sweep_dir)], sweep_dir / "report")
     elif spec.report:
         build_report([sweep.results_dir(sweep_dir)], sweep_dir / "report", figures)
     return sweep_dir
@@ -58,7 +61,8 @@ def _app(cfg: DictConfig) -> None:
         # config itself, so the run's provenance records it)
         cfg.sweep.report = False
     sweep_dir = run(cfg, run_dir=hydra_cfg.runtime.output_dir)
-    results = (sweep.kl_dir if cfg.sweep.symbol_kl else sweep.results_dir)(sweep_dir)
+    results = (sweep.kl_dir if cfg.sweep.symbol_kl else sweep.sentence_end_dir
+               if cfg.sweep.sentence_end else sweep.results_dir)(sweep_dir)
     if merge_later:
         log.info("multirun job: no per-job report; run `seqq report %s` when all are done",
                  results)

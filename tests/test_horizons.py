@@ -96,7 +96,7 @@ def test_the_sampled_judge_answers_a_family_from_one_set_of_paths():
                                         progress=False)
         assert len({j.model_calls for j in judged}) == 1  # one pass for the family
         assert all(j.rel_stderr < 0.05 for j in judged)
-        z += [(j.value - t) / max(j.rel_stderr * j.value, 1e-12) for j, t in zip(judged, truths)
+        z += [(j.value - t) / max(j.rel_stderr * j.value, 1e-12) for j, t in zip(judged, truths, strict=True)
               if j.rel_stderr > 0]
     z = torch.tensor(z)
     assert abs(z.mean()) < 4 / math.sqrt(len(z)) + 0.1 and z.std() < 1.5

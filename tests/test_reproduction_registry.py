@@ -95,7 +95,7 @@ def test_every_module_declares_one_experiment() -> None:
     modules = sorted(p.stem for p in Path(experiment_modules.__path__[0]).glob("*.py")
                      if p.stem != "__init__")
     assert len(registry.DECLARED) == len(modules)
-    assert all(isinstance(e, Experiment | NotRun) or e.name in registry.KL_TABLES
+    assert all(isinstance(e, Experiment | NotRun) or e.name in registry.OWN_ROWS
                for e in registry.DECLARED)
     assert list(registry.SUMMARY) == [
         "Fig. 1", "Fig. 3", "Fig. 4a", "Figs 4b, 13", "Figs 5, 6", "Figs 7–9", "Figs 10, 11",
@@ -109,7 +109,7 @@ def test_make_reproduction_exports_what_the_registry_lists() -> None:
     assert "-m seqq.reports.reproduction.registry" in text
     entries = registry.make_entries(registry.DECLARED)
     named = [name for entry in entries for name in entry.split(":")[2].split(",")]
-    assert sorted(named) == sorted([*registry.EXPERIMENTS, *registry.KL_TABLES])
+    assert sorted(named) == sorted([*registry.EXPERIMENTS, *registry.OWN_ROWS])
     assert "horizons:results:fig5,fig4a,fig7-9" in entries and "kl:kl:tables4-5" in entries
     for entry in entries:
         names = entry.split(":")[2].split(",")

@@ -23,7 +23,11 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 import seqq
+from seqq.data.base import require
+from seqq.data.text import WIKITEXT_URL, wikitext_articles
+from seqq.errors import ConfigError
 from seqq.models import SequenceModel
+from seqq.paths import find_data
 from seqq.queries import hitting_time
 from seqq.results.store import PartStore
 
@@ -46,10 +50,13 @@ class Prefix:
 
 @dataclass(frozen=True)
 class SentenceEndSpec:
+    """`sweep.sentence_end` (experiment=fig1)."""
+
     k_max: int = 30
     samples: int = 100  # importance samples per run; naive gets the same model calls
     replicates: int = 20
     context_tokens: int = 48  # article text kept before the partial sentence
+    per_kind: int = 2  # prefixes of each kind (open-ended, declarative)
 
 
 def sentence_end_tokens(token_texts: Sequence[str]) -> list[int]:
@@ -131,3 +138,23 @@ def run(model: SequenceModel, prefixes: Sequence[Prefix], event: Sequence[int],
 def _stable_hash(text: str) -> int:
     """A number of the prefix's text that is the same in every process (seeds, file names)."""
     return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16)
+
+
+def run_sentence_end(model: SequenceModel, data_root: Path, spec: SentenceEndSpec, out: Path,
+                     seed: int, shard: int = 0, shards: int = 1, progress: bool = True) -> int:
+    """The sweep's entry: this shard's prefixes (every `shards`-th) of the WikiText-2 test
+    articles, A = the model's sentence-ending tokens. Returns how many prefixes are saved."""
+    tokenizer = getattr(model, "tokenizer", None)
+    if tokenizer is None:
+        raise ConfigError("Fig. 1 (sweep.sentence_end) needs a language model with a tokenizer "
+                          "(model=smollm2 or model=gpt2), to read WikiText and find the tokens "
+                          "that end a sentence")
+    test = require(find_data(data_root, Path("wikitext2") / "wiki.test.tokens"),
+                   "WikiText-2 wiki.test.tokens", WIKITEXT_URL)
+    articles = wikitext_articles(test.read_text(encoding="utf-8"))
+    prefixes = pick_prefixes(articles, lambda text: tokenizer(text, add_special_tokens=False)
+                             ["input_ids"], spec.per_kind, spec.context_tokens)
+    texts = [tokenizer.convert_tokens_to_string([t]) for t in model.vocab]
+    mine = prefixes[shard::shards]
+    return len(run(model, mine, sentence_end_tokens(texts), spec, out, seed, progress)
+               .drop_duplicates("prefix"))

@@ -21,6 +21,7 @@ from seqq.data import SequenceDataset, load_dataset
 from seqq.errors import ConfigError
 from seqq.experiments.method_runs import MethodRun
 from seqq.experiments.query_specs import QueriesSpec
+from seqq.experiments.sentence_end import SentenceEndSpec
 from seqq.experiments.symbol_kl import SymbolKLSpec
 from seqq.models.device import resolve_device
 from seqq.models.spec import ModelSpec
@@ -119,6 +120,7 @@ class SweepSpec:
     config: Mapping[str, Any]
     refine_truth: float | None = None  # surrogate truths' rel. SE ≤ this × smallest median RAE
     symbol_kl: SymbolKLSpec | None = None  # Tables 3–6: the KL experiment instead of queries
+    sentence_end: SentenceEndSpec | None = None  # Fig. 1: when the sentence ends, instead
 
 
 def model_spec(cfg: DictConfig, types: Sequence[str]) -> ModelSpec:

@@ -36,6 +36,7 @@ from seqq.experiments.query_specs import QuerySpec, build_specs, resolve_symbols
 from seqq.experiments.refine import refine_truths
 from seqq.experiments.run_log import recorded
 from seqq.experiments.runner import SweepPlan, SweepRunner
+from seqq.experiments.sentence_end import run_sentence_end
 from seqq.experiments.specs import SweepSpec
 from seqq.experiments.sweep_config import check_config, horizons, sweep_spec
 from seqq.experiments.symbol_kl import run_histories as run_symbol_kl
@@ -183,6 +184,29 @@ def _symbol_kl(spec: SweepSpec, model: SequenceModel | None, dataset: SequenceDa
     return spec.dir
 
 
+def sentence_end_dir(sweep_dir: str | Path) -> Path:
+    """Where a `sweep.sentence_end` sweep (Fig. 1) keeps its runs: not query results."""
+    return Path(sweep_dir) / "sentence_end"
+
+
+def _sentence_end(spec: SweepSpec, model: SequenceModel | None, run_dir: Path) -> Path:
+    """Fig. 1: every replicate of both methods on this shard's prefixes."""
+    model = model if model is not None else load_sweep_model(spec, None)
+    write_provenance(run_dir, spec.config, spec.seed)
+    name = model_id(spec, spec.dataset.name)
+    with recorded(spec.dir, tag=f"sentence_end-{name}-shard{spec.shard}of{spec.shards}",
+                  queries=spec.sentence_end.per_kind * 2) as record:
+        try:
+            record["prefixes_computed"] = run_sentence_end(
+                model, spec.dataset.root, spec.sentence_end, sentence_end_dir(spec.dir),
+                spec.seed, spec.shard, spec.shards, spec.progress)
+        except KeyboardInterrupt:
+            raise Interrupted(f"interrupted: the finished prefixes are saved under "
+                              f"{sentence_end_dir(spec.dir)}; re-run the same command to "
+                              "resume") from None
+    return spec.dir
+
+
 def run(cfg: DictConfig | SweepSpec, model: SequenceModel | None = None,
         dataset: SequenceDataset | None = None, run_dir: str | Path | None = None) -> Path:
     """Run the configured sweep (or finish an interrupted one); return the sweep folder.
@@ -191,6 +215,8 @@ def run(cfg: DictConfig | SweepSpec, model: SequenceModel | None = None,
     Ctrl-C raises `Interrupted`, saying how many parts are saved: a re-run resumes from them.
     """
     spec = cfg if isinstance(cfg, SweepSpec) else sweep_spec(cfg)
+    if spec.sentence_end is not None:  # its prefixes come from the raw WikiText articles
+        return _sentence_end(spec, model, Path(run_dir) if run_dir else spec.dir / "logs")
     dataset = dataset if dataset is not None else load_data(spec)
     run_dir = Path(run_dir) if run_dir else spec.dir / "logs"
     if spec.symbol_kl is not None:

@@ -18,6 +18,7 @@ from seqq.errors import ConfigError
 from seqq.estimators import METHODS
 from seqq.experiments.method_runs import method_runs
 from seqq.experiments.query_specs import KINDS, QueriesSpec, check_template
+from seqq.experiments.sentence_end import SentenceEndSpec
 from seqq.experiments.specs import (
     GroundTruthSpec,
     HistorySpec,
@@ -81,6 +82,8 @@ HELP = Help(
                                "share of the smallest median RAE they judge (null: never)"),
         ("sweep.symbol_kl", "Tables 3-6 (experiment=kl): {lengths, samples, truth_paths}: "
                             "KL of the next symbol's distribution instead of queries"),
+        ("sweep.sentence_end", "Fig. 1 (experiment=fig1): {k_max, samples, replicates, "
+                               "context_tokens, per_kind}: IS vs naive on when a sentence ends"),
         ("sweep.shard", "this job's shard of the histories (0..shards-1)"),
         ("sweep.shards", "number of shards (SLURM arrays)"),
         ("sweep.progress", "progress bars"),
@@ -199,6 +202,14 @@ def _symbol_kl(cfg: DictConfig) -> SymbolKLSpec | None:
         truth_paths=check.integer(cfg, "sweep.symbol_kl.truth_paths", minimum=1))
 
 
+def _sentence_end(cfg: DictConfig) -> SentenceEndSpec | None:
+    if check.value(cfg, "sweep.sentence_end") is None:
+        return None
+    return SentenceEndSpec(**{
+        key: check.integer(cfg, f"sweep.sentence_end.{key}", minimum=1)
+        for key in ("k_max", "samples", "replicates", "context_tokens", "per_kind")})
+
+
 def sweep_spec(cfg: DictConfig) -> SweepSpec:
     """The sweep's config, every setting checked (a one-line `ConfigError` naming the key)
     before any data or model is loaded, as a `SweepSpec`: the only place a sweep reads `cfg`."""
@@ -230,7 +241,7 @@ def sweep_spec(cfg: DictConfig) -> SweepSpec:
         progress=progress, report=report,
         config=OmegaConf.to_container(cfg, resolve=True),
         refine_truth=check.number(cfg, "sweep.refine_truth", above=0, at_most=1, optional=True),
-        symbol_kl=_symbol_kl(cfg))
+        symbol_kl=_symbol_kl(cfg), sentence_end=_sentence_end(cfg))
 
 
 def check_config(cfg: DictConfig) -> SweepSpec:

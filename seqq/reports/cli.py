@@ -19,9 +19,8 @@ from typing import NoReturn
 from seqq.errors import ConfigError, ResultsError
 from seqq.reports.build import build_report
 from seqq.reports.figures import FIGURES
-from seqq.reports.kl import is_kl, write_kl_report
-from seqq.reports.reproduction.registry import EXPERIMENTS, KL_TABLES, SUMMARY
-from seqq.reports.reproduction.reproduce import Experiment, export
+from seqq.reports.reproduction.registry import EXPERIMENTS, OWN_ROWS, SUMMARY
+from seqq.reports.reproduction.reproduce import Experiment, OwnRows, export
 from seqq.reports.tables import load_results
 from seqq.results.store import part_files
 
@@ -52,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
                                          for e in EXPERIMENTS.values())
                              + "".join(f"; {e.name}: the paper's {e.title} from the "
                                        f"experiment={e.sweep} sweep's {e.results}/ folder"
-                                       for e in KL_TABLES.values()))
+                                       for e in OWN_ROWS.values()))
     parser.add_argument("--doc", type=Path, metavar="FILE",
                         help="with --reproduction: rewrite the experiment's generated block and "
                              "its row of the summary table in this Markdown file (e.g. "
@@ -66,7 +65,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _default_out(first: Path) -> Path:
-    return (first.parent if first.name in ("results", "kl") else first) / "report"
+    folders = ("results", *(e.results for e in OWN_ROWS.values()))
+    return (first.parent if first.name in folders else first) / "report"
 
 
 def _check_inputs(paths: list[Path]) -> None:
@@ -107,22 +107,21 @@ def _experiment(name: str, level: int | None) -> Experiment:
     return dataclasses.replace(experiment, levels=(level,))
 
 
-def _kl(args: argparse.Namespace) -> int:
-    """The KL experiment's rows (Tables 3–6): its report, or Tables 4/5 beside the paper's."""
+def _own_rows(args: argparse.Namespace, experiment: OwnRows) -> int:
+    """Rows of an experiment's own (the KL rows of Tables 3–6, Fig. 1's runs): their report,
+    or the paper's experiment beside seqq's."""
     if args.figures or args.datasets or args.level is not None:
-        raise ConfigError("KL rows (Tables 3-6) take no --figures, --datasets or --level")
+        raise ConfigError(f"{experiment.title}'s rows take no --figures, --datasets or --level")
     if args.reproduction is None:
         if args.experiment or args.doc or args.models:
             raise ConfigError("--experiment, --doc and --models go with --reproduction DIR")
-        out = write_kl_report(args.results, args.out or _default_out(args.results[0]))
+        out = experiment.report(args.results, args.out or _default_out(args.results[0]))
         print(f"report: {out / 'summary.md'}")
         return 0
-    name = args.experiment or next(iter(KL_TABLES))
-    if args.out or name not in KL_TABLES:
-        raise ConfigError(f"KL rows reproduce --experiment {', '.join(KL_TABLES)} only (no --out)")
+    if args.out or args.experiment not in (None, experiment.name):
+        raise ConfigError(f"these rows reproduce --experiment {experiment.name} only (no --out)")
     models = [m for m in (args.models or "").split(",") if m]
-    for path in KL_TABLES[name].export(args.results, args.reproduction, args.doc, models,
-                                       SUMMARY):
+    for path in experiment.export(args.results, args.reproduction, args.doc, models, SUMMARY):
         print(f"reproduction: {path}")
     return 0
 
@@ -132,11 +131,13 @@ def main(argv: list[str]) -> int:
     figures = _figures(args.figures)
     _check_inputs(args.results)
     datasets = args.datasets.split(",") if args.datasets else None
-    if is_kl(args.results):
-        return _kl(args)
-    if args.experiment in KL_TABLES:
-        raise ConfigError(f"--experiment {args.experiment} reads a kl sweep's KL rows "
-                          "(<sweep>/kl, from seqq query-sweep experiment=kl), not query results")
+    for experiment in OWN_ROWS.values():
+        if experiment.reads(args.results):
+            return _own_rows(args, experiment)
+    if args.experiment in OWN_ROWS:
+        own = OWN_ROWS[args.experiment]
+        raise ConfigError(f"--experiment {own.name} reads an experiment={own.sweep} sweep's "
+                          f"rows (<sweep>/{own.results}), not query results")
     if args.reproduction is not None:
         if args.figures or args.out:
             raise ConfigError("--reproduction writes its own files: drop --figures and --out")

@@ -19,7 +19,16 @@ import pandas as pd
 from matplotlib.figure import Figure
 from scipy import stats
 
-from seqq.reports.plotting import grid, integer_ticks, legend, method_colors, panel_title, suptitle
+from seqq.reports.plotting import (
+    grid,
+    integer_ticks,
+    legend,
+    method_colors,
+    panel_title,
+    save,
+    suptitle,
+)
+from seqq.reports.tables import to_markdown
 from seqq.results.store import read_parts
 
 KEY = ["prefix", "method", "replicate", "K"]
@@ -106,3 +115,39 @@ def figure(rows: pd.DataFrame, ratios: pd.DataFrame) -> Figure:
 def _short(prefix: str, words: int = 6) -> str:
     parts = prefix.split()
     return " ".join(parts[-words:]) if len(parts) > words else prefix
+
+
+def summary_markdown(table: pd.DataFrame) -> str:
+    """The per-prefix summary as a Markdown table."""
+    shown = pd.DataFrame({
+        "prefix": [f"{k}: “{_short(p)} …”" for k, p in zip(table.kind, table.prefix,
+                                                           strict=True)],
+        "K": table.ks.map(lambda n: f"2–{n + 1}" if n else "–"),
+        "Var naive / Var IS (geo. mean over K)": table.geo_mean.map("{:.1f}".format),
+        "range over K": [f"{lo:.1f}–{hi:.1f}" for lo, hi in zip(table.low, table.high,
+                                                               strict=True)],
+        "K with ratio > 1 beyond noise": [f"{a} of {n}" for a, n in zip(table.above_1, table.ks,
+                                                                        strict=True)],
+        "K whose interval reaches 6": [f"{a} of {n}" for a, n in zip(table.reaches_6, table.ks,
+                                                                     strict=True)],
+        "calls per run (IS / naive)": [f"{i:,.0f} / {n:,.0f}" for i, n in zip(
+            table.calls_importance, table.calls_naive, strict=True)],
+    })
+    return to_markdown(shown)
+
+
+def write_sentence_end_report(paths: Iterable[str | Path], out: str | Path) -> Path:
+    """`summary.md` (the table above and the ratio per K) and the figure (PNG + PDF)."""
+    out = Path(out)
+    rows = load_runs(list(paths))
+    ratios = variance_ratios(rows)
+    save(figure(rows, ratios), out, "sentence_end")
+    per_k = ratios[["kind", "K", "ratio", "ratio_low", "ratio_high"]].assign(
+        prefix=[_short(p) for p in ratios.prefix])
+    text = ["# Fig. 1: when will the sentence end?", "",
+            f"{rows.replicate.nunique()} runs per method and prefix; "
+            f"{LEVEL:.0%} F intervals.", "", summary_markdown(summary(ratios)), "",
+            "![Fig. 1](sentence_end.png)", "", "## Variance ratio per K", "",
+            to_markdown(per_k.round(3)), ""]
+    (out / "summary.md").write_text("\n".join(text))
+    return out

@@ -16,7 +16,7 @@ import pandas as pd
 from seqq.reports.reproduction.markdown import find_block, update_summary
 from seqq.reports.reproduction.panels import ModelRun
 from seqq.reports.reproduction.registry import DECLARED, SUMMARY
-from seqq.reports.reproduction.reproduce import Experiment, KLTables
+from seqq.reports.reproduction.reproduce import Experiment, OwnRows
 
 CLAIMS = re.compile(r"The paper's [^\n]*? claims beside seqq's [^\n]*?:\n\n(?:\|[^\n]*\n)+")
 
@@ -83,7 +83,7 @@ def main(doc: Path, folder: Path) -> None:
     for experiment in DECLARED:
         if isinstance(experiment, Experiment):
             rejudge(experiment, folder, doc)
-        elif isinstance(experiment, KLTables):
+        elif isinstance(experiment, OwnRows):
             experiment.rejudge(folder, doc, SUMMARY)
         else:
             continue

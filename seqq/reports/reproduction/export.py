@@ -41,6 +41,7 @@ COLUMNS: dict[str, Callable[[pd.DataFrame], pd.Series]] = {
     "rae": _column("rae"),
     "temperature": _column("temperature"),
     "entropy": _column("entropy"),  # H(q), the restricted entropy of the ground truth (Fig. 4a)
+    "vocab_size": _column("vocab_size"),  # V, for H(q)'s share of K·ln V (Table 2)
     "query": _column("label"),  # which of a pair's two orders (Fig. 14)
     "alpha": lambda rows: rows.options.map(lambda o: json.loads(o).get("alpha")),
     "share": lambda rows: rows.group.str.removeprefix("share=").astype(float),

@@ -1,7 +1,8 @@
 """Every experiment of the paper that docs/reproduction.md lists, found in `experiments/`.
 
 Each module there ends with `EXPERIMENT = ...`: an `Experiment` (read from a sweep's query
-results), a `KLTables` (read from a `kl` sweep's KL rows) or a `NotRun` (only its summary row).
+results), an `OwnRows` (read from rows of its own: a `kl` sweep's KL rows, a `fig1` sweep's
+runs) or a `NotRun` (only its summary row).
 The registry imports every module of that package, as `seqq/estimators/registry.py` does for
 methods, so adding an experiment is one new module: its declaration, claims, figure, caption
 and section. `seqq report --experiment`, the summary table's rows and `make reproduction`
@@ -16,9 +17,9 @@ import re
 from collections.abc import Sequence
 
 import seqq.reports.reproduction.experiments as experiment_modules
-from seqq.reports.reproduction.reproduce import Experiment, KLTables, NotRun
+from seqq.reports.reproduction.reproduce import Experiment, NotRun, OwnRows
 
-Declared = Experiment | KLTables | NotRun
+Declared = Experiment | OwnRows | NotRun
 
 
 def paper_order(title: str) -> tuple[bool, int, str]:
@@ -46,20 +47,22 @@ def summary_rows(declared: Sequence[Declared]) -> dict[str, tuple[str, str, str]
 
 
 def make_entries(declared: Sequence[Declared]) -> list[str]:
-    """`<sweep>:<folder>:<names>` per sweep, for `make reproduction`: its experiments exported
-    from one load of `<sweep>-paper/<folder>`, those that own CSVs before those that link them."""
-    by_sweep: dict[tuple[str, str], list[Declared]] = {}
+    """`<sweep>:<folder>:<names>:<models>` per sweep, for `make reproduction`: its experiments
+    exported from one load of `<sweep>-paper/<folder>`, those that own CSVs before those that
+    link them, keeping the models they reproduce on."""
+    by_sweep: dict[tuple[str, str, str], list[Declared]] = {}
     for e in declared:
         if not isinstance(e, NotRun):
-            by_sweep.setdefault((e.sweep, e.results), []).append(e)
+            kept = e.models if isinstance(e, Experiment) else e.kept
+            by_sweep.setdefault((e.sweep, e.results, kept), []).append(e)
     return [f"{sweep}:{folder}:" + ",".join(
                 e.name for e in sorted(group, key=lambda e: bool(getattr(e, "csv", ""))))
-            for (sweep, folder), group in by_sweep.items()]
+            + f":{kept}" for (sweep, folder, kept), group in by_sweep.items()]
 
 
 DECLARED = discover()
 EXPERIMENTS = {e.name: e for e in DECLARED if isinstance(e, Experiment)}
-KL_TABLES = {e.name: e for e in DECLARED if isinstance(e, KLTables)}
+OWN_ROWS = {e.name: e for e in DECLARED if isinstance(e, OwnRows)}
 SUMMARY = summary_rows(DECLARED)
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """What a module of `experiments/` declares (`registry.py` finds them): an `Experiment` read
-from a sweep's query results, a `KLTables` read from a `kl` sweep's KL rows, or a `NotRun` that
+from a sweep's query results, an `OwnRows` read from rows of its own (a `kl` sweep's KL rows, a
+`fig1` sweep's runs), or a `NotRun` that
 only has its row of the summary table; and `reproduce`, which writes an `Experiment`'s CSV per
 panel, its figures (PNG + PDF), the doc's generated block and its row of the doc's summary
 table."""
@@ -47,18 +48,22 @@ class NotRun:
 
 
 @dataclass(frozen=True)
-class KLTables:
-    """An experiment read from a `kl` sweep's KL rows (`<sweep>/kl`), not from query results:
-    its module exports it (CSVs, figure, doc block and summary row)."""
+class OwnRows:
+    """An experiment read from rows of its own (`<sweep>/<results>`: a `kl` sweep's KL rows,
+    a `fig1` sweep's runs), not from query results: its module reports and exports it (CSVs,
+    figure, doc block and summary row)."""
 
     name: str  # `--experiment`, the doc's block
     title: str
     sweep: str
     models: str  # the summary row's models until its first export
+    results: str  # the sweep's folder it reads
+    reads: Callable[[Sequence[Path]], bool]  # whether these folders hold its rows
+    report: Callable[[Sequence[Path], Path], Path]  # (paths, out): a plain report, its folder
     export: Callable[..., list[Path]]  # (paths, out, doc, models, summary) -> files written
     rejudge: Callable[..., None]  # (folder, doc, summary): its summary row from its CSVs
     pending: str = NOT_RUN
-    results: str = "kl"  # the sweep's folder it reads
+    kept: str = "authors_lstm"  # the models `make reproduction` keeps (`--models`)
 
     @property
     def pending_row(self) -> tuple[str, str, str]:
@@ -93,6 +98,7 @@ class Experiment:
     # than it selects (Fig. 4a: S = 100 of the rows it shares with Figs 5/6): its summary row's
     pending: str = NOT_RUN  # the summary row's verdict until its first export
     results: str = "results"  # the sweep's folder it reads
+    models: str = "authors_lstm"  # the models `make reproduction` keeps (`--models`)
 
     @property
     def pending_row(self) -> tuple[str, str, str]:

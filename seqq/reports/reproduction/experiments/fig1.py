@@ -1,13 +1,166 @@
-"""Fig. 1: a large language model's hitting time of the end of a sentence (GPT-2 in the paper;
-seqq's stand-in SmolLM2-135M), not run here yet."""
+"""Fig. 1: when will the sentence end? A large LM's hitting time of a sentence end after four
+WikiText prefixes, importance sampling against naive sampling at equal model calls (GPT-2 in the
+paper; seqq's stand-in SmolLM2-135M), from a `fig1` sweep's runs (`seqq/reports/sentence_end.py`).
+Writes `fig1_wikitext_<model>.csv`, the figure, the doc's `fig1` block and its summary row."""
 
 from __future__ import annotations
 
-from seqq.reports.reproduction.reproduce import NotRun
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
-EXPERIMENT = NotRun(
-    title="Fig. 1", models="GPT-2 (seqq: SmolLM2-135M)",
-    why=("not run: it needs no ground truth, but SmolLM2 steps ~100 rows/s on one CPU "
-         "thread here, ~1 h per run of IS and naive sampling over K ≤ 30 on 4 prefixes "
-         "and tens of runs for a variance; the protocol (end-of-sentence hitting time) "
-         "waits for a GPU"))
+import numpy as np
+import pandas as pd
+
+from seqq.reports.plotting import save
+from seqq.reports.reproduction.claims import NO, YES, Check, judge, share
+from seqq.reports.reproduction.markdown import (
+    SUMMARY_BLOCK,
+    begin,
+    end,
+    find_block,
+    update_doc,
+    update_summary,
+)
+from seqq.reports.reproduction.reproduce import OwnRows
+from seqq.reports.reproduction.significance import LEVEL, RESAMPLES, SEED
+from seqq.reports.sentence_end import (
+    figure,
+    load_runs,
+    summary,
+    summary_markdown,
+    variance_ratios,
+    write_sentence_end_report,
+)
+from seqq.reports.tables import to_markdown
+from seqq.results.store import part_files
+
+NAME = "fig1"
+TITLE = "Fig. 1"
+MODELS = "SmolLM2-135M on WikiText-2 (the paper: GPT-2)"
+PAPER_REDUCTION = 6.0  # "a 6x reduction in variance relative to naive model sampling"
+COLUMNS = ("kind", "prefix", "method", "replicate", "K", "estimate", "stderr", "model_calls",
+           "samples")
+
+
+def reads(paths: Sequence[str | Path]) -> bool:
+    """Whether `paths` hold a `fig1` sweep's runs, by the columns of their first part."""
+    files = [f for p in paths for f in part_files(p)]
+    return bool(files) and {"prefix", "replicate", "K"} <= set(pd.read_parquet(files[0]).columns)
+
+
+def reduction(rows: pd.DataFrame, prefix: str) -> tuple[float, float, float]:
+    """The geometric mean over K ≥ 2 of Var naive / Var IS for one prefix, with its percentile
+    interval over resamples of each method's runs (the runs are independent; the K of one run
+    are not, so runs, not K, are resampled)."""
+    part = rows[(rows.prefix == prefix) & (rows.K >= 2)]
+    runs = {m: part[part.method == m].pivot(index="replicate", columns="K", values="estimate")
+            .to_numpy() for m in ("importance", "naive")}
+
+    def geo_mean(is_runs: np.ndarray, naive_runs: np.ndarray) -> float:
+        ratio = naive_runs.var(0, ddof=1) / is_runs.var(0, ddof=1)
+        ratio = ratio[np.isfinite(ratio) & (ratio > 0)]
+        return float(np.exp(np.log(ratio).mean())) if len(ratio) else math.nan
+
+    rng = np.random.default_rng(SEED)
+    n_is, n_naive = len(runs["importance"]), len(runs["naive"])
+    draws = [geo_mean(runs["importance"][rng.integers(0, n_is, n_is)],
+                      runs["naive"][rng.integers(0, n_naive, n_naive)])
+             for _ in range(RESAMPLES)]
+    low, high = np.nanpercentile(draws, [100 * LEVEL / 2, 100 * (1 - LEVEL / 2)])
+    return geo_mean(runs["importance"], runs["naive"]), float(low), float(high)
+
+
+def checks(rows: pd.DataFrame) -> list[Check]:
+    ratios = variance_ratios(rows, 1 - LEVEL)
+    told = ratios[(ratios.var_naive > 0) & (ratios.var_importance > 0)]
+    lower = int((told.ratio_low > 1).sum())
+    higher = int((told.ratio_high < 1).sum())
+    reductions = {p: reduction(rows, p) for p in dict.fromkeys(rows.prefix)}
+    reaching = [p for p, (_, _, high) in reductions.items() if high >= PAPER_REDUCTION]
+    calls = rows.groupby("method").model_calls.mean()
+    return [
+        Check("importance sampling's estimates vary less than naive sampling's at equal model "
+              "calls, at every K", "Fig. 1 caption",
+              f"lower beyond the noise at {lower} of {len(told)} (prefix, K) cells, higher at "
+              f"{higher}; mean calls per run {calls['importance']:,.0f} (IS) / "
+              f"{calls['naive']:,.0f} (naive)",
+              NO if lower == 0 else YES if lower == len(told) else "partly",
+              f"F test of the ratio of the two variances over the runs, per (prefix, K), "
+              f"p < {LEVEL:g}"),
+        Check("a 6× reduction in variance", "Fig. 1 caption: \"maintain a 6x reduction in "
+              "variance relative to naive model sampling for the same computation budget\"",
+              "geometric mean over K = 2–30 of Var naive / Var IS: " + "; ".join(
+                  f"×{r:.1f} [{lo:.1f}, {hi:.1f}]" for r, lo, hi in reductions.values()),
+              share(len(reaching), len(reductions)),
+              f"per prefix, holds unless the {1 - LEVEL:.0%} bootstrap interval over the runs "
+              f"lies below 6"),
+    ]
+
+
+def export_fig1(paths: Sequence[str | Path], out: str | Path, doc: str | Path | None = None,
+                models: Sequence[str] = (),
+                summary_rows: Mapping[str, Sequence[str]] | None = None) -> list[Path]:
+    """Write the CSV, the figure and (with `doc`) its block and summary row; return the files.
+    `models` is accepted for the common signature: a `fig1` sweep runs one model."""
+    out = Path(out)
+    if doc is not None:  # refuse a doc without the markers before writing anything
+        find_block(Path(doc), NAME)
+        if summary_rows is not None:
+            find_block(Path(doc), SUMMARY_BLOCK)
+    rows = load_runs(paths).sort_values(["kind", "prefix", "method", "replicate", "K"])
+    out.mkdir(parents=True, exist_ok=True)
+    csv = out / "fig1_wikitext_smollm2.csv"
+    rows[list(COLUMNS)].to_csv(csv, index=False, float_format="%.6g")
+    ratios = variance_ratios(rows, 1 - LEVEL)
+    written = [csv, *save(figure(rows, ratios), out, "fig1_smollm2")]
+    if doc is not None:
+        folder = Path(os.path.relpath(out.resolve(), Path(doc).resolve().parent)).as_posix()
+        update_doc(Path(doc), NAME, _block(rows, ratios, folder, csv))
+        if summary_rows is not None:
+            update_summary(Path(doc), _summary_row(rows),
+                           {t: (t, *r) for t, r in summary_rows.items()})
+        written.append(Path(doc))
+    return written
+
+
+def rejudge(folder: Path, doc: Path, summary_rows: Mapping[str, Sequence[str]]) -> None:
+    """Its summary row from the committed `fig1_wikitext_<model>.csv` alone."""
+    for path in sorted(folder.glob("fig1_wikitext_*.csv")):
+        update_summary(doc, _summary_row(pd.read_csv(path)),
+                       {t: (t, *r) for t, r in summary_rows.items()})
+
+
+def _block(rows: pd.DataFrame, ratios: pd.DataFrame, folder: str, csv: Path) -> str:
+    runs = rows.replicate.nunique()
+    claims = pd.DataFrame([(c.claim, c.paper, c.seqq, c.test, c.holds) for c in checks(rows)],
+                          columns=["Fig. 1 claim", "the paper", "seqq", "test", "holds"])
+    return "\n".join([
+        begin(NAME), "",
+        f"Generated from {len(rows):,} estimates ({runs} runs per method and prefix, K = "
+        f"1–{rows.K.max()}); the figure and [`{csv.name}`]({folder}/{csv.name}) were written "
+        "by the same command.", "",
+        f"![{TITLE} reproduction]({folder}/fig1_smollm2.png)", "",
+        f"*{TITLE}: top, p(the sentence ends at K) per prefix: each method's mean over its runs, "
+        "the band holding the middle 90 % of runs; bottom, Var naive / Var IS per K with its "
+        f"{1 - LEVEL:.0%} F interval (dashed: the paper's 6×).*", "",
+        summary_markdown(summary(ratios)), "",
+        "The paper's Fig. 1 claims beside seqq's numbers, each judged by the test beside it:", "",
+        to_markdown(claims), "",
+        end(NAME)])
+
+
+def _summary_row(rows: pd.DataFrame) -> tuple[str, str, str, str]:
+    kinds = rows.drop_duplicates("prefix").kind.value_counts()
+    calls = rows[rows.method == "importance"].groupby("replicate").model_calls.mean().mean()
+    size = (f"{rows.prefix.nunique()} prefixes ({', '.join(f'{n} {k}' for k, n in kinds.items())}"
+            f"); K = 1–{rows.K.max()}; {rows.replicate.nunique()} runs per method, "
+            f"~{calls:,.0f} calls a run")
+    return TITLE, MODELS, size, judge([("wikitext", c) for c in checks(rows)])
+
+
+EXPERIMENT = OwnRows(
+    name=NAME, title=TITLE, sweep="fig1", models=MODELS, results="sentence_end", reads=reads,
+    report=write_sentence_end_report, export=export_fig1, rejudge=rejudge, kept="smollm2",
+    pending="not run yet: `make fig1 SIZE=paper` (the `fig1` preset, SmolLM2 on WikiText)")

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from seqq.reports.kl import PANEL, grid_markdown, kl_figure, kl_table, load_kl
+from seqq.reports.kl import PANEL, grid_markdown, is_kl, kl_figure, kl_table, load_kl, write_kl_report
 from seqq.reports.plotting import save
 from seqq.reports.reproduction.markdown import (
     SUMMARY_BLOCK,
@@ -23,7 +23,7 @@ from seqq.reports.reproduction.markdown import (
     update_summary,
 )
 from seqq.reports.reproduction.panels import model_slug
-from seqq.reports.reproduction.reproduce import KLTables
+from seqq.reports.reproduction.reproduce import OwnRows
 
 NAME = "tables4-5"  # `--experiment`, the doc's block and the figure's stem
 TITLE = "Tables 4, 5"
@@ -185,7 +185,7 @@ def _summary_row(table: pd.DataFrame) -> tuple[str, str, str, str]:
     return TITLE, models, size, verdict(table)
 
 
-EXPERIMENT = KLTables(
+EXPERIMENT = OwnRows(
     name=NAME, title=TITLE, sweep="kl", models="Shakespeare, MOOCs (authors' LSTMs)",
-    export=export_kl, rejudge=rejudge,
+    results="kl", reads=is_kl, report=write_kl_report, export=export_kl, rejudge=rejudge,
     pending="not run yet at paper size: `make paper SIZE=paper` (the `kl` preset)")
