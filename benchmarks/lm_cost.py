@@ -13,6 +13,7 @@ estimators' own encoding is, in their calls per second: one call per history, L 
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import os
 import queue
@@ -38,6 +39,25 @@ SHARDS = 2
 BARRIER_TIMEOUT = 1800.0  # seconds a shard waits for the other at a barrier before giving up
 BUSY_LOAD = 0.5  # a 1-minute load average above this before the run: other work was running
 BUSY_CPU_SHARE = 0.9  # a timed part's CPU time below this share of its wall time: it waited
+MEMORY_SHARE = 0.7  # stock decoding may take this share of the memory available, all shards
+# together (its KV cache holds every row's history: 6 GB at 1,024 rows × 128 tokens); a cell
+# needing more is skipped, not left to the kernel's OOM killer and whatever else runs here
+
+
+class TooBig(Exception):
+    """A piece that would take more memory than is available: skipped, with this reason."""
+
+
+def available_memory() -> float | None:
+    """Bytes of memory available to new allocations (Linux's MemAvailable; None elsewhere)."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return float(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
 
 
 @dataclass(frozen=True)
@@ -164,8 +184,10 @@ def _sample(log_probs: Tensor, generator: torch.Generator) -> Tensor:
 
 
 @torch.inference_mode()
-def seqq_steps(model: HFCausalLM, rows: list[list[int]], steps: int) -> Callable[[], None]:
-    """`steps` chained steps of every row from its encoded history (encoded now, untimed)."""
+def seqq_steps(model: HFCausalLM, rows: list[list[int]], steps: int,
+               shards: int = 1) -> Callable[[], None]:
+    """`steps` chained steps of every row from its encoded history (encoded now, untimed);
+    its state keeps each history once, so it needs no memory check (`shards` is unused)."""
     counter = CallCounter(model, num_tasks=len(rows))
     log_probs, state = counter.initial_state(rows)  # each distinct history encoded once
     generator = torch.Generator().manual_seed(0)
@@ -180,14 +202,23 @@ def seqq_steps(model: HFCausalLM, rows: list[list[int]], steps: int) -> Callable
 
 
 @torch.inference_mode()
-def stock_steps(model: HFCausalLM, rows: list[list[int]], steps: int) -> Callable[[], None]:
+def stock_steps(model: HFCausalLM, rows: list[list[int]], steps: int,
+                shards: int = 1) -> Callable[[], None]:
     """The same with `transformers` alone: its forward pass and its own KV cache, each row
-    holding a copy of its history's keys and values, as `generate` would."""
+    holding a copy of its history's keys and values, as `generate` would. Raises `TooBig`
+    when that cache (in each of `shards` processes) would not fit in the memory available."""
     lm, keyword = model.model, model._cache_argument  # `cache` from transformers 5 on
     distinct = list(dict.fromkeys(map(tuple, rows)))
     owner = torch.tensor([distinct.index(tuple(r)) for r in rows])
     out = lm(input_ids=torch.tensor(distinct), use_cache=True)
     cache = out[keyword]
+    per_token = sum(layer.keys.nbytes + layer.values.nbytes
+                    for layer in cache.layers) / out.logits.shape[:2].numel()
+    needed = shards * per_token * len(rows) * (len(rows[0]) + steps)
+    available = available_memory()
+    if available is not None and needed > MEMORY_SHARE * available:
+        raise TooBig(f"its cache needs {needed / 2**30:.1f} GB ({shards} process(es)), "
+                     f"{available / 2**30:.1f} GB was available")
     cache.reorder_cache(owner)
     log_probs = torch.log_softmax(out.logits[owner, -1].float(), -1)
     generator = torch.Generator().manual_seed(0)
@@ -216,8 +247,9 @@ class Timing:
     length: int
     repeat: int
     rows: int  # rows stepped, or model calls the estimates report
-    wall: float
+    wall: float  # NaN: skipped, `note` says why
     cpu: float
+    note: str = ""
 
 
 def measure(subject: Subject, plan: LMCost, shard: int, shards: int,
@@ -235,10 +267,16 @@ def measure(subject: Subject, plan: LMCost, shard: int, shards: int,
             histories = windows(subject.texts, plan.distinct, length)[shard::shards]
             rows = [histories[i % len(histories)] for i in range(batch // shards)]
             for what, prepare in DECODERS.items():
-                decode = prepare(subject.model, rows, plan.steps)
+                try:
+                    decode = prepare(subject.model, rows, plan.steps, shards)
+                except TooBig as reason:
+                    sync()  # the other shard skips it too (it sees the same memory)
+                    timings.append(Timing(what, batch, length, repeat, 0, math.nan, 0.0,
+                                          str(reason)))
+                    continue
                 sync()
                 wall, cpu, _ = _timed(decode)
-                del decode  # stock's cache of 1,024 rows × 128 tokens is 6 GB: freed first
+                del decode  # freed before the next piece allocates its own
                 timings.append(Timing(what, batch, length, repeat, len(rows) * plan.steps,
                                       wall, cpu))
         for mode in MODES:
@@ -304,6 +342,7 @@ class Rates:
 
     per_repeat: dict[tuple[str, int, int], list[float]]
     cpu_share: float
+    notes: list[str]  # pieces skipped, and why
 
     @classmethod
     def of(cls, timings: Sequence[Timing]) -> Rates:
@@ -315,17 +354,25 @@ class Rates:
             rows = sum(t.rows for t in shard_timings)
             per_repeat.setdefault((what, batch, length), []).append(
                 rows / max(t.wall for t in shard_timings))
-        share = sum(t.cpu for t in timings) / sum(t.wall for t in timings)
-        return cls(per_repeat, share)
+        timed = [t for t in timings if not math.isnan(t.wall)]
+        share = sum(t.cpu for t in timed) / sum(t.wall for t in timed)
+        notes = {f"{t.what} at batch {t.batch:,} × history {t.length} skipped: {t.note}"
+                 for t in timings if t.note}
+        return cls(per_repeat, share, sorted(notes))
 
     def rate(self, what: str, cell: tuple[int, int]) -> float:
-        return statistics.median(self.per_repeat[(what, *cell)])
+        return _median(self.per_repeat[(what, *cell)])
 
-    def ratio(self, what: str, over: str, cell: tuple[int, int], over_cell=None) -> float:
+    def ratio(self, what: str, over: str, cell: tuple[int, int]) -> float:
         """Median over repeats of `what`'s rate over `over`'s, each pair from one repeat."""
-        pairs = zip(self.per_repeat[(what, *cell)], self.per_repeat[(over, *(over_cell or cell))],
-                    strict=True)
-        return statistics.median(a / b for a, b in pairs)
+        pairs = zip(self.per_repeat[(what, *cell)], self.per_repeat[(over, *cell)], strict=True)
+        return _median([a / b for a, b in pairs])
+
+
+def _median(values: Sequence[float]) -> float:
+    """The median of the values measured (NaN: skipped), NaN if none was."""
+    measured = [v for v in values if not math.isnan(v)]
+    return statistics.median(measured) if measured else math.nan
 
 
 def grid_table(plan: LMCost, one: Rates, two: Rates) -> list[str]:
@@ -361,7 +408,7 @@ def modes_table(plan: LMCost, one: Rates, two: Rates) -> list[str]:
 def run(plan: Plan, device: str | None) -> Section:
     """The section, always on the CPU (`device` is not used: the question is a CPU's)."""
     lm = plan.lm
-    load_before = os.getloadavg()[0]
+    load_before, memory = os.getloadavg()[0], available_memory()
     started = time.perf_counter()
     one = Rates.of(in_processes(lm, 1))
     two = Rates.of(in_processes(lm, SHARDS))
@@ -381,12 +428,15 @@ def run(plan: Plan, device: str | None) -> Section:
             f"batch {batch:,} and history {length}. Rows are declared in "
             "`benchmarks/lm_cost.py` (`MODES`): a new mode is one line there.",
             f"- **Machine**: {cpu_model()}, {os.cpu_count()} cores; 1 torch thread per "
-            f"process; {lm.repeats} repeat(s), medians; {seconds:.0f} s in all. Load average "
+            f"process; {lm.repeats} repeat(s), medians; {seconds:.0f} s in all; "
+            f"{(memory or math.nan) / 2**30:.1f} GB of memory available at the start. Load average "
             f"(1 min) {load_before:.2f} before, {load_after:.2f} after; CPU time / wall time "
             f"of the timed parts: {one.cpu_share:.2f} in one process, {two.cpu_share:.2f} in "
             f"the shards"
-            + (" — **the machine was not idle**: other work shared the cores, so these "
-               "rates are low and the shards' most of all." if busy else "."),
+            + (" — **the machine was not idle**: other work shared its cores, so the rates "
+               "are below an idle machine's (the shards' most); the ratios, of rates measured "
+               "seconds apart, are what to read." if busy else "."),
+            *(f"- {note}." for note in dict.fromkeys(one.notes + two.notes)),
             "", *grid_table(lm, one, two), "", *modes_table(lm, one, two)]
     return Section("l", "The language-model path's cost: SmolLM2 step, stock decode, "
                    "estimators, judge", body)

@@ -109,7 +109,7 @@ PLANS = {
                                 (200, 1000, 8000), 12, 3),
         judge=(12, 3),
         lm=LMCost("smollm2", batches=(64, 256, 1024), lengths=(16, 64, 128), steps=2,
-                  distinct=4, cell=(256, 64), histories=2, calls=1000)),
+                  distinct=4, cell=(256, 64), histories=2, calls=600)),
     "full": Plan(
         models=("lstm-128", "lstm-512", "authors-shakespeare", "gpt2-tiny", "smollm2"),
         samples=1000, lm_samples=100, K=10, histories=8, lm_histories=4, repeats=3,
