@@ -7,8 +7,11 @@ projections of the paper's language-model runs rest on numbers. Every process ru
 thread on the CPU; the work is measured once in one process, then split in two shards run as
 two processes at the same time (each half the rows or half the histories, both starting every
 measurement together at a barrier), whose aggregate is the rows of both over the slower one's
-wall time. Every timed decode starts from encoded histories: encoding them is not timed (the
-estimators' own encoding is, in their calls per second: one call per history, L tokens of work).
+time. The clock is the suite's (`--clock`; with one thread on the CPU, each process's CPU
+time: time-slicing by other work on a shared machine does not count, the two shards' contention
+for caches and memory bandwidth does). Every timed decode starts from encoded histories:
+encoding them is not timed (the estimators' own encoding is, in their calls per second: one
+call per history, L tokens of work).
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ from torch import Tensor
 
 import seqq
 from benchmarks.plans import LMCost, Plan
-from benchmarks.report import Section, cpu_model, describe, fmt_rate, fmt_ratio, table
+from benchmarks.report import CLOCK_NOTES, Section, cpu_model, describe, fmt_rate, fmt_ratio, table
+from benchmarks.timing import clock_name
 from seqq import queries as Q
 from seqq.ground_truth import ground_truth_many
 from seqq.models.counting import CallCounter
@@ -247,7 +251,7 @@ class Timing:
     length: int
     repeat: int
     rows: int  # rows stepped, or model calls the estimates report
-    wall: float  # NaN: skipped, `note` says why
+    wall: float  # NaN (both): skipped, `note` says why
     cpu: float
     note: str = ""
 
@@ -271,8 +275,8 @@ def measure(subject: Subject, plan: LMCost, shard: int, shards: int,
                     decode = prepare(subject.model, rows, plan.steps, shards)
                 except TooBig as reason:
                     sync()  # the other shard skips it too (it sees the same memory)
-                    timings.append(Timing(what, batch, length, repeat, 0, math.nan, 0.0,
-                                          str(reason)))
+                    timings.append(Timing(what, batch, length, repeat, 0, math.nan,
+                                          math.nan, str(reason)))
                     continue
                 sync()
                 wall, cpu, _ = _timed(decode)
@@ -337,15 +341,16 @@ def in_processes(plan: LMCost, shards: int) -> list[Timing]:
 
 @dataclass(frozen=True)
 class Rates:
-    """Per (what, batch, length): rows (or calls) per second of all shards together, one per
-    repeat; and the share of the timed wall time the processes had a core."""
+    """Per (what, batch, length): rows (or calls) per second of all shards together on a
+    clock (`wall` or `cpu`), one per repeat; and the share of the timed wall time the
+    processes had a core."""
 
     per_repeat: dict[tuple[str, int, int], list[float]]
     cpu_share: float
     notes: list[str]  # pieces skipped, and why
 
     @classmethod
-    def of(cls, timings: Sequence[Timing]) -> Rates:
+    def of(cls, timings: Sequence[Timing], clock: str) -> Rates:
         pieces: dict[tuple[str, int, int, int], list[Timing]] = {}
         for t in timings:
             pieces.setdefault((t.what, t.batch, t.length, t.repeat), []).append(t)
@@ -353,7 +358,7 @@ class Rates:
         for (what, batch, length, _), shard_timings in sorted(pieces.items()):
             rows = sum(t.rows for t in shard_timings)
             per_repeat.setdefault((what, batch, length), []).append(
-                rows / max(t.wall for t in shard_timings))
+                rows / max(getattr(t, clock) for t in shard_timings))
         timed = [t for t in timings if not math.isnan(t.wall)]
         share = sum(t.cpu for t in timed) / sum(t.wall for t in timed)
         notes = {f"{t.what} at batch {t.batch:,} × history {t.length} skipped: {t.note}"
@@ -410,8 +415,9 @@ def run(plan: Plan, device: str | None) -> Section:
     lm = plan.lm
     load_before, memory = os.getloadavg()[0], available_memory()
     started = time.perf_counter()
-    one = Rates.of(in_processes(lm, 1))
-    two = Rates.of(in_processes(lm, SHARDS))
+    clock = clock_name()
+    one = Rates.of(in_processes(lm, 1), clock)
+    two = Rates.of(in_processes(lm, SHARDS), clock)
     seconds, load_after = time.perf_counter() - started, os.getloadavg()[0]
     busy = (load_before > BUSY_LOAD or min(one.cpu_share, two.cpu_share) < BUSY_CPU_SHARE)
     batch, length = lm.cell
@@ -424,18 +430,19 @@ def run(plan: Plan, device: str | None) -> Section:
             f"- **Estimators and judge**: K = {lm.K} hitting time, {lm.histories} histories of "
             f"{length} tokens, a budget of {lm.calls:,} model calls per history (the judge: at "
             f"most that many, `s_high` = calls / (K − 1), enumeration off); calls/s = the "
-            "calls their answers report over the wall time; each ratio is to the seqq step at "
+            "calls their answers report over the time taken; each ratio is to the seqq step at "
             f"batch {batch:,} and history {length}. Rows are declared in "
             "`benchmarks/lm_cost.py` (`MODES`): a new mode is one line there.",
             f"- **Machine**: {cpu_model()}, {os.cpu_count()} cores; 1 torch thread per "
-            f"process; {lm.repeats} repeat(s), medians; {seconds:.0f} s in all; "
+            f"process; clock: {CLOCK_NOTES[clock]}; {lm.repeats} repeat(s), medians; "
+            f"{seconds:.0f} s in all; "
             f"{(memory or math.nan) / 2**30:.1f} GB of memory available at the start. Load average "
             f"(1 min) {load_before:.2f} before, {load_after:.2f} after; CPU time / wall time "
             f"of the timed parts: {one.cpu_share:.2f} in one process, {two.cpu_share:.2f} in "
             f"the shards"
             + (" — **the machine was not idle**: other work shared its cores, so the rates "
-               "are below an idle machine's (the shards' most); the ratios, of rates measured "
-               "seconds apart, are what to read." if busy else "."),
+               "are below an idle machine's, on the wall clock the shards' most; the ratios, of "
+               "rates measured seconds apart, are what to read." if busy else "."),
             *(f"- {note}." for note in dict.fromkeys(one.notes + two.notes)),
             "", *grid_table(lm, one, two), "", *modes_table(lm, one, two)]
     return Section("l", "The language-model path's cost: SmolLM2 step, stock decode, "

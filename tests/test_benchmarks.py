@@ -459,9 +459,14 @@ def test_lm_cost_section_times_every_cell_and_mode_in_one_process_and_two_shards
 def test_lm_cost_shards_add_their_rows_over_the_slower_ones_time():
     from benchmarks.lm_cost import Rates, Timing, windows
 
-    rates = Rates.of([Timing("step", 8, 4, 0, 40, 2.0, 2.0), Timing("step", 8, 4, 0, 40, 4.0, 2.0),
-                      Timing("step", 8, 4, 1, 80, 2.0, 2.0)])
-    assert rates.per_repeat[("step", 8, 4)] == [20.0, 40.0]  # (40 + 40) / 4 s; 80 / 2 s
-    assert rates.cpu_share == pytest.approx(6 / 8)
+    timings = [Timing("step", 8, 4, 0, 40, 2.0, 2.0), Timing("step", 8, 4, 0, 40, 4.0, 2.0),
+               Timing("step", 8, 4, 1, 80, 2.0, 2.0),
+               Timing("stock", 8, 4, 0, 0, math.nan, math.nan, "too big")]
+    wall, cpu = Rates.of(timings, "wall"), Rates.of(timings, "cpu")
+    assert wall.per_repeat[("step", 8, 4)] == [20.0, 40.0]  # (40 + 40) / 4 s; 80 / 2 s
+    assert cpu.per_repeat[("step", 8, 4)] == [40.0, 40.0]  # (40 + 40) / 2 s of CPU
+    assert wall.cpu_share == pytest.approx(6 / 8)
+    assert math.isnan(wall.rate("stock", (8, 4))) and wall.notes == [
+        "stock at batch 8 × history 4 skipped: too big"]
     texts = [list(range(10)), list(range(10, 30))]
     assert windows(texts, 3, 5) == [[0, 1, 2, 3, 4], [12, 13, 14, 15, 16], [25, 26, 27, 28, 29]]
