@@ -120,7 +120,8 @@ bench-judge: venv  ## the twisted judge's z against exact answers and the commit
 
 # Section (l): the language-model path on SmolLM2-135M's real weights, on the CPU — rows/s of
 # seqq's step beside stock transformers decoding, calls/s of every estimator and the judge, one
-# process and two 1-thread shards (BENCH=quick: ~6 minutes on 2 cores; full: ~30 minutes).
+# process and two 1-thread shards (BENCH=quick: ~5 minutes on 2 idle cores, 11 at load 7–9;
+# full, a 4 × 4 grid, 3 repeats: not yet run, several times longer).
 bench-lm: venv  ## SmolLM2's step, stock decoding, estimators and judge, 1 thread and 2 shards → RESULTS.md (l)
 	$(PY) -m benchmarks --sections l --mode $(BENCH) --device cpu --threads 1
 

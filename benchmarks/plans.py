@@ -1,5 +1,5 @@
 """How much each mode measures: `smoke` (tests, seconds), `quick` (< 3 minutes; section (h)
-~10 minutes on one loaded core, (l) ~6 minutes on two cores), `full`."""
+~10 minutes on one loaded core, (l) ~5 minutes on two idle cores, 11 at load 8), `full`."""
 
 from __future__ import annotations
 
