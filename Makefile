@@ -50,7 +50,7 @@ MODELS ?= all
 own = $(if $(filter authors,$(MODELS)),,$(1))
 
 FIGURES := fig3 fig3-exact fig4 fig5 fig6 fig7-9 fig10 fig11 fig12 fig13 fig14 fig14-exact fig15 table2 tables3-6
-.PHONY: help venv test lint readme bench bench-e2e bench-judge bench-paper-slice bench-paper-run calibration demo paper slurm-local fig-frontier \
+.PHONY: help venv test lint readme bench bench-e2e bench-judge bench-lm bench-paper-slice bench-paper-run calibration demo paper slurm-local fig-frontier \
 	reproduction reproduction-claims paper-sweeps fig3-frontier fig3-paper-resume fig3-paper-save $(FIGURES)
 
 help:  ## list targets
@@ -117,6 +117,13 @@ calibration: venv  ## interval coverage against exact answers (CALIBRATION=quick
 JUDGE_SWEEPS ?= $(wildcard outputs/judge/fig3-paper)
 bench-judge: venv  ## the twisted judge's z against exact answers and the committed truths → RESULTS.md (k)
 	$(PY) -m benchmarks --sections k --mode $(BENCH) --device $(DEVICE) --judge-sweeps $(JUDGE_SWEEPS)
+
+# Section (l): the language-model path on SmolLM2-135M's real weights, on the CPU — rows/s of
+# seqq's step beside stock transformers decoding, calls/s of every estimator and the judge, one
+# process and two 1-thread shards (BENCH=quick: ~5 minutes on 2 idle cores, 11 at load 7–9;
+# full, a 4 × 4 grid, 3 repeats: not yet run, several times longer).
+bench-lm: venv  ## SmolLM2's step, stock decoding, estimators and judge, 1 thread and 2 shards → RESULTS.md (l)
+	$(PY) -m benchmarks --sections l --mode $(BENCH) --device cpu --threads 1
 
 $(CKPT)/%_lstm.pt: | venv
 	$(SEQQ) train dataset=$* checkpoint_dir=$(CKPT) $(TRAIN_$(SIZE))

@@ -13,6 +13,7 @@ tiny GPT-2), flagged shares and median RAE at 1k/8k(/65k) calls (`make calibrati
 when named: ~10 minutes at quick size); (i) the README's `seqq ask` examples end to end, wall
 time and peak memory as a user sees them (`--sections i`); (j) rare events at long horizons;
 (k) the twisted judge against exact answers and against the paper's committed truths
-(`make bench-judge`).
+(`make bench-judge`); (l) the language-model path on SmolLM2-135M: its step, stock decoding,
+every estimator and the judge, one process and two shards (`make bench-lm`).
 Ratios are what to read: absolute numbers depend on the machine and on whatever else runs on it.
 """

@@ -1,5 +1,5 @@
 """How much each mode measures: `smoke` (tests, seconds), `quick` (< 3 minutes; section (h)
-~10 minutes on one loaded core), `full`."""
+~10 minutes on one loaded core, (l) ~5 minutes on two idle cores, 11 at load 8), `full`."""
 
 from __future__ import annotations
 
@@ -23,6 +23,31 @@ class Calibration:
     neural_queries: int
     neural_runs: int
     bootstrap: int = 200  # resamples of the bootstrap interval (i.i.d. sampling methods)
+
+
+@dataclass(frozen=True)
+class LMCost:
+    """How much section (l) measures: a grid of batch sizes × history lengths for the bare
+    step and stock decoding, and every estimator at one cell of it."""
+
+    subject: str  # benchmarks.lm_cost.SUBJECTS name
+    batches: tuple[int, ...]  # rows stepped at once (split between the shards: even)
+    lengths: tuple[int, ...]  # history lengths in tokens
+    steps: int  # decoding steps per row after its history
+    distinct: int  # distinct histories the rows of a cell continue (as estimators' samples do)
+    cell: tuple[int, int]  # (batch, history length) the estimators are compared at
+    histories: int  # histories the estimators answer (split between the shards)
+    calls: int  # model calls per history each estimator (and the judge, at most) spends
+    K: int = 4  # the hitting-time horizon
+    repeats: int = 1  # interleaved repeats; medians are reported
+
+    def __post_init__(self) -> None:
+        if self.cell not in self.cells:
+            raise ValueError(f"the estimators' cell {self.cell} is not in the grid")
+
+    @property
+    def cells(self) -> list[tuple[int, int]]:
+        return [(batch, length) for length in self.lengths for batch in self.batches]
 
 
 @dataclass(frozen=True)
@@ -51,6 +76,7 @@ class Plan:
     overhead_lm_samples: tuple[int, ...]  # the same for transformer LMs
     calibration: Calibration  # section (h)
     judge: tuple[int, int]  # section (k): queries per exact oracle, seeds per query
+    lm: LMCost  # section (l)
     chunk_sizes: tuple[int, ...] = SIZES  # batch sizes the chunk measurement tries
 
 
@@ -66,7 +92,9 @@ PLANS = {
         overhead_samples=(5, 20, 80), overhead_lm_samples=(2, 4),
         chunk_sizes=(256, 512, 1024),
         calibration=Calibration(("markov",), (300,), 3, 4, (300,), 1, 3, bootstrap=50),
-        judge=(3, 2)),
+        judge=(3, 2),
+        lm=LMCost("gpt2-micro", batches=(4, 8), lengths=(4, 8), steps=2, distinct=4,
+                  cell=(8, 8), histories=2, calls=40)),
     "quick": Plan(
         models=("lstm-128", "authors-shakespeare", "gpt2-tiny"), samples=1000, lm_samples=25,
         K=8, histories=4, lm_histories=2, repeats=3, scaling_hidden=128,
@@ -79,7 +107,9 @@ PLANS = {
         calibration=Calibration(("markov", "hpyp", "authors-lstm", "gpt2", "gru",
                                  "authors-rare"), (200, 1000, 8000), 12, 4,
                                 (200, 1000, 8000), 12, 3),
-        judge=(12, 3)),
+        judge=(12, 3),
+        lm=LMCost("smollm2", batches=(64, 256, 1024), lengths=(16, 64, 128), steps=2,
+                  distinct=4, cell=(256, 64), histories=2, calls=600)),
     "full": Plan(
         models=("lstm-128", "lstm-512", "authors-shakespeare", "gpt2-tiny", "smollm2"),
         samples=1000, lm_samples=100, K=10, histories=8, lm_histories=4, repeats=3,
@@ -97,5 +127,7 @@ PLANS = {
         calibration=Calibration(("markov", "hpyp", "authors-lstm", "gpt2", "gru",
                                  "authors-rare"), (200, 1000, 8000, 65536), 30, 40,
                                 (200, 1000, 8000, 65536), 16, 25),
-        judge=(30, 4)),
+        judge=(30, 4),
+        lm=LMCost("smollm2", batches=(64, 256, 512, 1024), lengths=(16, 32, 64, 128), steps=3,
+                  distinct=8, cell=(256, 64), histories=4, calls=2000, repeats=3)),
 }

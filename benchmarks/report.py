@@ -46,7 +46,7 @@ def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
     return lines
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -97,7 +97,7 @@ def header(command: str, device: torch.device, mode: str, clock: str = "wall") -
         f"- command: `{command}` (mode `{mode}`)",
         f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
         f"- git commit: {commit}",
-        f"- machine: {platform.node()}, {_cpu_model()}, {os.cpu_count()} cores "
+        f"- machine: {platform.node()}, {cpu_model()}, {os.cpu_count()} cores "
         f"({usable} usable), {platform.system()} {platform.release()}",
         f"- torch {torch.__version__}, {torch.get_num_threads()} threads, device {device}{gpu}",
         f"- load average at start (1/5/15 min): {load}",

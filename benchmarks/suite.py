@@ -6,7 +6,8 @@ paper-size sweep folder (its results, ground truth and runs.jsonl), `--judge-run
 a Fig. 3 sweep judged from scratch by the twisted rule;
 `--sections g` (or `b,d`, ...) reruns only those sections, each then saying when it was measured;
 `--sections h --mode quick|full` measures calibration against exact answers (`make calibration`);
-`--sections k --judge-sweeps DIR...` checks the twisted judge (`make bench-judge`)."""
+`--sections k --judge-sweeps DIR...` checks the twisted judge (`make bench-judge`);
+`--sections l --mode quick|full` measures the language-model path on SmolLM2 (`make bench-lm`)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from benchmarks import (
     e2e,
     gt_cost,
     judge,
+    lm_cost,
     overhead,
     paper_run,
     paper_slice,
@@ -40,9 +42,9 @@ from benchmarks.timing import set_clock
 RESULTS = Path(__file__).parent / "RESULTS.md"
 SECTIONS = {"a": throughput.run, "b": e2e.run, "c": scaling.run, "d": gt_cost.run,
             "e": chunks.run, "g": overhead.run, "h": calibration.run, "i": ask_examples.run,
-            "j": rare.run, "k": judge.run}
+            "j": rare.run, "k": judge.run, "l": lm_cost.run}
 END_TO_END = {"b", "i"}  # minutes of real commands: only with --e2e or --sections
-ON_REQUEST = {"h", "j", "k"}  # minutes of estimates (calibration; exact DP and 2^16-call
+ON_REQUEST = {"h", "j", "k", "l"}  # minutes of estimates (calibration; exact DP and 2^16-call
 # estimates; the judge against exact answers and the paper's truths)
 
 

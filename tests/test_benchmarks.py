@@ -434,3 +434,39 @@ def test_cox_interval_of_log_normal_replicates_covers_their_mean():
     assert above > 0.9 * 400
     zero = dataclasses.replace(base, value=0.1, extras={"replicates": [0.0, 0.2]})
     assert replicate_interval(zero, "log-replicates") is None
+
+
+def test_lm_cost_section_times_every_cell_and_mode_in_one_process_and_two_shards(tmp_path):
+    """(l) on a random one-layer GPT-2 (SmolLM2's weights would cost minutes): the grid's
+    every cell and every declared mode, each with its rate in one process and in two shards
+    (spawned processes) and its ratio to the bare step."""
+    from benchmarks.lm_cost import MODES
+
+    out = tmp_path / "RESULTS.md"
+    assert main(["--mode", "smoke", "--sections", "l", "--out", str(out)]) == 0
+    section = out.read_text().split("## (l)")[1]
+    lm = PLANS["smoke"].lm
+    cells = [line.split(" | ") for line in section.splitlines() if line[:3].strip("| ").isdigit()]
+    assert [(int(row[0].strip("| ")), int(row[1])) for row in cells] == lm.cells
+    assert all(cell.endswith("×") for row in cells for cell in (row[4], row[7]))
+    for mode in MODES:
+        row = next(line for line in section.splitlines() if line.startswith(f"| {mode.name} |"))
+        fields = row.split(" | ")
+        assert fields[1] == f"{lm.calls:,}" and fields[3].endswith("×") and fields[5].endswith("×")
+    assert "1 torch thread per process" in section and "Load average" in section
+
+
+def test_lm_cost_shards_add_their_rows_over_the_slower_ones_time():
+    from benchmarks.lm_cost import Rates, Timing, windows
+
+    timings = [Timing("step", 8, 4, 0, 40, 2.0, 2.0), Timing("step", 8, 4, 0, 40, 4.0, 2.0),
+               Timing("step", 8, 4, 1, 80, 2.0, 2.0),
+               Timing("stock", 8, 4, 0, 0, math.nan, math.nan, "too big")]
+    wall, cpu = Rates.of(timings, "wall"), Rates.of(timings, "cpu")
+    assert wall.per_repeat[("step", 8, 4)] == [20.0, 40.0]  # (40 + 40) / 4 s; 80 / 2 s
+    assert cpu.per_repeat[("step", 8, 4)] == [40.0, 40.0]  # (40 + 40) / 2 s of CPU
+    assert wall.cpu_share == pytest.approx(6 / 8)
+    assert math.isnan(wall.rate("stock", (8, 4))) and wall.notes == [
+        "stock at batch 8 × history 4 skipped: too big"]
+    texts = [list(range(10)), list(range(10, 30))]
+    assert windows(texts, 3, 5) == [[0, 1, 2, 3, 4], [12, 13, 14, 15, 16], [25, 26, 27, 28, 29]]

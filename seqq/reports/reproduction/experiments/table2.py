@@ -46,6 +46,13 @@ def _medians(rows: pd.DataFrame) -> pd.DataFrame:
     return rows.groupby(["K", "method"]).rae.median().unstack("method")
 
 
+def _median_spans(rows: pd.DataFrame, method: str) -> list[tuple[float, float, float]]:
+    """Per K: the method's median RAE over the histories, with its bootstrap interval."""
+    table = per_history(rows[rows.method == method], ["K"]).to_numpy()
+    return [bootstrap(lambda idx, j=j: float(np.nanmedian(table[idx, j])), len(table))
+            for j in range(table.shape[1])]
+
+
 def _entropy(rows: pd.DataFrame) -> pd.Series:
     return rows.drop_duplicates(["history_id", "K"]).groupby("K").entropy.mean()
 
@@ -58,10 +65,8 @@ def figure(runs: Sequence[ModelRun]) -> dict[str, Figure]:
     colors = method_colors(METHODS)
     left, right = axes[0]
     for method in METHODS:
-        table = per_history(run.rows[run.rows.method == method], ["K"]).to_numpy()
         ks = sorted(run.rows.K.unique())
-        spans = [bootstrap(lambda idx, j=j: float(np.nanmedian(table[idx, j])), len(table))
-                 for j in range(len(ks))]
+        spans = _median_spans(run.rows, method)
         left.errorbar(ks, [s[0] for s in spans], yerr=[[s[0] - s[1] for s in spans],
                                                         [s[2] - s[0] for s in spans]],
                       color=colors[method], marker="o", ms=4, capsize=2, label=f"{method} (seqq)")
@@ -126,9 +131,7 @@ def checks(run: ModelRun) -> list[Check]:
     tally = Tally.of(list(lead.values()))
     beam_trend = median_slope(per_history(rows[rows.method == "beam"], ["K"]).to_numpy(),
                               sorted(rows.K.unique()), transform=lambda m: m)
-    uniform = per_history(rows[rows.method == "uniform"], ["K"]).to_numpy()
-    fails = [bootstrap(lambda idx, j=j: float(np.nanmedian(uniform[idx, j])), len(uniform))
-             for j in range(uniform.shape[1])]
+    fails = _median_spans(rows, "uniform")
     wide = per_history(rows[rows.K == 4], ["method"]) if 4 in set(rows.K) else None
     ratio = (bootstrap(lambda idx: float(np.nanmedian(wide.beam.to_numpy()[idx])
                                          / np.nanmedian(wide.importance.to_numpy()[idx])),
