@@ -98,6 +98,11 @@ def _parser() -> argparse.ArgumentParser:
                              "cache) steers SMC on queries too costly to enumerate: 'cached' "
                              "(default) uses one distilled before, 'distill' distills one first "
                              "if none is kept, 'none' never uses one")
+    parser.add_argument("--every-horizon", action="store_true",
+                        help="for a hitting time tau(A) = K: p(tau(A) = k) for every k ≤ K, "
+                             "all from one set of paths (when A first happens; --method auto "
+                             f"answers with {HORIZONS_METHOD}, or give one that shares a pass: "
+                             f"{', '.join(sorted(n for n, m in registry.METHODS.items() if m.horizons))})")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED,
                         help=f"seed of sampling methods (default: {DEFAULT_SEED})")
     parser.add_argument("--device", default="auto",
@@ -271,6 +276,59 @@ def _within(model: SequenceModel, history: Sequence[int], query: Any, method: Me
     return seqq.estimate(model, history, query, method.name, calls, seed)
 
 
+HORIZONS_METHOD = "importance"  # what `--every-horizon` asks when the method is left to auto
+
+
+def answer_every_horizon(model: SequenceModel, history: Sequence[int], question: str,
+                         method: str = HORIZONS_METHOD, budget: int | None = None,
+                         seed: int | None = DEFAULT_SEED) -> dict[str, Any]:
+    """p(τ(A) = k) for every k ≤ K of a hitting-time question τ(A) = K, from one pass of
+    `method` (one that declares `horizons`): the distribution of when A first happens, each k
+    with its interval, and the cumulative p(τ(A) ≤ k)."""
+    import seqq
+    from seqq.queries import hitting_time
+
+    query = seqq.parse(question, getattr(model, "vocab", None), getattr(model, "tokenizer", None))
+    if query.first_passage is None:
+        raise QueryError(f"--every-horizon answers a hitting time, e.g. 'tau(\".\") = 30'; "
+                         f"{question!r} is not one")
+    if registry.get(method).horizons is None:
+        shared = sorted(n for n, m in registry.METHODS.items() if m.horizons)
+        raise QueryError(f"--every-horizon needs a method that answers every K from one pass "
+                         f"({', '.join(shared)}); {method!r} does not")
+    if hasattr(model, "check_fits"):
+        model.check_fits(len(history), query.horizon)
+    ks = range(1, query.horizon + 1)
+    start = time.perf_counter()
+    estimates = seqq.estimate_many(model, [history] * len(ks),
+                                   [hitting_time(query.first_passage, k) for k in ks], method,
+                                   budget, seed)
+    seconds = time.perf_counter() - start
+    cumulative = 0.0
+    rows = []
+    for k, e in zip(ks, estimates, strict=True):
+        cumulative += e.value
+        rows.append(dict(K=k, estimate=e.value, stderr=e.stderr, ci_low=e.ci_low,
+                         ci_high=e.ci_high, up_to=cumulative, warning=e.warning))
+    return dict(question=question, method=method, model_calls=int(estimates[0].model_calls),
+                seconds=seconds, level=estimates[0].level, history_tokens=len(history),
+                horizons=rows)
+
+
+def readable_horizons(result: dict[str, Any]) -> str:
+    """The distribution of when A first happens, one line per k."""
+    lines = [f"{result['question']}: every K from one pass of {result['method']} "
+             f"({result['model_calls']:,} model calls, {result['seconds']:.2f} s after loading, "
+             f"history of {result['history_tokens']} tokens)",
+             f"{'K':>3}  {'p(τ = K)':>10}  {result['level']:.0%} interval{'':>12}  p(τ ≤ K)"]
+    for row in result["horizons"]:
+        interval = ("" if row["ci_low"] is None else
+                    f"[{row['ci_low']:.4g}, {row['ci_high']:.4g}]")
+        lines.append(f"{row['K']:>3}  {row['estimate']:>10.4g}  {interval:<24}  "
+                     f"{row['up_to']:.4g}")
+    return "\n".join(lines)
+
+
 INFORMATIVE_BOUNDS = 0.5  # certain bounds are shown when they are narrower than this
 
 
@@ -358,6 +416,12 @@ def main(argv: list[str]) -> int:
     if not text and not has_bos(model):
         raise QueryError("the history is empty and this model has no BOS token to start from; "
                          "give the text so far with --history or --history-file")
+    if args.every_horizon:
+        method = HORIZONS_METHOD if args.method in CHOOSERS else args.method
+        result = answer_every_horizon(model, history, args.question, method, args.budget,
+                                      args.seed)
+        print(json.dumps(result) if args.json else readable_horizons(result))
+        return 0
     surrogate = (surrogate_for(model, args.model, args.surrogate) if args.method in CHOOSERS
                  else None)
     result = answer(model, history, args.question, args.method, args.budget, args.seed,

@@ -439,3 +439,29 @@ def test_auto_twists_smc_with_a_surrogate_distilled_once_and_kept(models: Path, 
     assert kept.stdout.splitlines()[1] == first.stdout.splitlines()[1]  # the same answer
     ignored = ask(*question, "--surrogate", "none", cwd=tmp_path, SEQQ_CACHE=cached)
     assert "surrogate" not in method_line(ignored)
+
+
+def test_every_horizon_answers_when_a_first_happens_from_one_pass(models: Path):
+    result = ask("--model", "lstm.pt", "--history-file", "history.txt", "--every-horizon",
+                 "--json", "--budget", "3000", 'tau("\\n") = 4', cwd=models)
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    rows = answer["horizons"]
+    assert [r["K"] for r in rows] == [1, 2, 3, 4] and answer["method"] == "importance"
+    assert answer["model_calls"] <= 3000
+    for row in rows:  # each k within its own interval of brute force (K = 1 is exact)
+        exact = truth(models / "lstm.pt", f'tau("\\n") = {row["K"]}')
+        assert abs(row["estimate"] - exact) <= 4 * (row["stderr"] or 0) + 1e-6 * exact
+    assert rows[-1]["up_to"] == pytest.approx(sum(r["estimate"] for r in rows))
+    text = ask("--model", "lstm.pt", "--history-file", "history.txt", "--every-horizon",
+               'tau("\\n") = 3', cwd=models)
+    assert "every K from one pass of importance" in text.stdout and "p(τ ≤ K)" in text.stdout
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--every-horizon", 'count("a", 2) = 1'], "answers a hitting time"),
+    (["--every-horizon", "--method", "wor", 'tau("a") = 3'], "answers every K from one pass"),
+])
+def test_every_horizon_refuses_what_it_cannot_share(models: Path, args, said):
+    result = ask("--model", "lstm.pt", "--history", "ab", *args, cwd=models)
+    assert result.returncode == 2 and said in result.stderr, result.stderr
