@@ -149,6 +149,19 @@ def estimator(method: str, **options) -> Callable[[Work], list[int]]:
     return answer
 
 
+def every_horizon(method: str) -> Callable[[Work], list[int]]:
+    """`method` asked τ(A) = k for every k ≤ K of the work's hitting time: one pass per history
+    (`seqq.estimators.horizons`), its calls counted once."""
+    def answer(work: Work) -> list[int]:
+        ks = range(1, work.query.horizon + 1)
+        queries = [Q.hitting_time(work.query.first_passage, k) for k in ks]
+        estimates = seqq.estimate_many(work.model, [h for h in work.histories for _ in ks],
+                                       queries * len(work.histories), method,
+                                       budget=work.calls, seed=0)
+        return [e.model_calls for e in estimates[::len(ks)]]
+    return answer
+
+
 def judge(rule: str) -> Callable[[Work], list[int]]:
     """The judge under `rule`, capped near the work's calls: at most s_high paths of K − 1 new
     prefixes (the absolute rule starts at half of them), never enumerating."""
@@ -161,14 +174,16 @@ def judge(rule: str) -> Callable[[Work], list[int]]:
     return answer
 
 
-# The rows of the estimator table, in order: a new mode (e.g. all horizons in one pass) is one
-# line more here.
+# The rows of the estimator table, in order: a new mode is one line more here.
 MODES: tuple[Mode, ...] = (
     Mode("importance", estimator("importance")),
     Mode("naive", estimator("naive")),
     Mode("uniform", estimator("uniform")),
     Mode("beam", estimator("beam")),
     Mode("wor", estimator("wor")),
+    Mode("importance, every K in one pass", every_horizon("importance")),
+    Mode("naive, every K in one pass", every_horizon("naive")),
+    Mode("judge, sampled", judge("sampled")),
     Mode("judge, relative", judge("relative")),
     Mode("judge, absolute", judge("absolute")),
 )
