@@ -53,12 +53,14 @@ from seqq.estimators.estimate import (
     floored,
     interval,
 )
+from seqq.estimators.registry import exact_method
 
 LEVEL = 0.95
 MIN_COVERAGE = 0.90  # issue 42: unflagged runs cover at least this in every cell …
 MIN_UNFLAGGED = 20  # … that has this many unflagged runs
 MAX_FALSE_ALARMS = 0.20  # issue 42: at most this share of a method's flags on runs within …
 NEAR = 0.05  # … this relative error of p (a flag that cries wolf)
+EXACT = exact_method().name  # run alone, on the tasks it can afford: its bounds, no interval
 AUTO = "auto"  # issue 42's default: ≤ 10 % flagged, 90–98 % coverage, median RAE ≤ 0.2 on p ≤ 1e-6
 AUTO_TARGET = {"flagged": 0.10, "coverage": (0.90, 0.98), "rare_rae": 0.2, "rare_p": 1e-6}
 CALLS_PER_CALL = 2**18  # budget summed over the tasks of one estimate_many call (memory: 2^20
@@ -246,9 +248,9 @@ def exact_bounds(oracle: Oracle) -> list[Run]:
     if not cheap:
         return []
     estimates = seqq.estimate_many(oracle.model, [list(t.history) for _, t in cheap],
-                                   [t.query for _, t in cheap], "exact",
+                                   [t.query for _, t in cheap], EXACT,
                                    max_calls=MAX_ENUMERATION)
-    return [Run(oracle.family, 0, "exact", i, t.K, t.p, e.value, e.stderr, e.interval_kind,
+    return [Run(oracle.family, 0, EXACT, i, t.K, t.p, e.value, e.stderr, e.interval_kind,
                 (e.ci_low, e.ci_high), (e.ci_low, e.ci_high), None, e.warning is not None,
                 None if e.lower is None else (e.lower, e.upper), e.model_calls, e.diagnostics,
                 t.label)
@@ -481,7 +483,7 @@ def run(plan: Plan, device: str | None, methods: Sequence[str] | None = None) ->
                 print(f"  {family} @ {budget}: {method} ({len(got)} runs, "
                       f"{time.perf_counter() - t0:.1f} s)", file=sys.stderr, flush=True)
     minutes = (time.perf_counter() - started) / 60
-    sampled = [r for r in runs if r.method != "exact"]
+    sampled = [r for r in runs if r.method != EXACT]
     by_cell = cells(sampled)
     budgets = sorted({r.budget for r in sampled})
     families = [o.family for o in oracles]
@@ -537,7 +539,7 @@ def run(plan: Plan, device: str | None, methods: Sequence[str] | None = None) ->
             body += table(["method", "runs", "coverage unflagged", "coverage all", "flagged",
                            "precision", "recall", "false alarms", "median RAE",
                            "certain bounds hold"], rows)
-    exact_runs = [r for r in runs if r.method == "exact"]
+    exact_runs = [r for r in runs if r.method == EXACT]
     if exact_runs:
         body += ["", "### `exact` (enumeration, all affordable queries in one batch)", ""]
         body += table(["family", "queries", "lower ≤ p ≤ upper", "largest |value − p| / p"],

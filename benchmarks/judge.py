@@ -29,7 +29,7 @@ from benchmarks.report import Section, describe, table
 from seqq.errors import SeqqError
 from seqq.experiments.histories import model_histories
 from seqq.experiments.run_log import read_runs
-from seqq.ground_truth import judge_surrogate
+from seqq.ground_truth import ADAPTIVE_IS, judge_surrogate
 from seqq.models import TemperatureModel
 from seqq.models.protocol import SequenceModel
 from seqq.reports.reproduction.stats import median_ci
@@ -283,7 +283,7 @@ def run(plan: Plan, device: str | None, sweeps: Sequence[Path] = ()) -> Section:
                    f"largest {enumerated.max():.2f}, {(enumerated > 3).mean():.1%} beyond 3)"
                    if len(enumerated) else ")") + ".")
     if len(paper):
-        surrogate = paper[paper["method_old"] == "importance"]
+        surrogate = paper[paper["method_old"] == ADAPTIVE_IS]
         share = float((surrogate["z"].abs() > Z_PAPER).mean())
         body += ["", "### Against the paper's App. F.3 truths", "",
                  f"Sweeps: {', '.join(f'`{s}`' for s in sweeps)}. Calls per truth exclude the "

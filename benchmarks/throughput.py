@@ -28,7 +28,7 @@ from benchmarks.report import Section, describe, fmt_rate, fmt_ratio, table
 from benchmarks.timing import StepRecorder, median, model_device, raw_steps, timed
 from benchmarks.zoo import BenchModel, build
 from seqq import queries as Q
-from seqq.estimators import METHODS
+from seqq.estimators import METHODS, Guarantee
 from seqq.estimators.surrogates import distill_surrogate
 from seqq.models import MarkovModel
 from seqq.models.batching import chunk_rows, measure_chunk_rows
@@ -137,7 +137,8 @@ def measure_model(bench: BenchModel, plan: Plan) -> list[Row]:
     histories = random_histories(V, plan.lm_histories if bench.large_vocab else plan.histories)
     rows = []
     for method in METHODS:
-        K = exact_horizon(V, plan.K) if method == "exact" else plan.K
+        enumerates = METHODS[method].guarantee is Guarantee.EXACT
+        K = exact_horizon(V, plan.K) if enumerates else plan.K
         if K < 1:
             rows.append(Row(bench.name, method, "-", math.nan, math.nan, math.nan, math.nan,
                             note=f"skipped: no horizon ≥ 2 has ≤ {EXACT_MAX_CALLS:,} paths"))

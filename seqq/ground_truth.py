@@ -1,18 +1,20 @@
-"""Ground truth for benchmarks (docs/decisions.md §6), the cheapest sound answer per query, recorded
-in `GroundTruth.method`:
+"""Ground truth for benchmarks (docs/decisions.md §6), the cheapest sound answer per query, its
+origin recorded in `GroundTruth.method`:
 
 - `dp`: the model's own exact answer (`log_probability`, e.g. Markov models' forward DP);
-- `enumeration`: exact enumeration when it costs at most `exact_max_calls` model calls;
-- otherwise a surrogate: `wor` (sum-and-sample over a growing WOR head in the prefix trie, until
-  the relative standard error is below `rel_tol`; exact if the head exhausts Q) under
-  `rule="relative"`; `twisted_wor` (the same, head and tail drawn from the proposal twisted by a
-  surrogate distilled from the model, docs/decisions.md §43) under `rule="twisted"`; or
-  `importance` (the paper's adaptive IS with its Eq. 66 rule, its samples drawn through the
-  prefix trie so shared prefixes are paid once) under `rule="absolute"`; or `importance` until
-  the relative standard error is below `rel_tol`, its paths rolled out without a trie, under
-  `rule="sampled"`: the judge for a large vocabulary, where a trie's rows (V floats per prefix)
-  outgrow memory and no surrogate can be distilled (docs/decisions.md, "A judge for a large
-  vocabulary").
+- `enumeration`: the exact method (`registry.exact_method`) when enumerating costs at most
+  `exact_max_calls` model calls;
+- otherwise a surrogate: under `rule="relative"`, the method that samples until a relative
+  standard error (`registry.until_method`, `wor`: sum-and-sample over a growing WOR head in the
+  prefix trie, until the relative standard error is below `rel_tol`; exact if the head exhausts
+  Q), recorded by its name; under `rule="twisted"` the same, head and tail drawn from the
+  proposal twisted by a surrogate distilled from the model (docs/decisions.md §43), recorded as
+  `twisted_<its name>`; under `rule="absolute"`, `importance`: this module's own adaptive IS
+  (the paper's, with its Eq. 66 rule), its samples drawn through the prefix trie so shared
+  prefixes are paid once; or, under `rule="sampled"`, `importance` until the relative standard
+  error is below `rel_tol`, its paths rolled out without a trie: the judge for a large
+  vocabulary, where a trie's rows (V floats per prefix) outgrow memory and no surrogate can be
+  distilled (docs/decisions.md, "A judge for a large vocabulary").
 """
 
 from __future__ import annotations
@@ -40,13 +42,14 @@ from seqq.estimators.engine.twist import (
     message_loads,
 )
 from seqq.estimators.horizons import Families, families
-from seqq.estimators.registry import until_method
+from seqq.estimators.registry import exact_method, until_method
 from seqq.estimators.surrogates import distilled, twistable
 from seqq.models.automaton import ContextAutomaton
 from seqq.models.protocol import SequenceModel
 from seqq.queries import Query
 
-Method = Literal["dp", "enumeration", "wor", "twisted_wor", "importance"]
+ADAPTIVE_IS = "importance"  # the origin of a truth from this module's adaptive IS (absolute,
+# sampled)
 RULES = ("absolute", "relative", "twisted", "sampled")
 DRAW_AHEAD = 0.5  # a round of the absolute rule draws ahead by up to this share of the samples
 # so far: ≤ 1/3 of a task's samples wasted past its stop, and ~7 rounds from 10k to 100k
@@ -70,7 +73,7 @@ class GroundTruth:
     rel_stderr: float
     model_calls: int
     entropy: float | None
-    method: Method = "importance"
+    method: str = ADAPTIVE_IS  # its origin: dp, enumeration, ADAPTIVE_IS, or `_wor_origin`
 
 
 @torch.inference_mode()
@@ -120,7 +123,8 @@ def ground_truth_many(
     if cheap.any():
         tasks = cheap.nonzero().flatten()
         before = batch.counter.calls.clone()
-        for t, est in zip(tasks.tolist(), run_prepared("exact", subset(batch, tasks)), strict=True):
+        exact = run_prepared(exact_method().name, subset(batch, tasks))
+        for t, est in zip(tasks.tolist(), exact, strict=True):
             results[t] = GroundTruth(est.value, est.log_value, "exact", 0, 0.0,
                                      int(batch.counter.calls[t] - before[t] + 1), est.entropy,
                                      "enumeration")
@@ -180,7 +184,8 @@ def _wor_surrogate(batch: Batch, tasks: torch.Tensor, results: list, rel_tol: fl
         group = tasks[part]
         sub = subset(batch, group)
         result, _ = sampler.until(sub, rel_tol, max_calls, on_stage=_stage_reporter(bar))
-        _record_wor(batch, group, to_estimates(sub, sampler.name, result, False), before, results)
+        _record_wor(batch, group, to_estimates(sub, sampler.name, result, False), before, results,
+                    _wor_origin(twisted=False))
 
 
 def judge_surrogate(model: SequenceModel, histories: Sequence[Sequence[int]]
@@ -227,7 +232,7 @@ def _twisted_surrogate(batch: Batch, tasks: torch.Tensor, results: list, rel_tol
     before = batch.counter.calls.clone()
     worst = _worst_calls(batch, s_high)
     first = min(worst, TRIE_CALLS // TWISTED_GROUP)
-    method = "wor" if surrogate is None else "twisted_wor"
+    method = _wor_origin(twisted=surrogate is not None)
     loads = (torch.zeros(len(tasks), dtype=torch.long) if surrogate is None
              else message_loads(subset(batch, tasks), surrogate))
     for part in consecutive_groups(loads, MESSAGE_VALUES):
@@ -255,7 +260,7 @@ def _twisted_run(batch: Batch, tasks: torch.Tensor, rel_tol: float, max_calls: i
                                                    log_floor=math.log(TWISTED_FLOOR))
     result, met = until_method().until(sub, rel_tol, max_calls, twist=twist, projected=True,
                                        min_tail=TWISTED_MIN_TAIL)
-    return to_estimates(sub, "twisted_wor", result, False), met
+    return to_estimates(sub, _wor_origin(twisted=twist is not None), result, False), met
 
 
 def _stage_reporter(bar) -> Callable[[int], None]:
@@ -270,8 +275,15 @@ def _stage_reporter(bar) -> Callable[[int], None]:
     return report
 
 
+def _wor_origin(twisted: bool) -> str:
+    """The origin of a truth from the until method: its name, `twisted_` before it where a
+    surrogate twisted its draws."""
+    name = until_method().name
+    return f"twisted_{name}" if twisted else name
+
+
 def _record_wor(batch: Batch, tasks: torch.Tensor, estimates: list, before: torch.Tensor,
-                results: list, method: Method = "wor") -> None:
+                results: list, method: str) -> None:
     for t, est in zip(tasks.tolist(), estimates, strict=True):
         rel = 0.0 if not est.stderr else est.stderr / est.value
         results[t] = GroundTruth(est.value, est.log_value, "exact" if est.stderr == 0.0 else
@@ -396,7 +408,7 @@ def _every_horizon_truths(family_batch: Batch, grouped: Families, tasks: torch.T
             family = int(members[t, 0])
             results[int(tasks[t])] = GroundTruth(
                 math.exp(mine[t]), float(mine[t]), "surrogate", drawn, float(rel[t]),
-                int(calls[family]), None, "importance")
+                int(calls[family]), None, ADAPTIVE_IS)
             bar.update()
         active = active[~torch.isin(active, finished)]
         if len(active):
@@ -419,7 +431,7 @@ def _record_importance(sub: Batch, tasks: torch.Tensor, finished: torch.Tensor,
         results[int(tasks[t])] = GroundTruth(
             value[t].item(), log_value[t].item(), "surrogate", n,
             rel[t].item() if value[t] > 0 else 0.0, int(calls[t]), entropy[t].item(),
-            "importance")
+            ADAPTIVE_IS)
 
 
 @dataclass(frozen=True)

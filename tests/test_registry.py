@@ -89,6 +89,21 @@ def test_a_module_placed_in_methods_is_found_after_the_others(monkeypatch, tmp_p
     assert rows.splitlines()[-1] == f"| `{TOY.name}` | {TOY.computes} | yes |  | `pairs` |"
 
 
+
+def test_discover_refuses_a_role_held_by_two_methods(monkeypatch, tmp_path) -> None:
+    """A second exact method beside `exact` would leave `seqq.exact` and ground truth to pick
+    one by order: discover names both instead."""
+    (tmp_path / "twin_exact.py").write_text(
+        "import dataclasses\nfrom seqq.estimators.registry import exact_method\n"
+        "METHODS = (dataclasses.replace(exact_method(), name='exact_twin'),)\n")
+    monkeypatch.setattr(method_modules, "__path__", [*method_modules.__path__, str(tmp_path)])
+    try:
+        with pytest.raises(ValueError, match="exactly one method must have the exact role; "
+                                             "exact, exact_twin have it"):
+            discover()
+    finally:
+        sys.modules.pop(f"{method_modules.__name__}.twin_exact", None)
+
 def _imports(path: Path) -> set[str]:
     tree = ast.parse(path.read_text())
     names = set()

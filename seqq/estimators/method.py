@@ -146,6 +146,7 @@ class Method:
     replicates: int = 0  # independent copies the driver runs inside the budget, for an interval
     log_replicates: bool = False  # its replicates' interval is Cox's on their logs (RESULTS (h))
     color: str | None = None  # its colour in every figure (else one from a spare palette)
+    figures: tuple[str, ...] = ()  # report figures drawn from its runs alone (seqq.reports.figures)
 
     @property
     def interval_kind(self) -> str:

@@ -5,13 +5,15 @@ that package and registers what it declares, so adding a method is one new modul
 readme` for the README's table). `register` adds one from anywhere else (a user's own method, a
 test's toy). Everything that lists, validates, colours or documents methods reads `METHODS`
 here, and code that needs a method in a role (the exact one, the sweep's budget setter, ground
-truth's sampler) asks the functions below rather than naming it.
+truth's sampler) asks the functions below rather than naming it: `ROLES` says what each role's
+method declares, and `discover` checks that exactly one method of `methods/` declares it.
 """
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Callable, Iterable
 
 import seqq.estimators.methods as method_modules
 from seqq.errors import QueryError
@@ -21,15 +23,34 @@ from seqq.estimators.method import Guarantee, Method
 # paper's families, then later ones. A module not named here follows them, alphabetically.
 ORDER = ("exact", "montecarlo", "beam", "hybrid", "smc", "randomized_beam", "wor", "unions")
 METHODS: dict[str, Method] = {}
+ROLES: dict[str, Callable[[Method], bool]] = {
+    "exact": lambda m: m.guarantee is Guarantee.EXACT,  # seqq.exact, ground truth's enumeration
+    "budget setter": lambda m: m.level_option is not None,  # a sweep's budgets
+    "until": lambda m: m.until is not None,  # ground truth's rule="relative"
+}
 
 
 def discover() -> list[Method]:
-    """The methods declared by the modules of `seqq.estimators.methods`, modules in `ORDER`."""
+    """The methods declared by the modules of `seqq.estimators.methods`, modules in `ORDER`;
+    a `ValueError` unless each of `ROLES` is declared by exactly one of them."""
     rank = {name: i for i, name in enumerate(ORDER)}
     names = sorted((module.name for module in pkgutil.iter_modules(method_modules.__path__)),
                    key=lambda name: (rank.get(name, len(ORDER)), name))
-    return [method for name in names
-            for method in importlib.import_module(f"{method_modules.__name__}.{name}").METHODS]
+    found = [method for name in names
+             for method in importlib.import_module(f"{method_modules.__name__}.{name}").METHODS]
+    for role in ROLES:
+        _the_one(role, found)
+    return found
+
+
+def _the_one(role: str, methods: Iterable[Method]) -> Method:
+    """The one method in `methods` with `role`, or a `ValueError` naming those that have it."""
+    holders = [m for m in methods if ROLES[role](m)]
+    if len(holders) != 1:
+        raise ValueError(f"exactly one method must have the {role} role; "
+                         f"{', '.join(m.name for m in holders) or 'none'} "
+                         f"{'has' if len(holders) == 1 else 'have'} it")
+    return holders[0]
 
 
 def register(method: Method) -> Method:
@@ -58,19 +79,24 @@ def get(name: str) -> Method:
 
 def exact_method() -> Method:
     """The method whose answers are exact (enumeration): `seqq.exact`, `seqq ask`'s first try."""
-    return next(m for m in METHODS.values() if m.guarantee is Guarantee.EXACT)
+    return _the_one("exact", METHODS.values())
 
 
 def budget_setter() -> Method:
     """The method whose calls at S samples (its `level_option`) set every other method's budget
     in a sweep."""
-    return next(m for m in METHODS.values() if m.level_option is not None)
+    return _the_one("budget setter", METHODS.values())
 
 
 def until_method() -> Method:
     """The method that samples until a relative standard error (its `until`): ground truth's
     `rule="relative"`."""
-    return next(m for m in METHODS.values() if m.until is not None)
+    return _the_one("until", METHODS.values())
+
+
+def drawn_in(figure: str) -> list[str]:
+    """The methods whose runs alone `figure` draws (their `figures`)."""
+    return [m.name for m in METHODS.values() if figure in m.figures]
 
 
 def paper_methods() -> list[str]:

@@ -1,5 +1,6 @@
-"""The sweep loop: ground truth once, the hybrid fixes each query's budget, then every other
-method runs at that budget (docs/decisions.md §2), one stored part per (chunk, budget level, method).
+"""The sweep loop: ground truth once, the budget setter (the hybrid) fixes each query's budget,
+then every other method runs at that budget (docs/decisions.md §2), one stored part per (chunk,
+budget level, method).
 A "method" here is a `MethodRun`: a seqq method, or a labelled variant of one, whose label names
 its rows, parts and seeds.
 
@@ -144,7 +145,7 @@ class SweepRunner:
                       BUDGET_KEY)
 
     def _stored(self) -> tuple[set[tuple], dict[tuple, int]]:
-        """Keys already stored, and the hybrid's call count per (query, level, repeat)."""
+        """Keys already stored, and the budget setter's call count per (query, level, repeat)."""
         table = self.results.read()
         if table.empty:
             return set(), {}
@@ -152,9 +153,9 @@ class SweepRunner:
         if BUDGET_SETTER not in self.runs:
             return set(keys_of(table, KEY)), {}
         mine = table[(table[list(CONTEXT)] == pd.Series(self.context)).all(axis=1)]
-        hybrid = mine[(mine.method == BUDGET_SETTER)
+        setter = mine[(mine.method == BUDGET_SETTER)
                       & (mine.options == self._options(BUDGET_SETTER))]
-        calls = dict(zip(keys_of(hybrid, BUDGET_KEY), hybrid.model_calls.astype(int),
+        calls = dict(zip(keys_of(setter, BUDGET_KEY), setter.model_calls.astype(int),
                          strict=True))
         return set(keys_of(table, KEY)), calls
 
@@ -180,7 +181,7 @@ class SweepRunner:
         methods = ([BUDGET_SETTER] if BUDGET_SETTER in self.runs else []) + [
             m for m in self.runs if m != BUDGET_SETTER
         ]
-        done, hybrid_calls = self._stored()
+        done, setter_calls = self._stored()
         chunks = [specs[i:i + plan.chunk_size] for i in range(0, len(specs), plan.chunk_size)]
         written = 0
         bar = tqdm(total=self.part_count(specs), disable=not self.progress,
@@ -200,7 +201,7 @@ class SweepRunner:
             for (repeat, level, method), pending in todo.items():
                 rows = None
                 if pending:
-                    budgets = [self._budget(s, level, repeat, hybrid_calls) for s in pending]
+                    budgets = [self._budget(s, level, repeat, setter_calls) for s in pending]
                     rows = self._estimate(pending, method, level, repeat, budgets, truths, index)
                     name = (f"{plan.tag}-S{level}-c{index:05d}{_repeat_tag(repeat)}-{method}-"
                             f"{digest([self._options(method), [s.key for s in pending]], 8)}")
@@ -211,19 +212,19 @@ class SweepRunner:
                     self.saved_parts += 1
                 if rows is not None and method == BUDGET_SETTER:
                     for spec, calls in zip(pending, rows.model_calls, strict=True):
-                        hybrid_calls[self._budget_key(spec, level, repeat)] = int(calls)
+                        setter_calls[self._budget_key(spec, level, repeat)] = int(calls)
                 bar.update()
         bar.close()
         return written
 
     def _budget(self, spec: QuerySpec, level: int, repeat: int,
-                hybrid_calls: Mapping[tuple, int]) -> int | None:
+                setter_calls: Mapping[tuple, int]) -> int | None:
         """The query's call budget; level 0 means none (methods run on their own options)."""
         if level <= 0:
             return None
         if BUDGET_SETTER not in self.runs:
             return samples_budget(level, spec.K)
-        return hybrid_calls.get(self._budget_key(spec, level, repeat))  # None: the hybrid itself
+        return setter_calls.get(self._budget_key(spec, level, repeat))  # None: the setter itself
 
     def _budget_rule(self, level: int) -> str:
         if level <= 0:

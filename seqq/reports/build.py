@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from seqq.estimators.registry import budget_setter
 from seqq.reports import frontier, tables
 from seqq.reports.figures import FIGURES
 from seqq.reports.plotting import NotApplicable, save
@@ -24,10 +25,11 @@ QUERY_KINDS = {
     "count": "`count`: p(N_A(K) = n), A occurs n times among the next K symbols",
     "a_before_b": "`a_before_b`: p(τ(A) < τ(B), τ(A) ≤ K), A occurs before B within K steps",
 }
+SETTER = budget_setter().name  # the method whose calls at S set the others' budget
 BUDGET_RULES = {
-    BUDGET_FROM_SETTER: "**budget: hybrid** — the hybrid runs with S tail samples, and its "
+    BUDGET_FROM_SETTER: f"**budget: {SETTER}** — the {SETTER} runs with S tail samples, and its "
                         "model calls on a query are every other method's budget on that query",
-    BUDGET_FROM_SAMPLES: "**budget: samples** — no hybrid in the sweep: every method gets the "
+    BUDGET_FROM_SAMPLES: f"**budget: samples** — no {SETTER} in the sweep: every method gets the "
                          "model calls of S importance samples, 1 + S·(K − 1) per query",
     NO_BUDGET: "**budget: none** (S = 0) — no budget: each method runs on its own options "
                "(e.g. coverage beam search)",
@@ -87,7 +89,7 @@ def _what_was_computed(results: pd.DataFrame) -> list[str]:
     repeats = int(results["repeat"].max()) + 1 if len(results) and "repeat" in results else 1
     if repeats > 1:
         lines.append(f"**Repeats.** Every query ran up to {repeats} times per method and budget "
-                     "(`sweep.repeats`), each run with its own seed and its own hybrid budget; "
+                     f"(`sweep.repeats`), each run with its own seed and its own {SETTER} budget; "
                      "medians, means and counts pool the runs.\n")
     return lines
 

@@ -24,7 +24,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
-from seqq.estimators.registry import paper_methods
+from seqq.estimators.registry import drawn_in, paper_methods
 from seqq.reports import frontier
 from seqq.reports.plotting import (
     NotApplicable,
@@ -278,9 +278,10 @@ def _alpha(options: str) -> str:
 def beam_sizes(results: pd.DataFrame) -> dict[str, Figure]:
     """Fig. 12: coverage beam search, beams kept per step, per α; rows = panels, columns = K.
     Thin lines are single histories, thick lines their median."""
-    data = results[results.base_method == "coverage_beam"]  # labelled variants included
+    methods = drawn_in("beam_sizes")
+    data = results[results.base_method.isin(methods)]  # labelled variants included
     if data.empty:
-        raise NotApplicable("needs coverage_beam results")
+        raise NotApplicable(f"needs {' or '.join(methods)} results")
     option_sets = sorted(data.options.unique(), key=lambda o: -json.loads(o).get("alpha", 0))
     colors = {o: f"C{n}" for n, o in enumerate(option_sets)}
     usable = list(_by_panel(data))
