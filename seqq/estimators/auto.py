@@ -4,7 +4,7 @@ query's horizon and budget and for whether a surrogate is at hand, and why in wo
 In order: the exact answer where enumerating the query costs no more than the budget (priced
 from the query's lattice after encoding the history, one call); else, with a surrogate, SMC
 twisted by it; else sampling without replacement up to `LONG_HORIZON` steps from `WOR_BUDGET`
-calls, and SMC otherwise (benchmarks/RESULTS.md (h) and (j), docs/decisions.md §39).
+calls, and SMC otherwise (benchmarks/RESULTS.md (h) and (j), docs/decisions.md §44).
 `seqq ask --method auto` is this with one history; each estimate's `note` carries the reason
 its method line prints.
 
