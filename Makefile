@@ -49,7 +49,7 @@ authors = $(if $(filter shakespeare,$(ALL)),$(call sweep,$(1),shakespeare,model=
 MODELS ?= all
 own = $(if $(filter authors,$(MODELS)),,$(1))
 
-FIGURES := fig3 fig3-exact fig4 fig5 fig6 fig7-9 fig10 fig11 fig12 fig13 fig14 fig14-exact fig15 table2 tables3-6
+FIGURES := fig1 fig3 fig3-exact fig4 fig5 fig6 fig7-9 fig10 fig11 fig12 fig13 fig14 fig14-exact fig15 table2 tables3-6
 .PHONY: help venv test lint readme bench bench-e2e bench-judge bench-lm bench-paper-slice bench-paper-run calibration demo paper slurm-local fig-frontier \
 	reproduction reproduction-claims paper-sweeps fig3-frontier fig3-paper-resume fig3-paper-save $(FIGURES)
 
@@ -191,6 +191,8 @@ paper-sweeps: venv  ## SIZE=paper: the sweeps of every reproduced experiment on 
 		estimator.options.coverage_beam.alpha=0.95$(comma)0.75$(comma)0.5)
 	$(call sweep,case_study,moocs,model=authors $(PAPER_ARGS))
 	$(call authors,kl,$(PAPER_ARGS))
+	$(call sweep,fig1,wikitext,$(LM_ARGS))
+	$(call sweep,large_lm,wikitext,$(LM_ARGS))
 
 # The paper-size sweeps across sessions: their ground truth (99 % of the cost) travels in git
 GT_SAVED := docs/reproduction/ground_truth
@@ -253,9 +255,17 @@ fig15: venv $(call checkpoints,apps)  ## Apps-style A-before-B case study vs sha
 	$(call sweep,case_study,$(APPS))
 	$(call report,case_study,fig15,--figures case_study)
 
-LARGE_LM ?= gpt2
-table2: venv  ## large LM on WikiText: IS vs beam vs uniform, restricted entropy (LARGE_LM=smollm2 offline)
-	$(SEQQ) query-sweep experiment=large_lm size=$(SIZE) model=$(LARGE_LM) sweep.report=false
+# The paper's language-model experiments (Fig. 1, Table 2) on SmolLM2-135M, which works offline;
+# LARGE_LM=gpt2 runs the paper's GPT-2 where its weights are in the Hugging Face cache. On a GPU
+# machine the same command runs there (device=auto); SHARD=i SHARDS=n splits the histories.
+LARGE_LM ?= smollm2
+LM_ARGS = model=$(LARGE_LM) $(if $(SHARDS),sweep.shard=$(SHARD) sweep.shards=$(SHARDS))
+fig1: venv  ## when will the sentence end? IS vs naive sampling at equal calls, every K from one pass (LARGE_LM=smollm2|gpt2)
+	$(call sweep,fig1,wikitext,$(LM_ARGS))
+	$(SEQQ) report $(SWEEPS)/fig1$(SUFFIX)/sentence_end --out $(FIGS)/fig1
+
+table2: venv  ## large LM on WikiText: IS vs beam vs uniform, restricted entropy (LARGE_LM=smollm2|gpt2)
+	$(call sweep,large_lm,wikitext,$(LM_ARGS))
 	$(call report,large_lm,table2,--figures rae_vs_entropy)
 
 tables3-6: venv $(call own,$(call checkpoints,$(DATASETS)))  ## KL(p̂ ‖ p̃) of IS's next-symbol distribution over samples × lengths
