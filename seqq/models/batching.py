@@ -54,10 +54,9 @@ _CHOICES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _inner(model: SequenceModel) -> SequenceModel:
-    """The model behind a `CallCounter`: measuring through the counter would charge tasks."""
-    from seqq.models.counting import CallCounter  # counting steps through this module
-
-    return model.model if isinstance(model, CallCounter) else model
+    """The model behind a `CallCounter` (its `counted_model`): measuring through the counter
+    would charge tasks. Read by name, since `counting` steps through this module."""
+    return getattr(model, "counted_model", model)
 
 
 def _sync(device: torch.device) -> None:

@@ -32,6 +32,9 @@ class CallCounter:
     def __init__(self, model: SequenceModel, num_tasks: int = 1):
         check_protocol(model)  # a missing method is one ModelError here, not a traceback later
         self.model = model
+        # what `seqq.models.batching` times when it sizes chunks: the model itself, since
+        # measuring through the counter would charge tasks
+        self.counted_model = model
         self.vocab_size = model.vocab_size
         self.calls = torch.zeros(num_tasks, dtype=torch.long)
         self._checked: set[str] = set()  # methods whose first output was validated
