@@ -19,15 +19,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from scipy import stats
 
-from seqq.reports.plotting import (
-    grid,
-    integer_ticks,
-    legend,
-    method_colors,
-    panel_title,
-    save,
-    suptitle,
-)
+from seqq.reports.plotting import grid, integer_ticks, legend, method_colors, save, suptitle
 from seqq.reports.tables import to_markdown
 from seqq.results.store import read_parts
 
@@ -81,7 +73,8 @@ def figure(rows: pd.DataFrame, ratios: pd.DataFrame) -> Figure:
     """Top row: p(τ = K) per prefix, each method's mean over its runs with the band holding the
     middle 90 % of runs; bottom row: the variance ratio naive / IS with its interval, log scale,
     with the paper's 6× marked."""
-    prefixes = list(dict.fromkeys(rows.prefix))
+    order = rows.drop_duplicates("prefix").sort_values(["kind", "prefix"], ascending=[False, True])
+    prefixes = list(order.prefix)  # open-ended first, as the paper's figure
     fig, axes = grid(2, len(prefixes), size=(3.4, 2.7), sharex=True)
     colors = method_colors(METHODS)
     for col, prefix in enumerate(prefixes):
@@ -93,7 +86,7 @@ def figure(rows: pd.DataFrame, ratios: pd.DataFrame) -> Figure:
             ax.fill_between(by_k.mean().index, by_k.quantile(0.05), by_k.quantile(0.95),
                             color=colors[method], alpha=0.2, lw=0)
         kind = part.kind.iloc[0]
-        panel_title(ax, f"{kind}: “{_short(prefix)} …”", width=38)
+        ax.set_title(f"{kind}\n“… {_short(prefix, 5)} …”", fontsize=8)
         ax.set_ylabel("p(sentence ends at K)" if col == 0 else "")
         bottom = axes[1, col]
         r = ratios[(ratios.prefix == prefix) & (ratios.var_naive > 0)]
