@@ -309,3 +309,48 @@ def test_level_picks_one_level_of_a_one_level_experiment(tmp_path: Path,
     with pytest.raises(ConfigError, match="fig5 reads several budget levels"):
         cli.main([str(tiny_sweep / "results"), "--reproduction", str(tmp_path), "--experiment",
                   "fig5", "--level", "10"])
+
+
+def sentence_end_runs(ratio: float = 9.0, runs: int = 12) -> pd.DataFrame:
+    """Fig. 1's runs: two prefixes, K = 1..5, importance sampling's estimates spread √ratio
+    times less than naive sampling's around the same p(τ = K)."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for kind, prefix in (("open-ended", "He had three brothers and"),
+                         ("declarative", "The city is a port")):
+        for method, spread in (("importance", 0.01), ("naive", 0.01 * math.sqrt(ratio))):
+            for r in range(runs):
+                for k in range(1, 6):
+                    noise = 0.0 if (method == "importance" and k == 1) else rng.normal(0, spread)
+                    rows.append(dict(kind=kind, prefix=prefix, method=method, replicate=r, K=k,
+                                     estimate=0.1 + noise, stderr=spread, model_calls=401,
+                                     samples=100))
+    return pd.DataFrame(rows)
+
+
+def test_fig1_exports_its_csv_figure_block_and_summary_row(tmp_path: Path) -> None:
+    from seqq.reports.reproduction.registry import OWN_ROWS
+    from seqq.results.store import PartStore
+
+    fig1 = OWN_ROWS["fig1"]
+    runs = tmp_path / "fig1-paper" / "sentence_end"
+    PartStore(runs, ["prefix", "method", "replicate", "K"]).write(sentence_end_runs(), "p")
+    assert fig1.reads([runs]) and not OWN_ROWS["tables4-5"].reads([runs])
+    doc = _doc(tmp_path / "doc.md")
+    doc.write_text(doc.read_text() + f"\n{begin('fig1')}\nold\n{end('fig1')}\n")
+    written = fig1.export([runs], tmp_path / "out", doc, [], SUMMARY)
+    names = {p.name for p in written}
+    assert {"fig1_wikitext_smollm2.csv", "fig1_smollm2.png", "fig1_smollm2.pdf"} <= names
+    text = doc.read_text()
+    block = _block(text, "fig1")
+    assert "F test" in block and "bootstrap interval over the runs" in block
+    row = next(line for line in _block(text, "summary").splitlines()
+               if line.startswith("| Fig. 1 |"))
+    # a 9× spread in variance beats 6× and is beyond the noise at most K: not "differs"
+    assert "2 prefixes" in row and "20 runs" not in row and "differs" not in row, row
+    equal = sentence_end_runs(ratio=1.0)
+    PartStore(tmp_path / "flat", ["prefix", "method", "replicate", "K"]).write(equal, "p")
+    fig1.export([tmp_path / "flat"], tmp_path / "out2", doc, [], SUMMARY)
+    row = next(line for line in _block(doc.read_text(), "summary").splitlines()
+               if line.startswith("| Fig. 1 |"))
+    assert "**reproduced**" not in row, row  # no variance reduction: the 6× claim fails

@@ -72,7 +72,7 @@ def test_a_module_dropped_in_is_an_experiment(dropped_in: list, tmp_path: Path,
     rows = registry.summary_rows(dropped_in)
     assert rows["Table 7"] == ("a toy LLM", "–", "not run: waits for a GPU")
     assert rows["Fig. 16"] == ("–", "–", "not run yet at paper size")
-    assert "toy_sweep:results:toy16" in registry.make_entries(dropped_in)
+    assert "toy_sweep:results:toy16:authors_lstm" in registry.make_entries(dropped_in)
     # its export: its own CSV columns and names, its figure, its section, its summary row
     toy = next(e for e in dropped_in if e.title == "Fig. 16")
     doc = tmp_path / "doc.md"
@@ -110,7 +110,10 @@ def test_make_reproduction_exports_what_the_registry_lists() -> None:
     entries = registry.make_entries(registry.DECLARED)
     named = [name for entry in entries for name in entry.split(":")[2].split(",")]
     assert sorted(named) == sorted([*registry.EXPERIMENTS, *registry.OWN_ROWS])
-    assert "horizons:results:fig5,fig4a,fig7-9" in entries and "kl:kl:tables4-5" in entries
+    assert "horizons:results:fig5,fig4a,fig7-9:authors_lstm" in entries
+    assert "kl:kl:tables4-5:authors_lstm" in entries
+    assert "large_lm:results:table2:smollm2" in entries  # each keeps the models it runs on
+    assert "fig1:sentence_end:fig1:smollm2" in entries
     for entry in entries:
         names = entry.split(":")[2].split(",")
         for name in names:
