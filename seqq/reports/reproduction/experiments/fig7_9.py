@@ -122,8 +122,10 @@ def _closing_in(rows: pd.DataFrame, ks: Sequence[int], levels: Sequence[int]) ->
         for k in ks:
             table = wide[(method, k)]
             values, decades = table.to_numpy(), np.log10(table.columns.to_numpy(float))
-            trends[(method, k)] = bootstrap(
-                lambda idx, v=values, x=decades: slope(x, np.log(_spread(v[idx]))), len(values))
+            with np.errstate(divide="ignore"):  # a resample of one history has no spread
+                trends[(method, k)] = bootstrap(
+                    lambda idx, v=values, x=decades: slope(x, np.log(_spread(v[idx]))),
+                    len(values))
             if k == ks[len(ks) // 2]:
                 said.append(f"{method} at K = {k}: "
                             + " → ".join(f"{x:.2f}" for x in _spread(values)))
