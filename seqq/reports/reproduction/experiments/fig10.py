@@ -129,7 +129,7 @@ def _naive(rows: pd.DataFrame, naive: pd.Series) -> Check:
         "naive MC is consistently 0: RAE of 1", "App. G.2 (Figs 10, 11)",
         f"median RAE 1 in {int((naive >= 0.999).sum())} of {len(naive)} (K, S), the estimate "
         f"0 on most queries {tally.said('(K, S)')}"
-        + (f" ({where(leads, ['K', 'budget_level'], SUPPORTS)})"
+        + (f"; beyond the noise at {where(leads, ['K', 'budget_level'], SUPPORTS)}"
            if 0 < tally.supports < tally.cells else "") + "; "
         f"estimates of 0: {zero.iloc[0]:.0%} at S = {zero.index[0]} → {zero.iloc[-1]:.0%} at "
         f"S = {last}; median RAE at S = {last}: "
