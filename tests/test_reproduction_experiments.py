@@ -46,14 +46,26 @@ def _drop_last_history(rows: list[ResultRow], where: Callable[[ResultRow], bool]
     return [r for r in rows if not (r.history_id == N - 1 and where(r))]
 
 
-def horizons() -> pd.DataFrame:
-    """Figs 4a, 5/6, 7-9: the hybrid lowest, errors falling as 1/√S and growing with K; beam
-    search under the truth, its error rising with the entropy (K + h/10)."""
+def _z(*key: int) -> float:
+    """A seeded standard normal draw, drawn anew per history and cell (`key`)."""
+    return float(np.random.default_rng(key).standard_normal())
+
+
+def _noise(spread: float, *key: int) -> float:
+    """A seeded log-normal factor exp(spread·z) (`_z`)."""
+    return math.exp(spread * _z(*key))
+
+
+def horizons(power: float = 0.5, noise: float = 0.0) -> pd.DataFrame:
+    """Figs 4a, 5/6, 7-9: the hybrid lowest, errors falling as 1/S^power (1/√S) and growing
+    with K, times a log-normal noise; beam search under the truth, its error rising with the
+    entropy (K + h/10)."""
     def estimate(method: str, level: int, k: int, h: int) -> float:
         if method == "beam":
             return 0.05 * (1 - min(0.95, (k + h / 10) / 8) / level ** 0.1)
         scale = 0.5 if method == "hybrid" else 0.8
-        return 0.05 * (1 + _sign(h) * scale * k / 3 / math.sqrt(level))
+        return 0.05 * (1 + _sign(h) * scale * k / 3 / level ** power
+                       * _noise(noise, h, k, level))
 
     rows = [row for dataset in ("moocs", "shakespeare") for row in panel_rows(
         dataset=dataset, model=MODEL, ks=(3, 4, 5, 6, 7), levels=(10, 100, 1000), histories=N,
@@ -62,8 +74,9 @@ def horizons() -> pd.DataFrame:
                                       and r.method == "beam" and r.K == 7))
 
 
-def budgets() -> pd.DataFrame:
-    """Figs 10/11: IS and the hybrid at exactly 1/√S, naive MC at 0, uniform MC far off."""
+def budgets(power: float = 0.5, noise: float = 0.0) -> pd.DataFrame:
+    """Figs 10/11: IS and the hybrid at 1/S^power (exactly 1/√S) times a log-normal noise,
+    naive MC at 0, uniform MC far off."""
     def estimate(method: str, level: int, k: int, h: int) -> float:
         if method == "naive":
             return 0.0
@@ -72,7 +85,7 @@ def budgets() -> pd.DataFrame:
         if method == "beam":
             return 0.05 * 0.5
         scale = 0.5 if method == "hybrid" else 0.8
-        return 0.05 * (1 + _sign(h) * scale / math.sqrt(level))
+        return 0.05 * (1 + _sign(h) * scale / level ** power * _noise(noise, h, k, level))
 
     rows = panel_rows(dataset="moocs", model=MODEL, ks=(3, 7, 11), histories=N,
                       levels=(10, 100, 1000, 10_000), estimate=estimate,
@@ -81,19 +94,21 @@ def budgets() -> pd.DataFrame:
                                       and r.method == "naive"))
 
 
-def coverage() -> pd.DataFrame:
-    """Fig. 12: beams ×3 per step at α = 0.95, ×2 at α = 0.5."""
-    rows = [row for alpha, growth in ((0.95, 3), (0.5, 2)) for row in panel_rows(
+def coverage(growths: tuple[int, int] = (3, 2)) -> pd.DataFrame:
+    """Fig. 12: beams ×3 per step at α = 0.95, ×2 at α = 0.5 (`growths`)."""
+    rows = [row for alpha, growth in zip((0.95, 0.5), growths, strict=True) for row in panel_rows(
         dataset="shakespeare", model=MODEL, methods=("coverage_beam",), query="event_at",
         levels=(0,), ks=(4,), options=json.dumps({"alpha": alpha}), truth_kind="none",
         extras=beam_extras(4, growth), histories=N)]
     return results(_drop_last_history(rows, lambda r: '0.5' in r.options))
 
 
-def temperatures() -> pd.DataFrame:
-    """Figs 4b/13: as T rises beam search's RAE goes to 1, importance sampling's to 0."""
+def temperatures(rise: float = 1.0, noise: float = 0.0) -> pd.DataFrame:
+    """Figs 4b/13: as T rises beam search's RAE goes to 1 (as T^rise, times a log-normal
+    noise), importance sampling's to 0."""
     def estimate(method: str, level: int, k: int, h: int, t: float) -> float:
-        rae = {"beam": -min(0.99, 0.25 * t), "importance": 0.2 / t, "hybrid": 0.1}[method]
+        beam = min(0.99, 0.25 * t ** rise * _noise(noise, h, round(4 * t)))
+        rae = {"beam": -beam, "importance": 0.2 / t, "hybrid": 0.1}[method]
         return 0.05 * (1 + (rae if method == "beam" else _sign(h) * rae))
 
     rows = [row for t in (0.5, 1.0, 2.0, 4.0) for row in panel_rows(
@@ -102,10 +117,11 @@ def temperatures() -> pd.DataFrame:
     return results(_drop_last_history(rows, lambda r: r.temperature == 4.0))
 
 
-def pairs(scale: float = 0.6, noise: float = 0.001) -> pd.DataFrame:
-    """Fig. 14: both orders of a pair; unaccounted scale/K (2% at K = 30)."""
+def pairs(scale: float = 0.6, noise: float = 0.001, jitter: float = 0.0) -> pd.DataFrame:
+    """Fig. 14: both orders of a pair; unaccounted scale/K (2% at K = 30), plus a noise per
+    history (mean 0 over the kept histories) and a normal one per history and K (`jitter`)."""
     def estimate(method: str, level: int, k: int, h: int) -> float:
-        return (1 - scale / k) / 2 + noise * (h - 3)  # the kept histories' noise: mean 0
+        return (1 - scale / k) / 2 + noise * (h - 3) + jitter * _z(h, k)
 
     rows = panel_rows(dataset="moocs", model=MODEL, query="a_before_b", methods=("importance",),
                       levels=(1000,), labels=("ab", "ba"), ks=(2, 10, 30), truth_kind="none",
@@ -231,7 +247,8 @@ def test_the_numbers_are_the_frames(tmp_path: Path) -> None:
     step, unaccounted 0.6/K, p̂ = 0.3 + 0.4·share."""
     _, text = _export(EXPERIMENTS["fig10"], budgets(), tmp_path)
     block = _block(text, "fig10")
-    assert "importance ×3.16 (×3.16–×3.16); hybrid ×3.16 (×3.16–×3.16)" in block
+    assert ("hybrid ×3.16 [×3.16, ×3.16] (K = 3)" in block
+            and "importance ×3.16 [×3.16, ×3.16] (K = 3)" in block)
     assert "median RAE 1 in 12 of 12 (K, S)" in block  # naive
     assert "| 10000 | " in block and "uniform" in block
     _, text = _export(EXPERIMENTS["fig12"], coverage(), tmp_path / "c")

@@ -156,3 +156,32 @@ def trend_said(trends: dict[tuple, tuple[float, float, float]], unit: str) -> st
     """The range of the fitted slopes: "−0.40 … −0.21 per decade"."""
     slopes = [b for b, _, _ in trends.values()]
     return f"{min(slopes):+.2f} … {max(slopes):+.2f} {unit}"
+
+
+def within(low: float, high: float, band: tuple[float, float]) -> int:
+    """SUPPORTS when the interval lies inside `band` (a claim of "about x", judged as an
+    equivalence test), CONTRADICTS when it lies wholly outside, UNDECIDED when it straddles an
+    edge."""
+    if band[0] <= low and high <= band[1]:
+        return SUPPORTS
+    return CONTRADICTS if high < band[0] or low > band[1] else UNDECIDED
+
+
+def majority(hits: np.ndarray) -> int:
+    """SUPPORTS when more than half of the queries are hits beyond the noise (exact binomial
+    test of the share against one half, two-sided, p < LEVEL: the sign test of a median against
+    a threshold), CONTRADICTS when fewer than half, UNDECIDED otherwise."""
+    hits = np.asarray(hits, bool)
+    if not len(hits) or binomtest(int(hits.sum()), len(hits)).pvalue >= LEVEL:
+        return UNDECIDED
+    return SUPPORTS if 2 * hits.sum() > len(hits) else CONTRADICTS
+
+
+def ratio_slope(a: np.ndarray, b: np.ndarray, x: Sequence[float]
+                ) -> tuple[float, float, float]:
+    """The slope of log(median of A / median of B) against `x`, with its bootstrap interval
+    over the histories (`a` and `b` histories × len(x), the same histories in the same rows):
+    how fast A falls behind B."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return bootstrap(lambda idx: slope(x, np.log(np.nanmedian(a[idx], 0)
+                                                     / np.nanmedian(b[idx], 0))), len(a))

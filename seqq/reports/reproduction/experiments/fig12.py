@@ -10,14 +10,29 @@ import numpy as np
 import pandas as pd
 
 from seqq.reports import figures
-from seqq.reports.reproduction.claims import NO, PARTLY, UNKNOWN, YES, Check, table, verdict
+from seqq.reports.reproduction.claims import (
+    SLOPE_TEST,
+    UNKNOWN,
+    Check,
+    table,
+    tallied,
+    verdict,
+)
 from seqq.reports.reproduction.figure import drawn
 from seqq.reports.reproduction.markdown import histories, links_line, values
 from seqq.reports.reproduction.panels import ModelRun
 from seqq.reports.reproduction.reproduce import Experiment
+from seqq.reports.reproduction.significance import (
+    LEVEL,
+    Tally,
+    median_slope,
+    outcome,
+    sign_lead,
+)
 from seqq.reports.reproduction.stats import (
     alpha_of,
     beam_growth,
+    beams_per_step,
 )
 from seqq.reports.tables import to_markdown
 
@@ -44,47 +59,89 @@ def section(run: ModelRun, csv: str) -> list[str]:
 
 
 def checks(run: ModelRun) -> list[Check]:
-    """Fig. 12: coverage beam search needs exponentially many beams in K, more for larger α."""
-    growth = beam_growth(run.rows)
-    if growth.empty:
+    """Fig. 12: coverage beam search needs exponentially many beams in K (the slope of the log
+    median beams per step, with its bootstrap interval), more for larger α (a paired sign test
+    of the beams kept per history)."""
+    beams = _beams(run.rows)
+    if not beams:
         return [Check("the number of beams grows exponentially in K", "App. G.5 (Fig. 12)",
                       "no beam sizes recorded", UNKNOWN)]
-    factors, fits = {}, {}
-    for method in growth.columns:
-        # the last step keeps only the paths that end in the query's set: left out of the fit
-        steps = growth[method].dropna().iloc[:-1] if len(growth) > 2 else growth[method]
-        slope, r2 = _log_fit(steps)
-        factors[method], fits[method] = math.exp(slope), r2
-    alphas = [alpha_of(m) for m in growth.columns]
-    exponential = all(f > 1.5 and fits[m] >= 0.9 for m, f in factors.items())
-    last = growth.iloc[-2] if len(growth) > 2 else growth.iloc[-1]
-    return [
-        Check("the number of beams grows exponentially in K", "App. G.5 (Fig. 12)",
-              "median beams per step, steps 1…K−1: "
-              + "; ".join(f"α = {a}: ×{factors[m]:.1f} per step (R² of the log-linear fit "
-                          f"{fits[m]:.2f})" for a, m in zip(alphas, growth.columns, strict=True)),
-              YES if exponential else PARTLY if all(f > 1 for f in factors.values()) else NO,
-              "per α: log-linear fit of the median beams per step, ×1.5 or more per step "
-              "with R² ≥ 0.9"),
-        Check("a larger α needs more beams", "Fig. 12 (α = 0.95, 0.75, 0.5)",
-              f"median beams at step {last.name}: "
-              + ", ".join(f"{last[m]:,.0f} (α = {a})"
-                          for a, m in zip(alphas, growth.columns, strict=True)),
-              YES if np.all(np.diff(last.to_numpy()) <= 0) else NO,
-              "the median beams at the last full step ordered by α"),
-    ]
+    return [_exponential(beams), _larger_alpha(beams)]
 
 
-def _log_fit(values: pd.Series) -> tuple[float, float]:
-    """Slope and R² of log(values) against their index (steps)."""
-    values = values[values > 0]
-    if len(values) < 2:
-        return math.nan, math.nan
+def _beams(rows: pd.DataFrame) -> dict[tuple[int, str], pd.DataFrame]:
+    """Per (K, method), largest α first: the beams kept per history (rows) and step (columns
+    1…K−1: the last step keeps only the paths that end in the query's set, so it is left out);
+    empty where no beam sizes were recorded."""
+    out = {}
+    for (k, method), cell in rows.groupby(["K", "method"]):
+        steps = {h: s for h, s in zip(cell.history_id, map(beams_per_step, cell.extras),
+                                      strict=True) if len(s)}
+        if steps:
+            depth = min(map(len, steps.values()))
+            depth -= depth > 2
+            out[(int(k), method)] = pd.DataFrame({h: s[:depth] for h, s in steps.items()},
+                                                 index=range(1, depth + 1)).T
+    return dict(sorted(out.items(), key=lambda item: (item[0][0], -_alpha(item[0][1]))))
+
+
+def _alpha(method: str) -> float:
+    alpha = alpha_of(method)
+    return float(alpha) if alpha != "?" else 0.0
+
+
+def _exponential(beams: dict[tuple[int, str], pd.DataFrame]) -> Check:
+    """Per (K, α): the growth factor per step, e^slope of the log median beams per step, above
+    ×1 beyond the noise."""
+    growth = {key: median_slope(table.to_numpy(), table.columns.to_numpy(float))
+              for key, table in beams.items()}
+    tally = Tally.of([outcome(low, high) for _, low, high in growth.values()])
+    return Check(
+        "the number of beams grows exponentially in K", "App. G.5 (Fig. 12)",
+        "median beams per step, steps 1…K−1: " + "; ".join(
+            f"α = {alpha_of(m)}{_at(k, beams)}: ×{math.exp(b):.1f} per step "
+            f"[×{math.exp(low):.1f}, ×{math.exp(high):.1f}] (R² of the log-linear fit "
+            f"{_log_r2(beams[(k, m)].median()):.2f})"
+            for (k, m), (b, low, high) in growth.items())
+        + f"; growing {tally.said('(K, α)')}", tallied(tally),
+        SLOPE_TEST + " of the log median beams per step, per (K, α) (above 0: a constant "
+        "factor per step)")
+
+
+def _larger_alpha(beams: dict[tuple[int, str], pd.DataFrame]) -> Check:
+    """Per K and pair of neighbouring α: the larger α keeps more beams at the last full step
+    than the smaller on more histories beyond the noise (`sign_lead`)."""
+    keys = list(beams)
+    pairs = [(a, b) for a, b in zip(keys, keys[1:], strict=False) if a[0] == b[0]]
+    leads, said = [], []
+    for (k, larger), (_, smaller) in pairs:
+        both = pd.concat([beams[(k, larger)].iloc[:, -1], beams[(k, smaller)].iloc[:, -1]],
+                         axis=1, join="inner").to_numpy()
+        leads.append(sign_lead(both[:, 1], both[:, 0]))
+    for (k, method), kept in beams.items():
+        said.append(f"{kept.iloc[:, -1].median():,.0f} (α = {alpha_of(method)}"
+                    f"{_at(k, beams)}, step {kept.columns[-1]})")
+    tally = Tally.of(leads)
+    return Check(
+        "a larger α needs more beams", "Fig. 12 (α = 0.95, 0.75, 0.5)",
+        "median beams at the last full step: " + ", ".join(said)
+        + f"; more for the larger α {tally.said('pairs of neighbouring α')}", tallied(tally),
+        f"paired sign test of the beams kept per history at the last full step, per pair of "
+        f"neighbouring α, two-sided, p < {LEVEL:g}")
+
+
+def _log_r2(values: pd.Series) -> float:
+    """R² of the least-squares line through log(values) against their index (steps): how
+    close to a constant factor per step the growth is."""
     x, y = values.index.to_numpy(float), np.log(values.to_numpy(float))
-    slope, intercept = np.polyfit(x, y, 1)
-    residual = y - (slope * x + intercept)
+    residual = y - np.polyval(np.polyfit(x, y, 1), x)
     total = ((y - y.mean()) ** 2).sum()
-    return float(slope), float(1 - (residual ** 2).sum() / total) if total > 0 else 1.0
+    return float(1 - (residual ** 2).sum() / total) if total > 0 else 1.0
+
+
+def _at(k: int, beams: dict[tuple[int, str], pd.DataFrame]) -> str:
+    """", K = 6" where the panel has several K, else nothing."""
+    return f", K = {k}" if len({key[0] for key in beams}) > 1 else ""
 
 
 EXPERIMENT = Experiment(
