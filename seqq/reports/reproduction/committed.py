@@ -62,8 +62,11 @@ def _as_results(csv: pd.DataFrame) -> pd.DataFrame:
 
 
 def rejudge(experiment: Experiment, folder: Path, doc: Path) -> None:
-    """Rewrite the experiment's claims tables (one per panel) and its summary row in `doc`."""
+    """Rewrite the experiment's claims tables (one per panel) and its summary row in `doc`; an
+    experiment with no committed CSVs yet keeps its row."""
     runs = panels(experiment, folder)
+    if not runs:
+        return
     text = doc.read_text()
     start, stop = find_block(doc, experiment.block, text)
     block = text[start:stop]
