@@ -20,8 +20,8 @@ from benchmarks.zoo import build
 from seqq import queries as Q
 from seqq.errors import DataError
 from seqq.estimators.engine.batch import prepare, tree_calls
+from seqq.estimators.ground_truth import judge_surrogate
 from seqq.experiments.histories import model_histories, sample_histories
-from seqq.ground_truth import judge_surrogate
 from seqq.models.protocol import SequenceModel
 from seqq.paths import shipped
 

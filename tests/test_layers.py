@@ -20,7 +20,7 @@ from seqq.models.spec import ModelSpec
 
 # Everything below the entry points (seqq/experiments, seqq/query_sweep.py, seqq/train.py,
 # seqq/commands.py, the CLI)
-BELOW = ["seqq/models", "seqq/estimators", "seqq/ground_truth.py", "seqq/queries", "seqq/data",
+BELOW = ["seqq/models", "seqq/estimators", "seqq/queries", "seqq/data",
          "seqq/training", "seqq/results", "seqq/api.py", "seqq/paths.py"]
 CONFIG_MODULES = ("omegaconf", "hydra")
 CONFIG_TYPES = {"DictConfig", "ListConfig", "OmegaConf"}

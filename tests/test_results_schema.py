@@ -13,12 +13,12 @@ import pytest
 from conftest import compose_sweep, tiny_overrides
 from result_frames import panel_rows
 
+from seqq.estimators.estimate import GroundTruth
 from seqq.experiments import sweep
 from seqq.experiments.gt_cache import GroundTruthCache
 from seqq.experiments.histories import History
 from seqq.experiments.provenance import write_provenance
 from seqq.experiments.query_specs import build_specs
-from seqq.ground_truth import GroundTruth
 from seqq.models import MarkovModel
 from seqq.results.schema import COLUMNS, KEY, to_frame
 from seqq.results.store import read_parts, read_results

@@ -18,9 +18,9 @@ from typing import Any
 import pandas as pd
 
 import seqq
+from seqq.estimators.estimate import GroundTruth
 from seqq.estimators.surrogates import distilled, twistable
 from seqq.experiments.query_specs import QuerySpec
-from seqq.ground_truth import GroundTruth
 from seqq.models import SequenceModel
 from seqq.results.store import PartStore
 

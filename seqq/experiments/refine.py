@@ -23,10 +23,11 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from seqq.estimators.estimate import GroundTruth
+from seqq.estimators.ground_truth import ground_truth_many
 from seqq.experiments.gt_cache import GroundTruthCache
 from seqq.experiments.query_specs import QuerySpec
 from seqq.experiments.runner import SweepRunner, rae
-from seqq.ground_truth import GroundTruth, ground_truth_many
 from seqq.results.store import part_files
 
 CALLS_FACTOR = 16  # a refined truth may sample up to this many times the configured s_high

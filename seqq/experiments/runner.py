@@ -26,11 +26,11 @@ from tqdm.auto import tqdm
 
 import seqq
 from seqq.errors import BudgetError, ConfigError
+from seqq.estimators.estimate import GroundTruth
 from seqq.estimators.registry import budget_setter
 from seqq.experiments.gt_cache import GroundTruthCache, NoGroundTruth, digest
 from seqq.experiments.method_runs import MethodRun
 from seqq.experiments.query_specs import QuerySpec
-from seqq.ground_truth import GroundTruth
 from seqq.models import SequenceModel
 from seqq.results.schema import (
     BUDGET_FROM_SAMPLES,

@@ -16,6 +16,7 @@ from seqq import config_checks as check
 from seqq.commands import Help
 from seqq.errors import ConfigError
 from seqq.estimators import METHODS
+from seqq.estimators.ground_truth import RULES
 from seqq.experiments.method_runs import method_runs
 from seqq.experiments.query_specs import KINDS, QueriesSpec, check_template
 from seqq.experiments.sentence_end import SentenceEndSpec
@@ -28,7 +29,6 @@ from seqq.experiments.specs import (
     model_spec,
 )
 from seqq.experiments.symbol_kl import SymbolKLSpec
-from seqq.ground_truth import RULES
 from seqq.models.device import resolve_device
 from seqq.models.loading import LOADERS
 
