@@ -1,7 +1,7 @@
-"""`seqq query-sweep`: run a sweep (`seqq.experiments.sweep`), then write its report
+"""`seqq query-sweep`: run a sweep (`seqq.sweeps.sweep`), then write its report
 (`seqq.reports.build`) under `<sweep.dir>/report/`.
 
-This command is the one module that calls both layers: experiments write the results table and
+This command is the one module that calls both layers: sweeps write the results table and
 reports read it (`seqq.results`), and neither imports the other.
 """
 
@@ -17,12 +17,12 @@ from omegaconf import DictConfig
 
 from seqq import config_checks as check
 from seqq.commands import CONF, hydra_job, run_hydra, wants_help
-from seqq.experiments import sweep
-from seqq.experiments.sweep_config import HELP, sweep_spec
 from seqq.reports.build import build_report
 from seqq.reports.figures import FIGURES
 from seqq.reports.kl import write_kl_report
 from seqq.reports.sentence_end import write_sentence_end_report
+from seqq.sweeps import sweep
+from seqq.sweeps.sweep_config import HELP, sweep_spec
 
 log = logging.getLogger(__name__)
 

@@ -29,8 +29,6 @@ from seqq import config_checks as check
 from seqq.commands import CONF, Help, hydra_job, run_hydra, wants_help
 from seqq.data import SequenceDataset
 from seqq.errors import ConfigError, DataError
-from seqq.experiments.provenance import write_provenance
-from seqq.experiments.specs import DatasetSpec, dataset_spec, model_spec
 from seqq.models.checkpoint import load_checkpoint
 from seqq.models.device import resolve_device
 from seqq.models.hf import HFCausalLM
@@ -38,6 +36,8 @@ from seqq.models.hpyp import HPYPModel
 from seqq.models.loading import load_model
 from seqq.models.lstm import LSTMNet
 from seqq.models.spec import ModelSpec
+from seqq.sweeps.provenance import write_provenance
+from seqq.sweeps.specs import DatasetSpec, dataset_spec, model_spec
 from seqq.training.artifacts import plot_curves, write_metrics
 from seqq.training.scoring import held_out_windows, nats_per_symbol
 from seqq.training.trainer import Trainer, TrainerConfig, eval_pairs

@@ -201,8 +201,8 @@ def test_exact_figure_presets_run_on_hpyp(tmp_path, shakespeare):
     to K = 30, and every row's ground truth is the model's exact DP answer."""
     from conftest import compose_sweep
 
-    from seqq.experiments import sweep
     from seqq.reports.tables import load_results
+    from seqq.sweeps import sweep
 
     common = ["dataset=shakespeare", f"checkpoint_dir={tmp_path}", f"data_root={REPO / 'data'}",
               f"sweep.root={tmp_path}", "sweep.progress=false"]

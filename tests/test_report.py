@@ -10,11 +10,11 @@ import pytest
 from conftest import compose_sweep, tiny_overrides
 
 from seqq.errors import ResultsError
-from seqq.experiments import sweep
 from seqq.reports import cli
 from seqq.reports.figures import FIGURES
 from seqq.reports.tables import load_results
 from seqq.results.schema import KEY
+from seqq.sweeps import sweep
 
 
 def _run(root: Path, name: str, *extra: str) -> Path:

@@ -12,7 +12,6 @@ import pytest
 from conftest import compose_sweep, tiny_overrides
 
 from seqq.errors import ConfigError, ResultsError
-from seqq.experiments import sweep
 from seqq.reports import cli, tables
 from seqq.reports.reproduction.experiments.fig3 import EXPERIMENT as FIG3
 from seqq.reports.reproduction.markdown import begin, end, fmt
@@ -20,6 +19,7 @@ from seqq.reports.reproduction.panels import PAPER_METHODS, model_slug, select
 from seqq.reports.reproduction.reproduce import reproduce
 from seqq.reports.reproduction.stats import median_ci
 from seqq.reports.tables import load_results
+from seqq.sweeps import sweep
 
 BEGIN, END = begin(FIG3.block), end(FIG3.block)
 SUMMARY = f"{begin('summary')}\n{end('summary')}"

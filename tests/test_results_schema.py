@@ -14,14 +14,14 @@ from conftest import compose_sweep, tiny_overrides
 from result_frames import panel_rows
 
 from seqq.estimators.estimate import GroundTruth
-from seqq.experiments import sweep
-from seqq.experiments.gt_cache import GroundTruthCache
-from seqq.experiments.histories import History
-from seqq.experiments.provenance import write_provenance
-from seqq.experiments.query_specs import build_specs
 from seqq.models import MarkovModel
 from seqq.results.schema import COLUMNS, KEY, to_frame
 from seqq.results.store import read_parts, read_results
+from seqq.sweeps import sweep
+from seqq.sweeps.gt_cache import GroundTruthCache
+from seqq.sweeps.histories import History
+from seqq.sweeps.provenance import write_provenance
+from seqq.sweeps.query_specs import build_specs
 
 
 def test_rows_have_the_schemas_columns_and_dtypes() -> None:

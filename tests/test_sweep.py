@@ -21,17 +21,17 @@ from conftest import REPO, compose_sweep, tiny_overrides
 from seqq import query_sweep
 from seqq.data import load_dataset
 from seqq.errors import CheckpointError, QueryError, SeqqError
-from seqq.experiments import refine, sweep
-from seqq.experiments.histories import sample_histories, shard
-from seqq.experiments.query_specs import resolve_symbols
-from seqq.experiments.run_log import read_runs
-from seqq.experiments.runner import interrupts_deferred
 from seqq.models import LSTMNet
 from seqq.models.checkpoint import save_checkpoint
 from seqq.reports.build import build_report
 from seqq.reports.tables import load_results
 from seqq.results.schema import KEY
 from seqq.results.store import PartStore, read_parts
+from seqq.sweeps import refine, sweep
+from seqq.sweeps.histories import sample_histories, shard
+from seqq.sweeps.query_specs import resolve_symbols
+from seqq.sweeps.run_log import read_runs
+from seqq.sweeps.runner import interrupts_deferred
 
 METHODS, LEVELS, KS, N = {"hybrid", "importance", "beam"}, {10, 30}, {3, 5}, 6
 REQUIRED = ["dataset", "model", "history_id", "K", "query", "method", "budget_level",

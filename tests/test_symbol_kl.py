@@ -1,4 +1,4 @@
-"""Tables 3–6's KL experiment (seqq/experiments/symbol_kl.py, seqq/reports/kl.py and
+"""Tables 3–6's KL experiment (seqq/sweeps/symbol_kl.py, seqq/reports/kl.py and
 seqq/reports/reproduction/experiments/tables4_5.py) against a Markov chain's exact next-symbol
 distribution."""
 
@@ -14,8 +14,6 @@ from conftest import compose_sweep, tiny_overrides
 
 from seqq import query_sweep
 from seqq.errors import ConfigError
-from seqq.experiments import symbol_kl
-from seqq.experiments.histories import History
 from seqq.models.markov import MarkovModel
 from seqq.reports import cli
 from seqq.reports.kl import kl_table
@@ -23,6 +21,8 @@ from seqq.reports.reproduction.experiments import tables4_5
 from seqq.reports.reproduction.markdown import SUMMARY_BLOCK, begin, end
 from seqq.results.schema import KL_KEY
 from seqq.results.store import PartStore
+from seqq.sweeps import symbol_kl
+from seqq.sweeps.histories import History
 
 CHAIN = MarkovModel.random(5, order=1, concentration=1.0, seed=3)
 LAST = 2  # the history's last symbol: the chain's state before the first sampled step

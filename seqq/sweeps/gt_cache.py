@@ -20,9 +20,9 @@ import pandas as pd
 import seqq
 from seqq.estimators.estimate import GroundTruth
 from seqq.estimators.surrogates import distilled, twistable
-from seqq.experiments.query_specs import QuerySpec
 from seqq.models import SequenceModel
 from seqq.results.store import PartStore
+from seqq.sweeps.query_specs import QuerySpec
 
 KEY = ["dataset", "model", "temperature", "history_hash", "label", "gt_options"]
 NO_TRUTH_RULE = "none: estimates only, no RAE"

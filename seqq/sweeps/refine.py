@@ -25,10 +25,10 @@ import pandas as pd
 
 from seqq.estimators.estimate import GroundTruth
 from seqq.estimators.ground_truth import ground_truth_many
-from seqq.experiments.gt_cache import GroundTruthCache
-from seqq.experiments.query_specs import QuerySpec
-from seqq.experiments.runner import SweepRunner, rae
 from seqq.results.store import part_files
+from seqq.sweeps.gt_cache import GroundTruthCache
+from seqq.sweeps.query_specs import QuerySpec
+from seqq.sweeps.runner import SweepRunner, rae
 
 CALLS_FACTOR = 16  # a refined truth may sample up to this many times the configured s_high
 

@@ -28,9 +28,6 @@ import seqq
 from seqq.errors import BudgetError, ConfigError
 from seqq.estimators.estimate import GroundTruth
 from seqq.estimators.registry import budget_setter
-from seqq.experiments.gt_cache import GroundTruthCache, NoGroundTruth, digest
-from seqq.experiments.method_runs import MethodRun
-from seqq.experiments.query_specs import QuerySpec
 from seqq.models import SequenceModel
 from seqq.results.schema import (
     BUDGET_FROM_SAMPLES,
@@ -46,6 +43,9 @@ from seqq.results.schema import (
     to_frame,
 )
 from seqq.results.store import PartStore
+from seqq.sweeps.gt_cache import GroundTruthCache, NoGroundTruth, digest
+from seqq.sweeps.method_runs import MethodRun
+from seqq.sweeps.query_specs import QuerySpec
 
 BUDGET_SETTER = budget_setter().name  # its calls at S samples are the others' budget
 LEVEL_OPTION = budget_setter().level_option  # the setter's option that a budget level S sets

@@ -17,10 +17,12 @@ from seqq.commands import Help
 from seqq.errors import ConfigError
 from seqq.estimators import METHODS
 from seqq.estimators.ground_truth import RULES
-from seqq.experiments.method_runs import method_runs
-from seqq.experiments.query_specs import KINDS, QueriesSpec, check_template
-from seqq.experiments.sentence_end import SentenceEndSpec
-from seqq.experiments.specs import (
+from seqq.models.device import resolve_device
+from seqq.models.loading import LOADERS
+from seqq.sweeps.method_runs import method_runs
+from seqq.sweeps.query_specs import KINDS, QueriesSpec, check_template
+from seqq.sweeps.sentence_end import SentenceEndSpec
+from seqq.sweeps.specs import (
     GroundTruthSpec,
     HistorySpec,
     MixtureSpec,
@@ -28,9 +30,7 @@ from seqq.experiments.specs import (
     dataset_spec,
     model_spec,
 )
-from seqq.experiments.symbol_kl import SymbolKLSpec
-from seqq.models.device import resolve_device
-from seqq.models.loading import LOADERS
+from seqq.sweeps.symbol_kl import SymbolKLSpec
 
 SIZES = ("quick", "paper")
 

@@ -21,8 +21,13 @@ from omegaconf import DictConfig
 from seqq.data import DATASETS, SequenceDataset
 from seqq.data.cache import file_digest
 from seqq.errors import CheckpointError, Interrupted, MissingRawData
-from seqq.experiments.gt_cache import GroundTruthCache, JudgeSurrogate, NoGroundTruth
-from seqq.experiments.histories import (
+from seqq.models import SequenceModel, TemperatureModel
+from seqq.models.loading import load_model, trained_checkpoint
+from seqq.paths import data_root
+from seqq.results.schema import KEY
+from seqq.results.store import PartStore
+from seqq.sweeps.gt_cache import GroundTruthCache, JudgeSurrogate, NoGroundTruth
+from seqq.sweeps.histories import (
     History,
     mixture_histories,
     model_histories,
@@ -30,21 +35,16 @@ from seqq.experiments.histories import (
     sampled_dataset,
     shard,
 )
-from seqq.experiments.method_runs import with_surrogates
-from seqq.experiments.provenance import write_provenance
-from seqq.experiments.query_specs import QuerySpec, build_specs, resolve_symbols
-from seqq.experiments.refine import refine_truths
-from seqq.experiments.run_log import recorded
-from seqq.experiments.runner import SweepPlan, SweepRunner
-from seqq.experiments.sentence_end import run_sentence_end
-from seqq.experiments.specs import SweepSpec
-from seqq.experiments.sweep_config import check_config, horizons, sweep_spec
-from seqq.experiments.symbol_kl import run_histories as run_symbol_kl
-from seqq.models import SequenceModel, TemperatureModel
-from seqq.models.loading import load_model, trained_checkpoint
-from seqq.paths import data_root
-from seqq.results.schema import KEY
-from seqq.results.store import PartStore
+from seqq.sweeps.method_runs import with_surrogates
+from seqq.sweeps.provenance import write_provenance
+from seqq.sweeps.query_specs import QuerySpec, build_specs, resolve_symbols
+from seqq.sweeps.refine import refine_truths
+from seqq.sweeps.run_log import recorded
+from seqq.sweeps.runner import SweepPlan, SweepRunner
+from seqq.sweeps.sentence_end import run_sentence_end
+from seqq.sweeps.specs import SweepSpec
+from seqq.sweeps.sweep_config import check_config, horizons, sweep_spec
+from seqq.sweeps.symbol_kl import run_histories as run_symbol_kl
 
 __all__ = ["QUICK_TRAINING", "check_config", "horizons", "kl_dir", "load_data",
            "load_sweep_model", "make_specs", "model_id", "run", "sweep_spec", "train_command"]
