@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 SHIPPED = Path(__file__).resolve().parent / "resources"
+CONF = Path(__file__).resolve().parent / "conf"  # every command's Hydra configs, shipped too
 ENV = "SEQQ_DATA"
 LOCAL = Path("data")  # a project checkout's data root, relative to where seqq runs
 

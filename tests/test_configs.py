@@ -11,11 +11,10 @@ import pytest
 from conftest import REPO, compose_sweep, compose_train
 from omegaconf import DictConfig, OmegaConf
 
-from seqq.commands import CONF
 from seqq.estimators import METHODS
-from seqq.paths import default_checkpoint_dir
+from seqq.paths import CONF, default_checkpoint_dir
 from seqq.reports.figures import FIGURES
-from seqq.sweeps import sweep, sweep_config
+from seqq.sweeps import sweep
 from seqq.sweeps.method_runs import method_runs
 from seqq.sweeps.query_specs import KINDS
 
@@ -158,7 +157,7 @@ def _readme_commands(command: str) -> list[list[str]]:
 
 
 def test_readme_query_sweep_commands_compose_and_pass_the_checks() -> None:
-    from seqq.train import check_config as check_train
+    from seqq.commands.train import check_config as check_train
 
     sweeps, trains = _readme_commands("query-sweep"), _readme_commands("train")
     assert len(sweeps) >= 3 and trains
@@ -175,9 +174,10 @@ def _leaves(node: DictConfig, prefix: str = "") -> set[str]:
 
 @pytest.mark.parametrize("command", ["query-sweep", "train"])
 def test_help_names_every_setting_and_only_real_ones(command: str) -> None:
-    from seqq.train import HELP as TRAIN_HELP
+    from seqq.commands import query_sweep
+    from seqq.commands.train import HELP as TRAIN_HELP
 
-    help_, cfg = ((sweep_config.HELP, compose_sweep([])) if command == "query-sweep"
+    help_, cfg = ((query_sweep.HELP, compose_sweep([])) if command == "query-sweep"
                   else (TRAIN_HELP, compose_train()))
     variants = [cfg] + ([compose_sweep([f"query={q}"]) for q in ("count", "a_before_b", "expr")]
                         if command == "query-sweep" else [])

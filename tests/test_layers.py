@@ -18,8 +18,7 @@ from seqq.models.spec import ModelSpec
 from seqq.sweeps import sweep
 from seqq.sweeps.specs import SweepSpec
 
-# Everything below the entry points (seqq/sweeps, seqq/query_sweep.py, seqq/train.py,
-# seqq/commands.py, the CLI)
+# Everything below the entry points (seqq/commands/, the sweep engine seqq/sweeps/)
 BELOW = ["seqq/models", "seqq/estimators", "seqq/queries", "seqq/data",
          "seqq/training", "seqq/results", "seqq/api.py", "seqq/paths.py"]
 CONFIG_MODULES = ("omegaconf", "hydra")
@@ -65,9 +64,9 @@ def test_the_check_finds_what_it_looks_for() -> None:
 
 
 # Sweeps write the results table, reports read it (seqq/results): neither imports the
-# other, and only the command (seqq/query_sweep.py) imports both.
+# other, and only the command (seqq/commands/query_sweep.py) imports both.
 APART = {"seqq.sweeps.sweep": ["seqq.reports"],
-         "seqq.reports.cli": ["seqq.sweeps"],
+         "seqq.commands.report": ["seqq.sweeps"],
          "seqq.results.store": ["seqq.sweeps", "seqq.reports"]}
 
 
@@ -89,7 +88,7 @@ def test_a_sweep_config_becomes_one_frozen_spec(tmp_path: Path) -> None:
 
 
 def test_a_train_config_becomes_one_frozen_spec() -> None:
-    from seqq.train import TrainSpec, check_config
+    from seqq.commands.train import TrainSpec, check_config
 
     spec = check_config(compose_train("model=hpyp"))
     assert isinstance(spec, TrainSpec) and spec.hpyp.order == 5 and spec.lstm is None

@@ -14,7 +14,7 @@ import pytest
 from conftest import compose_sweep, tiny_overrides
 from result_frames import panel_rows, results
 
-from seqq import query_sweep
+from seqq.commands import query_sweep
 from seqq.errors import ConfigError
 from seqq.estimators.surrogates import DISTILL_SYMBOLS
 from seqq.reports import frontier

@@ -16,12 +16,12 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from seqq import config_checks as check
 from seqq.data import SequenceDataset, load_dataset
 from seqq.errors import ConfigError
 from seqq.models.device import resolve_device
 from seqq.models.spec import ModelSpec
 from seqq.paths import data_root, shipped
+from seqq.sweeps import config_checks as check
 from seqq.sweeps.method_runs import MethodRun
 from seqq.sweeps.query_specs import QueriesSpec
 from seqq.sweeps.sentence_end import SentenceEndSpec

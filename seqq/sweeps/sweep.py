@@ -1,5 +1,5 @@
 """A sweep: the paper's evidence from a model, a dataset and a set of estimators (the work of
-`seqq query-sweep`, whose command, `seqq/query_sweep.py`, then reports it).
+`seqq query-sweep`, whose command, `seqq/commands/query_sweep.py`, then reports it).
 
 Config groups pick the dataset, model, query, estimators, budget levels and ground-truth
 settings; `experiment=<preset>` bundles them per paper figure. Results go to
