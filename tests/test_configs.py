@@ -55,8 +55,8 @@ def test_fig3_at_paper_size_keeps_the_rule_its_saved_truths_were_computed_with()
     budgets: Figs 10/11) at size=paper must keep exactly those options, so they reuse them;
     everything else (quick runs, other paper-size sweeps) judges with the twisted rule
     (docs/decisions.md §43), enumerating only where that costs at most 50,000 calls."""
-    from seqq.sweeps.gt_cache import digest
     from seqq.sweeps.sweep_config import sweep_spec
+    from seqq.sweeps.truth_store import digest
 
     saved = {"exact_max_calls": 2_000_000, "rule": "absolute", "delta": 1e-7, "rel_tol": 0.01,
              "s_low": 10_000, "s_step": 1_000, "s_high": 100_000}

@@ -19,14 +19,13 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from seqq.data import DATASETS, SequenceDataset
-from seqq.data.cache import file_digest
+from seqq.data.prepared import file_digest
 from seqq.errors import CheckpointError, Interrupted, MissingRawData
 from seqq.models import SequenceModel, TemperatureModel
 from seqq.models.loading import load_model, trained_checkpoint
 from seqq.paths import data_root
 from seqq.results.schema import KEY
 from seqq.results.store import PartStore
-from seqq.sweeps.gt_cache import GroundTruthCache, JudgeSurrogate, NoGroundTruth
 from seqq.sweeps.histories import (
     History,
     mixture_histories,
@@ -45,6 +44,7 @@ from seqq.sweeps.sentence_end import run_sentence_end
 from seqq.sweeps.specs import SweepSpec
 from seqq.sweeps.sweep_config import check_config, horizons, sweep_spec
 from seqq.sweeps.symbol_kl import run_histories as run_symbol_kl
+from seqq.sweeps.truth_store import GroundTruthStore, JudgeSurrogate, NoGroundTruth
 
 __all__ = ["QUICK_TRAINING", "check_config", "horizons", "kl_dir", "load_data",
            "load_sweep_model", "make_specs", "model_id", "run", "sweep_spec", "train_command"]
@@ -241,7 +241,7 @@ def run(cfg: DictConfig | SweepSpec, model: SequenceModel | None = None,
         tempered = model if temperature == 1 else TemperatureModel(model, temperature)
         judge = JudgeSurrogate(model, dataset.vocab, dataset.bos_id, spec.seed, surrogates,
                                model_name, temperature)
-        truth = (GroundTruthCache(str(sweep_dir / "ground_truth"), dataset.name, model_name,
+        truth = (GroundTruthStore(str(sweep_dir / "ground_truth"), dataset.name, model_name,
                                   temperature, gt_options, spec.seed, judge)
                  if spec.ground_truth.enabled else NoGroundTruth())
         plan = SweepPlan(
