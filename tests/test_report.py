@@ -39,7 +39,8 @@ def test_report_merges_shards(tmp_path: Path, tiny_sweep: Path) -> None:
 def test_report_draws_every_figure(tmp_path: Path, tiny_sweep: Path) -> None:
     runs = [
         tiny_sweep / "results",
-        _run(tmp_path, "budgets", "estimator=all", "budget.levels=[10,20,40]", "sweep.ks=[3]"),
+        _run(tmp_path, "budgets", "estimator=paper_and_baselines", "budget.levels=[10,20,40]",
+             "sweep.ks=[3]"),
         _run(tmp_path, "temps", "sweep.temperatures=[0.5,1.0]", "sweep.ks=[3]",
              "budget.levels=[10]"),
         _run(tmp_path, "pairs", "query=a_before_b", "estimator=importance", "sweep.ks=[2,4]",
