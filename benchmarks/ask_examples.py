@@ -18,7 +18,7 @@ from pathlib import Path
 from benchmarks.plans import Plan
 from benchmarks.report import Section, describe, table
 
-SEQQ = [sys.executable, "-m", "seqq.cli", "ask"]
+SEQQ = [sys.executable, "-m", "seqq.commands.cli", "ask"]
 HISTORY_FILE = "h.txt"
 HISTORY_TEXT = "ROMEO:\nBut soft, what light through yonder window breaks?\n"
 # (what it shows, seqq ask's arguments); SmolLM2's first example runs twice (empty cache, cached)

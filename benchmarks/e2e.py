@@ -16,7 +16,7 @@ from benchmarks.plans import Plan
 from benchmarks.report import Section, describe, table
 
 CHECKPOINTS = "outputs/checkpoints/quick"  # `make demo`'s SIZE=quick checkpoints
-SEQQ = [sys.executable, "-m", "seqq.cli"]
+SEQQ = [sys.executable, "-m", "seqq.commands.cli"]
 TRAIN = ["train", "dataset=shakespeare", f"checkpoint_dir={CHECKPOINTS}", "trainer=ci",
          "trainer.max_minutes=3", "model.hidden_size=128"]
 

@@ -20,10 +20,10 @@ from benchmarks.zoo import build
 from seqq import queries as Q
 from seqq.errors import DataError
 from seqq.estimators.engine.batch import prepare, tree_calls
-from seqq.experiments.histories import model_histories, sample_histories
-from seqq.ground_truth import judge_surrogate
+from seqq.estimators.ground_truth import judge_surrogate
 from seqq.models.protocol import SequenceModel
 from seqq.paths import shipped
+from seqq.sweeps.histories import model_histories, sample_histories
 
 REL_TOL = 0.01
 RULES = ("absolute", "relative", "twisted")

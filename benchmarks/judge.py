@@ -27,13 +27,14 @@ from benchmarks.calibration_oracles import CANDIDATES, Oracle, Task
 from benchmarks.plans import Plan
 from benchmarks.report import Section, describe, table
 from seqq.errors import SeqqError
-from seqq.experiments.histories import model_histories
-from seqq.experiments.run_log import read_runs
-from seqq.ground_truth import ADAPTIVE_IS, judge_surrogate
+from seqq.estimators.adaptive_importance import ADAPTIVE_IS
+from seqq.estimators.ground_truth import judge_surrogate
 from seqq.models import TemperatureModel
 from seqq.models.protocol import SequenceModel
 from seqq.reports.reproduction.stats import median_ci
 from seqq.results.store import PartStore
+from seqq.sweeps.histories import model_histories
+from seqq.sweeps.run_log import read_runs
 
 REL_TOL = 0.01  # the sweeps' paper-size tolerance (conf/ground_truth/default.yaml)
 P_MIN = 1e-6  # the issue's range of exact answers: p from 1e-6 to 0.5

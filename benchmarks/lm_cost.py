@@ -34,7 +34,7 @@ from benchmarks.plans import LMCost, Plan
 from benchmarks.report import CLOCK_NOTES, Section, cpu_model, describe, fmt_rate, fmt_ratio, table
 from benchmarks.timing import clock_name
 from seqq import queries as Q
-from seqq.ground_truth import ground_truth_many
+from seqq.estimators.ground_truth import ground_truth_many
 from seqq.models.counting import CallCounter
 from seqq.models.hf import HFCausalLM
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pandas as pd
 
 from benchmarks.report import describe, fmt_hours, table
-from seqq.experiments.run_log import read_runs
 from seqq.reports.reproduction.panels import PAPER_METHODS, PAPER_N, complete_histories
 from seqq.results.store import read_parts
+from seqq.sweeps.run_log import read_runs
 
 TITLE = "Paper-size cost: the run measured, and a slice projected"
 HEADING = "### The paper-size run, measured"

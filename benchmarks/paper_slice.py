@@ -23,7 +23,7 @@ import pandas as pd
 from benchmarks.report import describe, fmt_hours, table
 
 PAPER_HISTORIES = 1000  # seqq/conf/experiment/fig3.yaml: sweep.histories = ${by_size:20,1000}
-SEQQ = [sys.executable, "-m", "seqq.cli"]
+SEQQ = [sys.executable, "-m", "seqq.commands.cli"]
 
 
 def command(root: str, histories: int, device: str | None) -> list[str]:

@@ -38,7 +38,7 @@ sweep() {  # sweep EXPERIMENT DATASET SHARD SHARDS DEVICE
   [[ $2 == moocs ]] && from=sweep.histories_from=model
   local left=$((LIMIT - SECONDS))
   ((left > 10)) || return 0
-  timeout "$left" python3 -c 'import sys; from seqq.cli import main; sys.exit(main())' \
+  timeout "$left" python3 -c 'import sys; from seqq.commands.cli import main; sys.exit(main())' \
     query-sweep experiment="$1" size=paper dataset="$2" model=authors $from device="$5" \
     sweep.root=$ROOT sweep.shard="$3" sweep.shards="$4" sweep.report=false \
     sweep.refine_truth=null sweep.progress=false > "$ROOT/logs/$1-$2-$3of$4.log" 2>&1

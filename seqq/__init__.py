@@ -21,9 +21,9 @@ PUBLIC = {
     "estimate": "seqq.api",
     "estimate_many": "seqq.api",
     "exact": "seqq.api",
-    "GroundTruth": "seqq.ground_truth",
-    "ground_truth": "seqq.ground_truth",
-    "ground_truth_many": "seqq.ground_truth",
+    "GroundTruth": "seqq.estimators.estimate",
+    "ground_truth": "seqq.estimators.ground_truth",
+    "ground_truth_many": "seqq.estimators.ground_truth",
     "hitting_time_distribution": "seqq.estimators.reuse",
     "parse": "seqq.queries.language",
 }
@@ -43,14 +43,6 @@ class _Package(ModuleType):
         value = getattr(importlib.import_module(PUBLIC[name]), name)
         setattr(self, name, value)
         return value
-
-    def __setattr__(self, name: str, value: object) -> None:
-        """Importing a submodule binds it here, as Python does; not over the public function
-        of the same name (`seqq.ground_truth`, the function, stays so after `seqq/ground_truth.py`
-        is imported)."""
-        if name in PUBLIC and isinstance(value, ModuleType):
-            return
-        super().__setattr__(name, value)
 
 
 sys.modules[__name__].__class__ = _Package

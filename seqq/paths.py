@@ -1,14 +1,15 @@
 """Where seqq finds data: what it ships, and the data root for everything else.
 
 What seqq ships (tiny Shakespeare, the WikiText-2 samples, the GPT-2 tokenizer files, the paper
-authors' LSTMs and their licence) lives in `seqq/resources/`, inside the package, so an installed
-seqq finds it from any directory, with no project checkout. Everything a user adds or seqq
-generates (downloaded raw data, processed caches, trained checkpoints) goes under the *data
-root*: `data_root=` on the command line, else `$SEQQ_DATA`, else `./data` when the current
-directory has one (a project checkout), else the user's data directory
-(`$XDG_DATA_HOME/seqq`, `~/.local/share/seqq`; `~/Library/Application Support/seqq` on macOS,
-`%LOCALAPPDATA%\\seqq` on Windows). Readers look under the data root first and fall back to the
-shipped file of the same relative path, so a user's own copy always wins.
+authors' LSTMs and their licence) lives in `seqq/resources/`, and the commands' Hydra configs in
+`seqq/conf/` (`CONF`), inside the package, so an installed seqq finds them from any directory,
+with no project checkout. Everything a user adds or seqq generates (downloaded raw data,
+processed caches, trained checkpoints) goes under the *data root*: `data_root=` on the command
+line, else `$SEQQ_DATA`, else `./data` when the current directory has one (a project checkout),
+else the user's data directory (`$XDG_DATA_HOME/seqq`, `~/.local/share/seqq`;
+`~/Library/Application Support/seqq` on macOS, `%LOCALAPPDATA%\\seqq` on Windows). Readers look
+under the data root first and fall back to the shipped file of the same relative path, so a
+user's own copy always wins.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import sys
 from pathlib import Path
 
 SHIPPED = Path(__file__).resolve().parent / "resources"
+CONF = Path(__file__).resolve().parent / "conf"  # every command's Hydra configs, shipped too
 ENV = "SEQQ_DATA"
 LOCAL = Path("data")  # a project checkout's data root, relative to where seqq runs
 

@@ -10,8 +10,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-from seqq import query_sweep
-from seqq.commands import CONF
+from seqq.commands import query_sweep
+from seqq.paths import CONF
 
 REPO = Path(__file__).resolve().parents[1]
 

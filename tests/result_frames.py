@@ -10,9 +10,9 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from seqq.experiments.gt_cache import describe_rule
 from seqq.reports.tables import name_option_sets
 from seqq.results.schema import BUDGET_FROM_SETTER, ResultRow, to_frame
+from seqq.sweeps.truth_store import describe_rule
 
 RULE = describe_rule({"exact_max_calls": 1000, "rule": "relative", "rel_tol": 0.05,
                       "s_low": 100, "s_step": 100, "s_high": 500})

@@ -20,8 +20,8 @@ from conftest import REPO
 from oracles import brute_force
 
 import seqq
-from seqq import cli
-from seqq.ask import encode_history, load
+from seqq.commands import cli
+from seqq.commands.ask import encode_history, load
 from seqq.models import LSTMNet
 from seqq.models.checkpoint import save_checkpoint
 from seqq.models.hpyp import HPYPModel
@@ -43,12 +43,12 @@ def environment(**changes: str | None) -> dict[str, str]:
 
 
 def ask(*args: str, cwd: Path, **env: str | None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "seqq.cli", "ask", *args], cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "seqq.commands.cli", "ask", *args], cwd=cwd,
                           env=environment(**env), capture_output=True, text=True, timeout=600)
 
 
 def cache(*args: str, cwd: Path, **env: str | None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "seqq.cli", "cache", *args], cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "seqq.commands.cli", "cache", *args], cwd=cwd,
                           env=environment(**env), capture_output=True, text=True, timeout=600)
 
 
@@ -280,7 +280,7 @@ class WritesSpaceOne:
     ("text ~ /[a-z]/ within 1", True),
 ])
 def test_a_tiny_answer_that_cannot_start_with_a_space_gets_one_hint(question, hinted):
-    from seqq.ask import answer, readable
+    from seqq.commands.ask import answer, readable
 
     model = WritesSpaceOne()
     result = answer(model, model.tokenizer.encode("The year was"), question)

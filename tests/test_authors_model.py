@@ -12,13 +12,13 @@ from conftest import REPO, compose_sweep
 import seqq
 from seqq.data import BOS, load_dataset
 from seqq.errors import DataError, ModelLoadError
-from seqq.experiments import sweep
 from seqq.models import LSTMModel, MarkovModel, TemperatureModel
 from seqq.models.authors import vocab_file
 from seqq.models.loading import load_model
 from seqq.paths import SHIPPED
 from seqq.queries import a_before_b, hitting_time
 from seqq.reports.tables import load_results, panels
+from seqq.sweeps import sweep
 
 DATA = REPO / "data"
 AUTHORS = SHIPPED / "models" / "authors"  # installed with seqq

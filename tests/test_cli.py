@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, TINY, tiny_overrides
 
-from seqq import cli
+from seqq.commands import cli
 from seqq.data import load_dataset
 from seqq.models import LSTMNet
 from seqq.models.checkpoint import save_checkpoint
@@ -31,7 +31,7 @@ LSTM = tuple(o for o in TINY if o not in MARKOV)
 
 
 def seqq(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "seqq.cli", *args], cwd=cwd, env=ENV,
+    return subprocess.run([sys.executable, "-m", "seqq.commands.cli", *args], cwd=cwd, env=ENV,
                           capture_output=True, text=True, timeout=600)
 
 
@@ -154,8 +154,8 @@ def test_ctrl_c_says_what_was_saved_and_a_rerun_resumes(tmp_path: Path) -> None:
     results = tmp_path / "stopped" / "results"
     # the default SIGINT action, so Python raises KeyboardInterrupt even where this test runs
     # in a background job (whose shell starts it with SIGINT ignored, inherited by children)
-    proc = subprocess.Popen([sys.executable, "-m", "seqq.cli", *command], cwd=tmp_path, env=ENV,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    proc = subprocess.Popen([sys.executable, "-m", "seqq.commands.cli", *command], cwd=tmp_path,
+                            env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 300
     while _parts(results) < 2 and proc.poll() is None and time.monotonic() < deadline:

@@ -11,13 +11,12 @@ import pytest
 from conftest import REPO, compose_sweep, compose_train
 from omegaconf import DictConfig, OmegaConf
 
-from seqq.commands import CONF
 from seqq.estimators import METHODS
-from seqq.experiments import sweep, sweep_config
-from seqq.experiments.method_runs import method_runs
-from seqq.experiments.query_specs import KINDS
-from seqq.paths import default_checkpoint_dir
+from seqq.paths import CONF, default_checkpoint_dir
 from seqq.reports.figures import FIGURES
+from seqq.sweeps import sweep
+from seqq.sweeps.method_runs import method_runs
+from seqq.sweeps.query_specs import KINDS
 
 GT_SAVED = REPO / "docs" / "reproduction" / "ground_truth"  # committed paper-size truths
 PRESETS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
@@ -56,8 +55,8 @@ def test_fig3_at_paper_size_keeps_the_rule_its_saved_truths_were_computed_with()
     budgets: Figs 10/11) at size=paper must keep exactly those options, so they reuse them;
     everything else (quick runs, other paper-size sweeps) judges with the twisted rule
     (docs/decisions.md §43), enumerating only where that costs at most 50,000 calls."""
-    from seqq.experiments.gt_cache import digest
-    from seqq.experiments.sweep_config import sweep_spec
+    from seqq.sweeps.sweep_config import sweep_spec
+    from seqq.sweeps.truth_store import digest
 
     saved = {"exact_max_calls": 2_000_000, "rule": "absolute", "delta": 1e-7, "rel_tol": 0.01,
              "s_low": 10_000, "s_step": 1_000, "s_high": 100_000}
@@ -82,7 +81,7 @@ def test_fig3_at_paper_size_keeps_the_rule_its_saved_truths_were_computed_with()
 
 def test_a_ground_truth_rule_is_checked_before_anything_loads() -> None:
     from seqq.errors import ConfigError
-    from seqq.experiments.sweep_config import sweep_spec
+    from seqq.sweeps.sweep_config import sweep_spec
 
     with pytest.raises(ConfigError, match="ground_truth.rule must be one of absolute, relative, "
                                           "twisted"):
@@ -158,7 +157,7 @@ def _readme_commands(command: str) -> list[list[str]]:
 
 
 def test_readme_query_sweep_commands_compose_and_pass_the_checks() -> None:
-    from seqq.train import check_config as check_train
+    from seqq.commands.train import check_config as check_train
 
     sweeps, trains = _readme_commands("query-sweep"), _readme_commands("train")
     assert len(sweeps) >= 3 and trains
@@ -175,9 +174,10 @@ def _leaves(node: DictConfig, prefix: str = "") -> set[str]:
 
 @pytest.mark.parametrize("command", ["query-sweep", "train"])
 def test_help_names_every_setting_and_only_real_ones(command: str) -> None:
-    from seqq.train import HELP as TRAIN_HELP
+    from seqq.commands import query_sweep
+    from seqq.commands.train import HELP as TRAIN_HELP
 
-    help_, cfg = ((sweep_config.HELP, compose_sweep([])) if command == "query-sweep"
+    help_, cfg = ((query_sweep.HELP, compose_sweep([])) if command == "query-sweep"
                   else (TRAIN_HELP, compose_train()))
     variants = [cfg] + ([compose_sweep([f"query={q}"]) for q in ("count", "a_before_b", "expr")]
                         if command == "query-sweep" else [])

@@ -9,10 +9,10 @@ import pytest
 from conftest import compose_sweep, tiny_overrides
 
 from seqq.estimators import METHODS
-from seqq.experiments import sweep
-from seqq.experiments.method_runs import Surrogate, method_runs
 from seqq.reports import frontier
 from seqq.reports.build import build_report
+from seqq.sweeps import sweep
+from seqq.sweeps.method_runs import Surrogate, method_runs
 
 
 def _row(method: str, K: int, level: int, rae: float, calls: int, history: int) -> dict:

@@ -13,13 +13,13 @@ import seqq
 from seqq import queries as Q
 from seqq.errors import QueryError
 from seqq.estimators import surrogates
+from seqq.estimators.ground_truth import TWISTED_FLOOR
 from seqq.estimators.surrogates import distill_surrogate
-from seqq.ground_truth import TWISTED_FLOOR
 from seqq.models import TemperatureModel
 from seqq.models.hpyp import HPYPModel
 from seqq.models.markov import MarkovModel
 
-ground_truth_module = importlib.import_module("seqq.ground_truth")
+ground_truth_module = importlib.import_module("seqq.estimators.ground_truth")
 
 
 def opaque(model):
@@ -101,7 +101,6 @@ def test_mixed_batches_give_each_query_its_own_rule():
 def test_the_wor_surrogate_runs_in_groups_that_bound_its_trie(monkeypatch):
     """Tasks share a trie only up to `TRIE_CALLS` worst-case calls: with a cap below one
     task's, each runs alone, and each is still within 4 standard errors of the truth."""
-    ground_truth_module = importlib.import_module("seqq.ground_truth")
     runs = []
     sampler = ground_truth_module.until_method()
     counted = dataclasses.replace(sampler, until=lambda batch, *a, **k: runs.append(
@@ -124,10 +123,10 @@ def test_the_absolute_rule_stops_where_one_step_rounds_would(monkeypatch):
     checkpoint (S_low, then every S_step) where Eq. 66's per-sample variance of *its first n
     samples* is below δ, and report the mean of exactly those n. Replayed from the recorded
     draws, with stops inside rounds (samples after them dropped) among the cases."""
-    ground_truth_module = importlib.import_module("seqq.ground_truth")
+    sampler_module = importlib.import_module("seqq.estimators.adaptive_importance")
     rounds = []
-    draw_paths = ground_truth_module.draw_paths
-    monkeypatch.setattr(ground_truth_module, "draw_paths",
+    draw_paths = sampler_module.draw_paths
+    monkeypatch.setattr(sampler_module, "draw_paths",
                         lambda *a: rounds.append(draw_paths(*a)) or rounds[-1])
     s_low, s_step, s_high, delta = 200, 100, 5000, 5e-3
     histories = [[h] for h in range(10)]
@@ -313,7 +312,7 @@ def _misled_judge(floor, monkeypatch):
     """z of twisted truths over seeds where the surrogate rules out the route to the event:
     the model reaches 3 mostly through 2 (p(3 | 2) = 0.9), the surrogate thinks 2 never leads
     to 3 (1e-9), so its twist all but hides the paths holding most of p."""
-    monkeypatch.setattr(importlib.import_module("seqq.ground_truth"), "TWISTED_FLOOR", floor)
+    monkeypatch.setattr(ground_truth_module, "TWISTED_FLOOR", floor)
     table = torch.full((5, 5), 0.2, dtype=torch.float64)
     table[:, 3], table[2, 3] = 0.002, 0.9
     model = MarkovModel(table, order=1)

@@ -13,10 +13,10 @@ from oracles import random_markov
 
 from seqq.data import load_dataset
 from seqq.errors import DataError
-from seqq.experiments import sweep
-from seqq.experiments.histories import model_histories, sampled_dataset
 from seqq.models.hpyp import HPYPModel
 from seqq.reports.tables import dataset_title, load_results
+from seqq.sweeps import sweep
+from seqq.sweeps.histories import model_histories, sampled_dataset
 
 
 def test_sampled_histories_are_seeded_and_well_formed():

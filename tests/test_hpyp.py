@@ -182,7 +182,7 @@ def test_seqq_train_fits_saves_and_compares_with_the_lstm(tmp_path, shakespeare)
 
     save_checkpoint(tmp_path / "shakespeare_lstm.pt", LSTMNet(66, 8, 1, 0.0), shakespeare.vocab)
     run = subprocess.run(
-        [sys.executable, "-m", "seqq.cli", "train", "model=hpyp", "model.order=3",
+        [sys.executable, "-m", "seqq.commands.cli", "train", "model=hpyp", "model.order=3",
          "dataset=shakespeare", f"checkpoint_dir={tmp_path}", f"data_root={REPO / 'data'}",
          f"hydra.run.dir={tmp_path / 'run'}"],
         capture_output=True, text=True, cwd=tmp_path, timeout=300)
@@ -201,8 +201,8 @@ def test_exact_figure_presets_run_on_hpyp(tmp_path, shakespeare):
     to K = 30, and every row's ground truth is the model's exact DP answer."""
     from conftest import compose_sweep
 
-    from seqq.experiments import sweep
     from seqq.reports.tables import load_results
+    from seqq.sweeps import sweep
 
     common = ["dataset=shakespeare", f"checkpoint_dir={tmp_path}", f"data_root={REPO / 'data'}",
               f"sweep.root={tmp_path}", "sweep.progress=false"]

@@ -1,6 +1,6 @@
 """Config stops at the entry points: models, estimators, ground truth, queries, data loaders and
 training never import OmegaConf/Hydra or take a `DictConfig`; the entry points hand them typed,
-frozen specs (`seqq/experiments/specs.py`, `seqq/models/spec.py`). Experiments and reports meet
+frozen specs (`seqq/sweeps/specs.py`, `seqq/models/spec.py`). Sweeps and reports meet
 only in the results package."""
 
 from __future__ import annotations
@@ -14,13 +14,12 @@ from pathlib import Path
 import pytest
 from conftest import REPO, compose_sweep, compose_train, tiny_overrides
 
-from seqq.experiments import sweep
-from seqq.experiments.specs import SweepSpec
 from seqq.models.spec import ModelSpec
+from seqq.sweeps import sweep
+from seqq.sweeps.specs import SweepSpec
 
-# Everything below the entry points (seqq/experiments, seqq/query_sweep.py, seqq/train.py,
-# seqq/commands.py, the CLI)
-BELOW = ["seqq/models", "seqq/estimators", "seqq/ground_truth.py", "seqq/queries", "seqq/data",
+# Everything below the entry points (seqq/commands/, the sweep engine seqq/sweeps/)
+BELOW = ["seqq/models", "seqq/estimators", "seqq/queries", "seqq/data",
          "seqq/training", "seqq/results", "seqq/api.py", "seqq/paths.py"]
 CONFIG_MODULES = ("omegaconf", "hydra")
 CONFIG_TYPES = {"DictConfig", "ListConfig", "OmegaConf"}
@@ -64,15 +63,15 @@ def test_the_check_finds_what_it_looks_for() -> None:
     assert len(_config_uses(ast.parse(source))) == 4
 
 
-# Experiments write the results table, reports read it (seqq/results): neither imports the
-# other, and only the command (seqq/query_sweep.py) imports both.
-APART = {"seqq.experiments.sweep": ["seqq.reports"],
-         "seqq.reports.cli": ["seqq.experiments"],
-         "seqq.results.store": ["seqq.experiments", "seqq.reports"]}
+# Sweeps write the results table, reports read it (seqq/results): neither imports the
+# other, and only the command (seqq/commands/query_sweep.py) imports both.
+APART = {"seqq.sweeps.sweep": ["seqq.reports"],
+         "seqq.commands.report": ["seqq.sweeps"],
+         "seqq.results.store": ["seqq.sweeps", "seqq.reports"]}
 
 
 @pytest.mark.parametrize("module", APART)
-def test_experiments_and_reports_meet_only_in_results(module: str) -> None:
+def test_sweeps_and_reports_meet_only_in_results(module: str) -> None:
     code = ("import importlib, sys; importlib.import_module(sys.argv[1]); "
             "found = [m for m in sys.modules if m.startswith(tuple(sys.argv[2:]))]; "
             "assert not found, f'{sys.argv[1]} imports {found}'")
@@ -89,7 +88,7 @@ def test_a_sweep_config_becomes_one_frozen_spec(tmp_path: Path) -> None:
 
 
 def test_a_train_config_becomes_one_frozen_spec() -> None:
-    from seqq.train import TrainSpec, check_config
+    from seqq.commands.train import TrainSpec, check_config
 
     spec = check_config(compose_train("model=hpyp"))
     assert isinstance(spec, TrainSpec) and spec.hpyp.order == 5 and spec.lstm is None

@@ -75,7 +75,7 @@ def test_the_seqq_command_tunes_its_process_before_torch_loads(given: str | None
     """`seqq` sets OMP_WAIT_POLICY (a value the user set wins) and the allocator's thresholds
     first thing, before any command imports torch."""
     given_env = {} if given is None else {"OMP_WAIT_POLICY": given}
-    got = _run("from seqq import cli\ncli.main(['--version'])\n" + REPORT, **given_env)
+    got = _run("from seqq.commands import cli\ncli.main(['--version'])\n" + REPORT, **given_env)
     assert got["env"]["OMP_WAIT_POLICY"] == expected
     assert not got["mapped"] and not got["torch"]
 

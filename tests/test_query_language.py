@@ -18,9 +18,9 @@ from oracles import all_paths, brute_force, random_markov
 import seqq
 from seqq import queries as Q
 from seqq.errors import QueryError, SeqqError
-from seqq.experiments import sweep
 from seqq.queries.language import check_syntax, parse, quote
 from seqq.reports.tables import load_results
+from seqq.sweeps import sweep
 
 V = ["a", "b", "c", "d"]  # ids 0..3
 a, b, c, d = range(4)

@@ -18,7 +18,7 @@ from toy_method import TOY
 import seqq
 import seqq.estimators.methods as method_modules
 from seqq import queries as Q
-from seqq import query_sweep
+from seqq.commands import query_sweep
 from seqq.estimators import METHODS, Guarantee, register, unregister
 from seqq.estimators.registry import discover
 from seqq.readme import regenerate

@@ -9,12 +9,12 @@ import pandas as pd
 import pytest
 from conftest import compose_sweep, tiny_overrides
 
+from seqq.commands import report
 from seqq.errors import ResultsError
-from seqq.experiments import sweep
-from seqq.reports import cli
 from seqq.reports.figures import FIGURES
 from seqq.reports.tables import load_results
 from seqq.results.schema import KEY
+from seqq.sweeps import sweep
 
 
 def _run(root: Path, name: str, *extra: str) -> Path:
@@ -25,7 +25,7 @@ def _run(root: Path, name: str, *extra: str) -> Path:
 def test_report_merges_shards(tmp_path: Path, tiny_sweep: Path) -> None:
     shards = [_run(tmp_path / f"job{i}", "sharded", "sweep.shards=2", f"sweep.shard={i}")
               for i in range(2)]
-    assert cli.main([*map(str, shards), "--out", str(tmp_path / "merged"), "--figures",
+    assert report.main([*map(str, shards), "--out", str(tmp_path / "merged"), "--figures",
                      "rae_vs_k_median"]) == 0
     merged = pd.read_csv(tmp_path / "merged" / "tables" / "rae_summary.csv")
     whole = pd.read_csv(tiny_sweep / "report" / "tables" / "rae_summary.csv")
@@ -39,7 +39,8 @@ def test_report_merges_shards(tmp_path: Path, tiny_sweep: Path) -> None:
 def test_report_draws_every_figure(tmp_path: Path, tiny_sweep: Path) -> None:
     runs = [
         tiny_sweep / "results",
-        _run(tmp_path, "budgets", "estimator=all", "budget.levels=[10,20,40]", "sweep.ks=[3]"),
+        _run(tmp_path, "budgets", "estimator=paper_and_baselines", "budget.levels=[10,20,40]",
+             "sweep.ks=[3]"),
         _run(tmp_path, "temps", "sweep.temperatures=[0.5,1.0]", "sweep.ks=[3]",
              "budget.levels=[10]"),
         _run(tmp_path, "pairs", "query=a_before_b", "estimator=importance", "sweep.ks=[2,4]",
@@ -52,7 +53,7 @@ def test_report_draws_every_figure(tmp_path: Path, tiny_sweep: Path) -> None:
         _run(tmp_path, "large_lm", "estimator=large_lm", "budget.levels=[10,20]", "sweep.ks=[3]"),
     ]
     out = tmp_path / "report"
-    assert cli.main([*map(str, runs), "--out", str(out)]) == 0
+    assert report.main([*map(str, runs), "--out", str(out)]) == 0
     figures = {p.stem for p in (out / "figures").glob("*.png")}
     for name in FIGURES:
         assert any(f.startswith(name) for f in figures), name
@@ -68,6 +69,6 @@ def test_report_draws_every_figure(tmp_path: Path, tiny_sweep: Path) -> None:
 
 def test_report_rejects_unknown_figures_and_empty_input(tmp_path: Path, tiny_sweep: Path) -> None:
     with pytest.raises(ValueError, match="unknown figures"):
-        cli.main([str(tiny_sweep / "results"), "--out", str(tmp_path), "--figures", "nope"])
+        report.main([str(tiny_sweep / "results"), "--out", str(tmp_path), "--figures", "nope"])
     with pytest.raises(ResultsError, match="no result parts"):
-        cli.main([str(tmp_path)])
+        report.main([str(tmp_path)])

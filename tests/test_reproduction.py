@@ -11,15 +11,16 @@ import pandas as pd
 import pytest
 from conftest import compose_sweep, tiny_overrides
 
+from seqq.commands import report
 from seqq.errors import ConfigError, ResultsError
-from seqq.experiments import sweep
-from seqq.reports import cli, tables
+from seqq.reports import tables
 from seqq.reports.reproduction.experiments.fig3 import EXPERIMENT as FIG3
 from seqq.reports.reproduction.markdown import begin, end, fmt
 from seqq.reports.reproduction.panels import PAPER_METHODS, model_slug, select
 from seqq.reports.reproduction.reproduce import reproduce
 from seqq.reports.reproduction.stats import median_ci
 from seqq.reports.tables import load_results
+from seqq.sweeps import sweep
 
 BEGIN, END = begin(FIG3.block), end(FIG3.block)
 SUMMARY = f"{begin('summary')}\n{end('summary')}"
@@ -32,7 +33,7 @@ def _export(results: Path, out: Path, *extra: str) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     if not doc.exists():
         doc.write_text(DOC)
-    assert cli.main([str(results), "--reproduction", str(out / "reproduction"), "--doc",
+    assert report.main([str(results), "--reproduction", str(out / "reproduction"), "--doc",
                      str(doc), "--level", "10", *extra]) == 0
     return doc
 
@@ -82,17 +83,17 @@ def test_export_writes_the_csv_figure_and_doc_block(tmp_path: Path, tiny_sweep: 
 
 def test_export_refuses_a_missing_level_model_or_markers(tmp_path: Path, tiny_sweep: Path) -> None:
     with pytest.raises(ResultsError, match="S = 10, 30"):
-        cli.main([str(tiny_sweep / "results"), "--reproduction", str(tmp_path)])  # S = 100
+        report.main([str(tiny_sweep / "results"), "--reproduction", str(tmp_path)])  # S = 100
     with pytest.raises(ResultsError, match="authors_lstm"):
         _export(tiny_sweep / "results", tmp_path, "--models", "authors_lstm")
     bare = tmp_path / "bare.md"
     bare.write_text("# no markers\n")
     with pytest.raises(ResultsError, match="markers"):
-        cli.main([str(tiny_sweep / "results"), "--reproduction", str(tmp_path / "r"),
+        report.main([str(tiny_sweep / "results"), "--reproduction", str(tmp_path / "r"),
                   "--doc", str(bare), "--level", "30"])
     assert bare.read_text() == "# no markers\n"
     with pytest.raises(ConfigError, match="invalid choice: 'fig99'"):
-        cli.main([str(tiny_sweep / "results"), "--reproduction", str(tmp_path / "r"),
+        report.main([str(tiny_sweep / "results"), "--reproduction", str(tmp_path / "r"),
                   "--experiment", "fig99"])
 
 

@@ -18,8 +18,8 @@ import pandas as pd
 import pytest
 from result_frames import beam_extras, panel_rows, results
 
+from seqq.commands import report
 from seqq.errors import ConfigError
-from seqq.reports import cli
 from seqq.reports.reproduction.markdown import begin, end
 from seqq.reports.reproduction.registry import EXPERIMENTS, SUMMARY
 from seqq.reports.reproduction.reproduce import Experiment, export
@@ -312,7 +312,7 @@ def test_experiments_that_share_rows_link_their_owners_csvs(tmp_path: Path) -> N
     results_dir = tmp_path / "results"
     results_dir.mkdir()
     table.to_parquet(results_dir / "part.parquet")
-    assert cli.main([str(results_dir), "--reproduction", str(tmp_path / "cli"), "--doc", str(doc),
+    assert report.main([str(results_dir), "--reproduction", str(tmp_path / "cli"), "--doc", str(doc),
                      "--experiment", "fig5,fig4a,fig7-9"]) == 0
     text = doc.read_text()
     for block in ("fig5", "fig4a", "fig7-9"):
@@ -324,7 +324,7 @@ def test_experiments_that_share_rows_link_their_owners_csvs(tmp_path: Path) -> N
 def test_level_picks_one_level_of_a_one_level_experiment(tmp_path: Path,
                                                          tiny_sweep: Path) -> None:
     with pytest.raises(ConfigError, match="fig5 reads several budget levels"):
-        cli.main([str(tiny_sweep / "results"), "--reproduction", str(tmp_path), "--experiment",
+        report.main([str(tiny_sweep / "results"), "--reproduction", str(tmp_path), "--experiment",
                   "fig5", "--level", "10"])
 
 

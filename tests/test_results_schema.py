@@ -13,15 +13,15 @@ import pytest
 from conftest import compose_sweep, tiny_overrides
 from result_frames import panel_rows
 
-from seqq.experiments import sweep
-from seqq.experiments.gt_cache import GroundTruthCache
-from seqq.experiments.histories import History
-from seqq.experiments.provenance import write_provenance
-from seqq.experiments.query_specs import build_specs
-from seqq.ground_truth import GroundTruth
+from seqq.estimators.estimate import GroundTruth
 from seqq.models import MarkovModel
 from seqq.results.schema import COLUMNS, KEY, to_frame
 from seqq.results.store import read_parts, read_results
+from seqq.sweeps import sweep
+from seqq.sweeps.histories import History
+from seqq.sweeps.provenance import write_provenance
+from seqq.sweeps.query_specs import build_specs
+from seqq.sweeps.truth_store import GroundTruthStore
 
 
 def test_rows_have_the_schemas_columns_and_dtypes() -> None:
@@ -62,15 +62,15 @@ def test_resume_takes_the_hybrids_budget_from_parts_in_any_column_order(tmp_path
     assert (redone.budget_calls == hybrid.reindex(redone.index)).all()
 
 
-def test_ground_truth_cache_returns_ground_truth_objects(tmp_path: Path) -> None:
+def test_ground_truth_store_returns_ground_truth_objects(tmp_path: Path) -> None:
     model = MarkovModel.random(5, 1, seed=1)
     histories = [History(i, 0, i + 1, (0, i % 5), (1, 2, 3)) for i in range(3)]
     specs = build_specs(histories, [2, 3], {"kind": "hitting_time", "a": "observed"},
                         [str(v) for v in range(5)])
     options = {"exact_max_calls": 10_000}
-    first = GroundTruthCache(str(tmp_path), "d", "m", 1.0, options, seed=0).get(model, specs)
+    first = GroundTruthStore(str(tmp_path), "d", "m", 1.0, options, seed=0).get(model, specs)
     assert all(isinstance(t, GroundTruth) and t.kind == "exact" for t in first)
-    reread = GroundTruthCache(str(tmp_path), "d", "m", 1.0, options, seed=0)
+    reread = GroundTruthStore(str(tmp_path), "d", "m", 1.0, options, seed=0)
     assert reread.get(model, specs) == first  # from the stored parts, not recomputed
     assert len(read_parts([tmp_path])) == len(specs)
     assert "at most 10,000 model calls" in reread.rule

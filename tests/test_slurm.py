@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, tiny_overrides
 
-from seqq.reports import cli
+from seqq.commands import report
 from seqq.reports.tables import load_results
 from seqq.results.schema import KEY
 
@@ -47,7 +47,7 @@ def slurm() -> None:
 def test_multirun_through_slurm_merges_to_one_row_per_key(slurm: None, tmp_path: Path) -> None:
     overrides = [o for o in tiny_overrides(tmp_path, "slurm") if not o.startswith("budget.")]
     command = [
-        sys.executable, "-m", "seqq.cli", "query-sweep", "-m", "hydra/launcher=slurm",
+        sys.executable, "-m", "seqq.commands.cli", "query-sweep", "-m", "hydra/launcher=slurm",
         *overrides, "budget.levels=[10],[30]", "sweep.shards=2", "sweep.shard=0,1",
         "sweep.report=false", "hydra.launcher.cpus_per_task=1", "hydra.launcher.mem_gb=1",
         "hydra.launcher.timeout_min=10",
@@ -59,7 +59,7 @@ def test_multirun_through_slurm_merges_to_one_row_per_key(slurm: None, tmp_path:
     job_logs = list((tmp_path / "slurm" / "logs").rglob(".submitit/*/*_log.out"))
     assert len(job_logs) == 4  # 2 budgets × 2 shards, each its own SLURM job
     results = tmp_path / "slurm" / "results"
-    assert cli.main([str(results), "--out", str(tmp_path / "report")]) == 0
+    assert report.main([str(results), "--out", str(tmp_path / "report")]) == 0
     table = load_results([str(results)])
     assert len(table) == 6 * 2 * 3 * 2  # histories × K × methods × budgets
     assert not table.duplicated(KEY).any() and (table.rae >= 0).all()

@@ -18,20 +18,20 @@ import pytest
 import torch
 from conftest import REPO, compose_sweep, tiny_overrides
 
-from seqq import query_sweep
+from seqq.commands import query_sweep
 from seqq.data import load_dataset
 from seqq.errors import CheckpointError, QueryError, SeqqError
-from seqq.experiments import refine, sweep
-from seqq.experiments.histories import sample_histories, shard
-from seqq.experiments.query_specs import resolve_symbols
-from seqq.experiments.run_log import read_runs
-from seqq.experiments.runner import interrupts_deferred
 from seqq.models import LSTMNet
 from seqq.models.checkpoint import save_checkpoint
 from seqq.reports.build import build_report
 from seqq.reports.tables import load_results
 from seqq.results.schema import KEY
 from seqq.results.store import PartStore, read_parts
+from seqq.sweeps import refine, sweep
+from seqq.sweeps.histories import sample_histories, shard
+from seqq.sweeps.query_specs import resolve_symbols
+from seqq.sweeps.run_log import read_runs
+from seqq.sweeps.runner import interrupts_deferred
 
 METHODS, LEVELS, KS, N = {"hybrid", "importance", "beam"}, {10, 30}, {3, 5}, 6
 REQUIRED = ["dataset", "model", "history_id", "K", "query", "method", "budget_level",
@@ -148,7 +148,7 @@ def test_killed_sweep_resumes_without_duplicates(tmp_path: Path) -> None:
     """SIGKILL a CLI sweep after its first parts land, re-run the same command, and compare
     with the expected grid: exactly one row per (query, method, budget), none lost."""
     overrides = tiny_overrides(tmp_path, "killed", "sweep.chunk_size=1", "sweep.report=false")
-    command = [sys.executable, "-m", "seqq.cli", "query-sweep", *overrides]
+    command = [sys.executable, "-m", "seqq.commands.cli", "query-sweep", *overrides]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     results = tmp_path / "killed" / "results"
     _stop_after_parts(command, tmp_path, env, results, signal.SIGKILL)
@@ -168,7 +168,7 @@ def test_terminated_sweep_saves_its_parts_and_every_run_is_recorded(tmp_path: Pa
     parts on disk, and each invocation appends its wall/CPU time and progress to runs.jsonl,
     so a run resumed across sessions has a measured cost."""
     overrides = tiny_overrides(tmp_path, "termed", "sweep.chunk_size=1", "sweep.report=false")
-    command = [sys.executable, "-m", "seqq.cli", "query-sweep", *overrides]
+    command = [sys.executable, "-m", "seqq.commands.cli", "query-sweep", *overrides]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     sweep_dir = tmp_path / "termed"
     code = _stop_after_parts(command, tmp_path, env, sweep_dir / "results", signal.SIGTERM)

@@ -1,4 +1,4 @@
-"""Tables 3–6's KL experiment (seqq/experiments/symbol_kl.py, seqq/reports/kl.py and
+"""Tables 3–6's KL experiment (seqq/sweeps/symbol_kl.py, seqq/reports/kl.py and
 seqq/reports/reproduction/experiments/tables4_5.py) against a Markov chain's exact next-symbol
 distribution."""
 
@@ -12,17 +12,16 @@ import pytest
 import torch
 from conftest import compose_sweep, tiny_overrides
 
-from seqq import query_sweep
+from seqq.commands import query_sweep, report
 from seqq.errors import ConfigError
-from seqq.experiments import symbol_kl
-from seqq.experiments.histories import History
 from seqq.models.markov import MarkovModel
-from seqq.reports import cli
 from seqq.reports.kl import kl_table
 from seqq.reports.reproduction.experiments import tables4_5
 from seqq.reports.reproduction.markdown import SUMMARY_BLOCK, begin, end
 from seqq.results.schema import KL_KEY
 from seqq.results.store import PartStore
+from seqq.sweeps import symbol_kl
+from seqq.sweeps.histories import History
 
 CHAIN = MarkovModel.random(5, order=1, concentration=1.0, seed=3)
 LAST = 2  # the history's last symbol: the chain's state before the first sampled step
@@ -114,7 +113,7 @@ def test_tables_4_5_beside_the_paper(tmp_path: Path, scale: float, word: str, hi
     doc = tmp_path / "reproduction.md"
     doc.write_text("\n".join([begin(SUMMARY_BLOCK), end(SUMMARY_BLOCK), begin(tables4_5.NAME),
                               end(tables4_5.NAME)]))
-    assert cli.main([str(tmp_path / "kl"), "--reproduction", str(tmp_path / "out"),
+    assert report.main([str(tmp_path / "kl"), "--reproduction", str(tmp_path / "out"),
                      "--doc", str(doc)]) == 0
     csv = pd.read_csv(tmp_path / "out" / "table5_moocs_authors.csv")
     assert list(csv.columns) == list(tables4_5.COLUMNS) and len(csv) == 80
@@ -129,7 +128,7 @@ def test_tables_4_5_beside_the_paper(tmp_path: Path, scale: float, word: str, hi
 def test_kl_rows_reject_query_options(tmp_path: Path) -> None:
     PartStore(tmp_path / "kl", KL_KEY).write(_paper_rows(1.0), "rows")
     with pytest.raises(ConfigError, match="take no --figures"):
-        cli.main([str(tmp_path / "kl"), "--figures", "rae_vs_k_median"])
+        report.main([str(tmp_path / "kl"), "--figures", "rae_vs_k_median"])
     with pytest.raises(ConfigError, match="tables4-5 only"):
-        cli.main([str(tmp_path / "kl"), "--reproduction", str(tmp_path), "--experiment",
+        report.main([str(tmp_path / "kl"), "--reproduction", str(tmp_path), "--experiment",
                   "fig3"])

@@ -14,12 +14,12 @@ import pytest
 import torch
 from conftest import compose_train
 
-from seqq.commands import CONF
 from seqq.data import load_dataset
 from seqq.errors import CheckpointError
 from seqq.models.checkpoint import load_checkpoint, save_checkpoint
 from seqq.models.loading import load_model
 from seqq.models.lstm import LSTMModel, LSTMNet
+from seqq.paths import CONF
 from seqq.training.trainer import Trainer, TrainerConfig
 
 REPO = Path(__file__).resolve().parents[1]
@@ -109,8 +109,8 @@ def test_load_model_finds_the_default_checkpoint(tmp_path):
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "seqq.cli", "train", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", "seqq.commands.cli", "train", *args], cwd=cwd,
+                          env=env, capture_output=True, text=True, timeout=300)
 
 
 def test_seqq_train_end_to_end(tmp_path):
@@ -178,8 +178,8 @@ def test_wikitext_is_tokenised_for_the_chosen_model(model, tokenizer):
     ("device=gpu", "is not a torch device"),
 ])
 def test_train_config_is_checked_before_loading(override, said):
+    from seqq.commands.train import check_config
     from seqq.errors import SeqqError
-    from seqq.train import check_config
 
     check_config(compose_train())
     with pytest.raises(SeqqError, match=re.escape(said)):

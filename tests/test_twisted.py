@@ -241,8 +241,8 @@ def test_bad_surrogates_are_refused():
 def test_the_sweep_fits_the_surrogate_on_the_training_split(tmp_path):
     from conftest import compose_sweep, tiny_overrides
 
-    from seqq.experiments import sweep
     from seqq.reports.tables import load_results
+    from seqq.sweeps import sweep
 
     cfg = compose_sweep(tiny_overrides(tmp_path, "twisted", "estimator=twisted",
                                        "estimator.options.twisted.order=2"))

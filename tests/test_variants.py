@@ -14,16 +14,16 @@ import pytest
 from conftest import compose_sweep, tiny_overrides
 from result_frames import panel_rows, results
 
-from seqq import query_sweep
+from seqq.commands import query_sweep
 from seqq.errors import ConfigError
 from seqq.estimators.surrogates import DISTILL_SYMBOLS
-from seqq.experiments import method_runs as runs_module
-from seqq.experiments import sweep
-from seqq.experiments.method_runs import MethodRun, Surrogate, method_runs, with_surrogates
 from seqq.reports import frontier
 from seqq.reports.build import build_report
 from seqq.reports.figures import FIGURES
 from seqq.reports.tables import load_results
+from seqq.sweeps import method_runs as runs_module
+from seqq.sweeps import sweep
+from seqq.sweeps.method_runs import MethodRun, Surrogate, method_runs, with_surrogates
 
 SMC_TWISTED = "+estimator.variants.st={method:smc,surrogate:hpyp,order:2}"
 

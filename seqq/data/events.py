@@ -18,7 +18,7 @@ from seqq.data.base import (
     parsing,
     vocab_files,
 )
-from seqq.data.cache import cached
+from seqq.data.prepared import prepared
 from seqq.errors import DataError, MissingRawData
 
 MOOC_SOURCES = ("https://snap.stanford.edu/data/act-mooc.html (mooc_actions.tsv) or "
@@ -72,7 +72,7 @@ def load_moocs(root: Path, *, file: str | None = None, min_events: int = 15,
     if path is None:
         raise _missing("moocs", folder, file or "mooc_actions.tsv or mooc.csv", MOOC_SOURCES)
     options = dict(min_events=min_events, fractions=list(fractions), seed=seed, vocab=vocab)
-    return cached(root, "moocs", [path, *vocab_files(vocab)], options, lambda: events_to_dataset(
+    return prepared(root, "moocs", [path, *vocab_files(vocab)], options, lambda: events_to_dataset(
         _read_mooc(path), "moocs", min_events=min_events, fractions=fractions, seed=seed,
         description=f"MOOC actions ({path.name}), users with >= {min_events} events",
         vocab=vocab))
@@ -106,7 +106,7 @@ def load_apps(root: Path, *, file: str | None = None, event_types: Sequence[str]
         raise _missing("apps", folder, file or "lsapp.tsv (or lsapp.tsv.gz)", LSAPP_SOURCE)
     types = list(event_types) if event_types else None
     options = dict(event_types=types, min_events=min_events, fractions=list(fractions), seed=seed)
-    return cached(root, "apps", [path], options, lambda: events_to_dataset(
+    return prepared(root, "apps", [path], options, lambda: events_to_dataset(
         _read_lsapp(path, types), "apps", min_events=min_events, fractions=fractions, seed=seed,
         description=f"LSApp app usage ({path.name}), event types {types or 'all'}"))
 
@@ -190,6 +190,6 @@ def load_reviews(root: Path, *, ratings: str = "all_csv_files.csv",
     else:
         raise _missing("reviews", folder, f"{ratings} with {metadata}(.gz), or per-category "
                        "review files such as Books.json.gz", AMAZON_SOURCE)
-    return cached(root, "reviews", raw, options, lambda: events_to_dataset(
+    return prepared(root, "reviews", raw, options, lambda: events_to_dataset(
         read(), "reviews", min_events=min_events, fractions=fractions, seed=seed,
         description=f"Amazon review categories ({source}), users with >= {min_events} reviews"))

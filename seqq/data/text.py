@@ -16,7 +16,7 @@ from seqq.data.base import (
     split_indices,
     vocab_files,
 )
-from seqq.data.cache import cached
+from seqq.data.prepared import prepared
 from seqq.data.tokenizers import folder_tokenizer, gpt2_files, gpt2_tokenizer
 from seqq.errors import DataError
 from seqq.models.smollm2 import smollm2_file, smollm2_tokenizer
@@ -62,7 +62,7 @@ def load_shakespeare(root: Path, *, file: str = "tinyshakespeare_input.txt",
             stats=dict(characters=len(text), blocks=len(blocks)),
         )
 
-    return cached(root, "shakespeare", [path, *vocab_files(vocab)], options, build)
+    return prepared(root, "shakespeare", [path, *vocab_files(vocab)], options, build)
 
 
 _ARTICLE_HEADING = re.compile(r"^ = [^=].* = $")
@@ -120,5 +120,5 @@ def load_wikitext(root: Path, *, tokenizer: str = "gpt2", test_file: str = "wiki
             stats=dict(test_tokens=sum(map(len, test)), test_articles=len(test)),
         )
 
-    return cached(root, "wikitext", [test_path, valid_path, *tok_files],
+    return prepared(root, "wikitext", [test_path, valid_path, *tok_files],
                   dict(tokenizer=tokenizer), build)

@@ -1,7 +1,9 @@
 """Estimators of p(X_{1:K} ∈ Q | history): `method.py` says what a method is, `methods/` holds
 one module per family, `engine/` the machinery they share (batches, budgets, the prefix trie,
 twists), `registry.py` the methods found in `methods/`, `driver.py` the one way to run them,
-and `auto.py` a chooser above the driver that picks a method per task."""
+`auto.py` a chooser above the driver that picks a method per task, and `ground_truth.py` the
+judge of them all: the cheapest sound answer per query (with its own adaptive importance
+sampler, `adaptive_importance.py`)."""
 
 from seqq.estimators.estimate import Estimate
 from seqq.estimators.method import Answer, Guarantee, Method, Options, option

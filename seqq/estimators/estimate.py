@@ -1,4 +1,5 @@
-"""The result every estimator returns."""
+"""What an estimator returns (`Estimate`), and what the judge returns (`GroundTruth`,
+`seqq.estimators.ground_truth`): the two answers a sweep compares."""
 
 from __future__ import annotations
 
@@ -25,6 +26,22 @@ TAIL_FACTOR = 3.0  # heavy weights behind the part of an answer its draws did no
 HEAD_SHARE = 0.5  # part may be this many times off either way, where the enumerated head holds
 # more than this share of the answer (benchmarks/RESULTS.md (h): wor on rare hitting times held
 # 99 % of p̂ in its head and missed p by 13 % with a 0.6 % standard error)
+
+
+@dataclass(frozen=True)
+class GroundTruth:
+    """The judge's answer to one query (`seqq.estimators.ground_truth`): exact, or a surrogate
+    with its relative standard error; `method` names its origin (`dp`, `enumeration`, or the
+    sampler that drew it)."""
+
+    value: float
+    log_value: float
+    kind: Literal["exact", "surrogate"]
+    samples: int
+    rel_stderr: float
+    model_calls: int
+    entropy: float | None
+    method: str
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Tables 3–6's measurement as a report: the mean KL(p̂ ‖ p̃) of the next symbol's distribution
 over histories, by samples S (rows) and length L (columns), per dataset and model, and its
-figure (KL vs S, one line per L). The rows are `seqq.experiments.symbol_kl`'s (`<sweep>/kl/`).
+figure (KL vs S, one line per L). The rows are `seqq.sweeps.symbol_kl`'s (`<sweep>/kl/`).
 
 The pseudo ground truth p̃ is itself an average of M paths: to second order
 E[KL(p̂ ‖ p̃)] = c · (1/S + 1/M), so `kl_m_corrected` = KL · M / (M + S) removes the share its own

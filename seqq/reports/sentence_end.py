@@ -1,4 +1,4 @@
-"""Report of the Fig. 1 experiment (`seqq/experiments/sentence_end.py`): the estimates of when a
+"""Report of the Fig. 1 experiment (`seqq/sweeps/sentence_end.py`): the estimates of when a
 sentence ends, and how much less importance sampling's estimate varies than naive sampling's at
 equal model calls.
 

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 from omegaconf import OmegaConf
 
-from seqq.commands import CONF
+from seqq.paths import CONF
 from seqq.results.schema import BUDGET_FROM_SAMPLES, QUERY
 from seqq.results.store import read_results, safe_name
 

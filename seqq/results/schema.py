@@ -21,7 +21,7 @@ from seqq.estimators.registry import budget_setter
 CONTEXT = ("dataset", "model", "temperature")
 QUERY = ("history_id", "history_hash", "K", "label")
 KEY = (*CONTEXT, *QUERY, "method", "options", "budget_level", "budget_rule", "repeat")
-# Tables 3–6's rows (`seqq.experiments.symbol_kl`, in `<sweep>/kl/`): one per history, length L,
+# Tables 3–6's rows (`seqq.sweeps.symbol_kl`, in `<sweep>/kl/`): one per history, length L,
 # samples S and pseudo-ground-truth paths M
 KL_KEY = ("dataset", "model", "history_id", "length", "samples", "truth_paths")
 # key columns added after results were first stored, and the value older parts read as

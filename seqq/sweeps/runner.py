@@ -26,11 +26,8 @@ from tqdm.auto import tqdm
 
 import seqq
 from seqq.errors import BudgetError, ConfigError
+from seqq.estimators.estimate import GroundTruth
 from seqq.estimators.registry import budget_setter
-from seqq.experiments.gt_cache import GroundTruthCache, NoGroundTruth, digest
-from seqq.experiments.method_runs import MethodRun
-from seqq.experiments.query_specs import QuerySpec
-from seqq.ground_truth import GroundTruth
 from seqq.models import SequenceModel
 from seqq.results.schema import (
     BUDGET_FROM_SAMPLES,
@@ -46,6 +43,9 @@ from seqq.results.schema import (
     to_frame,
 )
 from seqq.results.store import PartStore
+from seqq.sweeps.method_runs import MethodRun
+from seqq.sweeps.query_specs import QuerySpec
+from seqq.sweeps.truth_store import GroundTruthStore, NoGroundTruth, digest
 
 BUDGET_SETTER = budget_setter().name  # its calls at S samples are the others' budget
 LEVEL_OPTION = budget_setter().level_option  # the setter's option that a budget level S sets
@@ -118,7 +118,7 @@ def interrupts_deferred() -> Iterator[None]:
 
 class SweepRunner:
     def __init__(self, model: SequenceModel, plan: SweepPlan, results: PartStore,
-                 truth: GroundTruthCache | NoGroundTruth, progress: bool = True):
+                 truth: GroundTruthStore | NoGroundTruth, progress: bool = True):
         self.model, self.plan, self.results, self.truth = model, plan, results, truth
         self.progress = progress
         self.saved_parts = 0  # parts of this plan stored so far, earlier runs included

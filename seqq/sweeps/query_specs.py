@@ -16,9 +16,9 @@ from typing import Any
 
 from seqq import queries
 from seqq.errors import ConfigError, QueryError
-from seqq.experiments.histories import History
 from seqq.queries import Query
 from seqq.queries.language import check_syntax, parse, quote
+from seqq.sweeps.histories import History
 
 KINDS = ("hitting_time", "event_at", "count", "a_before_b", "expr")
 OBSERVED = ("observed", "observed_first", "observed_other")

@@ -17,7 +17,6 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
@@ -26,12 +25,12 @@ from hydra.errors import HydraException
 from hydra.types import RunMode
 
 from seqq.errors import Interrupted, SeqqError
+from seqq.paths import CONF
 
 EXIT_MISTAKE = 2
 EXIT_BUG = 1
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
 MISTAKES = (SeqqError, HydraException)
-CONF = Path(__file__).resolve().parent / "conf"  # every command's Hydra configs, installed with seqq
 
 
 class JobFailed(SeqqError):

@@ -1,7 +1,7 @@
 """What a sweep's config may hold: every setting checked and typed once (`sweep_spec` → a
-`SweepSpec`) before any data or model is loaded, and the `seqq query-sweep --help` that lists
-them. Nothing past `sweep_spec` reads the config, except the command (`seqq/query_sweep.py`),
-which checks `sweep.figures` against the report's figures: this layer knows no report."""
+`SweepSpec`) before any data or model is loaded. Nothing past `sweep_spec` reads the config,
+except the command (`seqq/commands/query_sweep.py`, whose `--help` lists these settings), which
+checks `sweep.figures` against the report's figures: this layer knows no report."""
 
 from __future__ import annotations
 
@@ -12,14 +12,15 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 import seqq
-from seqq import config_checks as check
-from seqq.commands import Help
 from seqq.errors import ConfigError
-from seqq.estimators import METHODS
-from seqq.experiments.method_runs import method_runs
-from seqq.experiments.query_specs import KINDS, QueriesSpec, check_template
-from seqq.experiments.sentence_end import SentenceEndSpec
-from seqq.experiments.specs import (
+from seqq.estimators.ground_truth import RULES
+from seqq.models.device import resolve_device
+from seqq.models.loading import LOADERS
+from seqq.sweeps import config_checks as check
+from seqq.sweeps.method_runs import method_runs
+from seqq.sweeps.query_specs import KINDS, QueriesSpec, check_template
+from seqq.sweeps.sentence_end import SentenceEndSpec
+from seqq.sweeps.specs import (
     GroundTruthSpec,
     HistorySpec,
     MixtureSpec,
@@ -27,86 +28,9 @@ from seqq.experiments.specs import (
     dataset_spec,
     model_spec,
 )
-from seqq.experiments.symbol_kl import SymbolKLSpec
-from seqq.ground_truth import RULES
-from seqq.models.device import resolve_device
-from seqq.models.loading import LOADERS
+from seqq.sweeps.symbol_kl import SymbolKLSpec
 
 SIZES = ("quick", "paper")
-
-HELP = Help(
-    "query-sweep",
-    "Run estimators over many queries of one model and dataset; write results, ground truth "
-    "and a report (summary.md, tables, figures) under <sweep.dir>.",
-    groups=[
-        ("experiment", "a paper figure's preset (bundles the groups below)"),
-        ("dataset", "the data; absent raw files -> its synthetic stand-in"),
-        ("model", "the model queried (lstm: <checkpoint_dir>/<dataset>_lstm.pt)"),
-        ("query", "query kind"),
-        ("estimator", "which methods run, with their options"),
-        ("budget", "budget levels S (hybrid tail samples)"),
-        ("ground_truth", "exact below a call budget, else twisted WOR"),
-    ],
-    options=[
-        ("size", "quick | paper: presets use small N and ground truth unless paper"),
-        ("device", "auto (cuda when available) | cpu | cuda | cuda:N"),
-        ("checkpoint_dir", "trained checkpoints (default <data_root>/checkpoints; size=paper: "
-                           ".../paper)"),
-        ("data_root", "raw data, caches, checkpoints (default $SEQQ_DATA, else ./data if "
-                      "present, else ~/.local/share/seqq)"),
-        ("sweep.name", "sweep folder name under sweep.root"),
-        ("sweep.root", "parent of sweep folders (default outputs/sweeps)"),
-        ("sweep.dir", "the sweep folder (default <root>/<name>, -paper at size=paper)"),
-        ("sweep.histories", "N query histories from the test split"),
-        ("sweep.k_min", "smallest horizon K"),
-        ("sweep.k_max", "largest horizon K"),
-        ("sweep.ks", "explicit list of horizons, e.g. [3,7,11]; overrides k_min..k_max"),
-        ("sweep.future", "observed symbols needed after a history (null: max K)"),
-        ("sweep.temperatures", "model temperatures T, e.g. [0.5,1.0,2.0]"),
-        ("sweep.seed", "seed of histories and estimators"),
-        ("sweep.chunk_size", "queries per batched estimator call and per stored part"),
-        ("sweep.repeats", "independent runs (seeds) per query, method and budget, pooled"),
-        ("sweep.min_history", "fewest symbols before a query position"),
-        ("sweep.max_history", "keep only the most recent symbols (null: all)"),
-        ("sweep.histories_from", "test (random test positions) | mixture (case studies) | "
-                                 "model (sampled from the model: datasets without files)"),
-        ("sweep.sampled_length", "histories_from=model: longest sampled history (null: the "
-                                 "dataset's window)"),
-        ("sweep.mixture.focus", "mixture: symbols whose share varies"),
-        ("sweep.mixture.exclude", "mixture: symbols never drawn"),
-        ("sweep.mixture.shares", "mixture: shares of focus symbols"),
-        ("sweep.mixture.per_share", "mixture: histories per share"),
-        ("sweep.mixture.length", "mixture: history length"),
-        ("sweep.ground_truth", "false: estimates only, no ground truth"),
-        ("sweep.refine_truth", "surrogate truths are refined to a relative SE at most this "
-                               "share of the smallest median RAE they judge (null: never)"),
-        ("sweep.symbol_kl", "Tables 3-6 (experiment=kl): {lengths, samples, truth_paths}: "
-                            "KL of the next symbol's distribution instead of queries"),
-        ("sweep.sentence_end", "Fig. 1 (experiment=fig1): {k_max, samples, replicates, "
-                               "context_tokens, per_kind}: IS vs naive on when a sentence ends"),
-        ("sweep.shard", "this job's shard of the histories (0..shards-1)"),
-        ("sweep.shards", "number of shards (SLURM arrays)"),
-        ("sweep.progress", "progress bars"),
-        ("sweep.report", "write <sweep.dir>/report when done"),
-        ("sweep.figures", "figures to draw (null: all the results support)"),
-        ("query.a", "observed | observed_first | ids or tokens, e.g. [3,4]"),
-        ("query.b", "a_before_b: observed_other | ids or tokens"),
-        ("query.n", "count: observed | a number"),
-        ("query.expr", "expr: a query-language template, e.g. 'count({observed}, {K}) >= 2' "
-                       "(docs/query-language.md)"),
-        ("estimator.methods", f"methods to run: {', '.join(METHODS)}"),
-        ("estimator.options.<method>.<option>", "e.g. estimator.options.hybrid.max_width=1500"),
-        ("estimator.variants.<label>", "a method under its own label (list it in "
-                                       "estimator.methods), e.g. {method:smc,surrogate:hpyp}"),
-        ("estimator.variants.<label>.surrogate", "hpyp (here or in estimator.options.<method>): "
-                                                 "an HPYP n-gram fitted on the training split, "
-                                                 "of .order (null: the largest that fits)"),
-        ("budget.levels", "budget levels S, e.g. [10,100]; 0 = no budget"),
-        ("model.checkpoint", "an LSTM checkpoint file (null: the default path)"),
-        ("hydra/launcher", "slurm: one SLURM job per multirun job"),
-    ],
-)
-
 
 def _by_size(quick: Any, paper: Any, *, _root_: DictConfig) -> Any:
     """`${by_size:quick_value,paper_value}`: presets stay small unless `size=paper`."""

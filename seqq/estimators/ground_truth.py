@@ -9,12 +9,12 @@ origin recorded in `GroundTruth.method`:
   prefix trie, until the relative standard error is below `rel_tol`; exact if the head exhausts
   Q), recorded by its name; under `rule="twisted"` the same, head and tail drawn from the
   proposal twisted by a surrogate distilled from the model (docs/decisions.md §43), recorded as
-  `twisted_<its name>`; under `rule="absolute"`, `importance`: this module's own adaptive IS
-  (the paper's, with its Eq. 66 rule), its samples drawn through the prefix trie so shared
-  prefixes are paid once; or, under `rule="sampled"`, `importance` until the relative standard
-  error is below `rel_tol`, its paths rolled out without a trie: the judge for a large
-  vocabulary, where a trie's rows (V floats per prefix) outgrow memory and no surrogate can be
-  distilled (docs/decisions.md, "A judge for a large vocabulary").
+  `twisted_<its name>`; under `rule="absolute"`, `importance`: the judge's own adaptive IS
+  (`adaptive_importance.py`: the paper's, with its Eq. 66 rule), its samples drawn through the
+  prefix trie so shared prefixes are paid once; or, under `rule="sampled"`, `importance` until
+  the relative standard error is below `rel_tol`, its paths rolled out without a trie: the judge
+  for a large vocabulary, where a trie's rows (V floats per prefix) outgrow memory and no
+  surrogate can be distilled (docs/decisions.md, "A judge for a large vocabulary").
 """
 
 from __future__ import annotations
@@ -22,37 +22,36 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Literal
 
 import torch
 from tqdm.auto import tqdm
 
+from seqq.estimators.adaptive_importance import (
+    adaptive_importance,
+    every_horizon_truths,
+    streamed_importance,
+)
 from seqq.estimators.driver import run_prepared
 from seqq.estimators.engine.batch import Batch, prepare, subset, tree_calls
-from seqq.estimators.engine.budget import Draws, draw_paths
 from seqq.estimators.engine.memory import consecutive_groups
-from seqq.estimators.engine.rollout import sample_rows
-from seqq.estimators.engine.summary import group_logsumexp, segment_mean, to_estimates
-from seqq.estimators.engine.trie import Trie
+from seqq.estimators.engine.summary import to_estimates
 from seqq.estimators.engine.twist import (
     MESSAGE_VALUES,
     Messages,
     check_surrogate,
     message_loads,
 )
-from seqq.estimators.horizons import Families, families
+from seqq.estimators.estimate import GroundTruth
+from seqq.estimators.horizons import families
 from seqq.estimators.registry import exact_method, until_method
 from seqq.estimators.surrogates import distilled, twistable
 from seqq.models.automaton import ContextAutomaton
 from seqq.models.protocol import SequenceModel
 from seqq.queries import Query
 
-ADAPTIVE_IS = "importance"  # the origin of a truth from this module's adaptive IS (absolute,
-# sampled)
 RULES = ("absolute", "relative", "twisted", "sampled")
-DRAW_AHEAD = 0.5  # a round of the absolute rule draws ahead by up to this share of the samples
-# so far: ≤ 1/3 of a task's samples wasted past its stop, and ~7 rounds from 10k to 100k
 TRIE_CALLS = 2**21  # worst-case calls of the WOR surrogate's tasks sharing one trie (about 4.5 GB
 # of states for an LSTM-128; each group's trie is freed before the next)
 TWISTED_GROUP = 16  # tasks of the twisted rule's first pass sharing a trie, each capped at
@@ -62,18 +61,6 @@ TWISTED_MIN_TAIL = 1000  # tail draws a twisted truth's error needs before it ma
 # 1.4 % of 1,000 K = 4 truths on the authors' Shakespeare LSTM were beyond 3 SE of the exact
 # answer, two 6–7 SE; with 1,000, 0.2–0.3 % (docs/decisions.md §43)
 TWISTED_FLOOR = 0.05  # defensive twist: no symbol's twist below this share of its step's largest
-
-
-@dataclass(frozen=True)
-class GroundTruth:
-    value: float
-    log_value: float
-    kind: Literal["exact", "surrogate"]
-    samples: int
-    rel_stderr: float
-    model_calls: int
-    entropy: float | None
-    method: str = ADAPTIVE_IS  # its origin: dp, enumeration, ADAPTIVE_IS, or `_wor_origin`
 
 
 @torch.inference_mode()
@@ -141,10 +128,10 @@ def ground_truth_many(
         grouped = families([histories[t] for t in hard.tolist()],
                            [queries[t] for t in hard.tolist()])
         if grouped is None:
-            _streamed_importance(subset(batch, hard), hard, results, rel_tol, s_low, s_step,
+            streamed_importance(subset(batch, hard), hard, results, rel_tol, s_low, s_step,
                                  s_high, bar)
         else:
-            _every_horizon_truths(prepare(model, grouped.histories, grouped.queries, seed),
+            every_horizon_truths(prepare(model, grouped.histories, grouped.queries, seed),
                                   grouped, hard, results, rel_tol, s_low, s_step, s_high, bar)
     elif len(hard):
         _surrogate(batch, hard, results, delta, s_low, s_step, s_high, bar)
@@ -299,198 +286,7 @@ def _surrogate(batch: Batch, tasks: torch.Tensor, results: list, delta: float, s
     samples costs one call; the samples and the stopping rule are the paper's."""
     for part in consecutive_groups([_worst_calls(batch, s_high)] * len(tasks), TRIE_CALLS):
         group = tasks[part]
-        _adaptive_importance(subset(batch, group), group, results, delta, s_low, s_step,
+        adaptive_importance(subset(batch, group), group, results, delta, s_low, s_step,
                              s_high, bar)
 
-
-def _checkpoints(s_low: int, s_step: int, s_high: int) -> list[int]:
-    """The sample counts at which the paper's rule is checked: S_low, then every S_step more,
-    up to the first count ≥ S_high."""
-    counts = [s_low]
-    while counts[-1] < s_high:
-        counts.append(counts[-1] + s_step)
-    return counts
-
-
-def _round_end(checks: list[int], first: int, drawn: int) -> int:
-    """Index of the last checkpoint a round starting at `drawn` samples (the next checkpoint
-    being `checks[first]`) draws up to: at least the next, else as far as `DRAW_AHEAD`·drawn
-    more samples reach."""
-    last = first
-    while last + 1 < len(checks) and checks[last + 1] - drawn <= DRAW_AHEAD * drawn:
-        last += 1
-    return last
-
-
-def _adaptive_importance(sub: Batch, tasks: torch.Tensor, results: list, delta: float,
-                         s_low: int, s_step: int, s_high: int, bar) -> None:
-    """`_surrogate` for the tasks of `sub` (results[tasks[t]] for its task t).
-
-    The rule is checked at the paper's checkpoints (`_checkpoints`), on the first n samples
-    of each task, exactly as if they were drawn S_step at a time; but a round draws up to
-    several checkpoints at once (`_round_end`), and a task stopping at one of them drops the
-    samples after it. Samples are i.i.d., so where each task stops, and its estimate there,
-    are distributed as under one-step rounds, while the model sees a few large batches
-    instead of up to 90 small ones. The dropped samples' calls are spent and counted."""
-    trie = Trie(sub)
-    N = len(sub.branch_task)
-    sums = _SampleSums.empty(N)
-    checks = _checkpoints(s_low, s_step, s_high)
-    active, first, drawn = torch.arange(sub.num_tasks), 0, 0
-    while len(active):
-        last = _round_end(checks, first, drawn)
-        branches = torch.isin(sub.branch_task, active).nonzero().flatten()
-        count = checks[last] - drawn
-        per_branch = torch.zeros(N, dtype=torch.long).index_fill_(0, branches, count)
-        running = sums.running(branches, count, draw_paths(trie, per_branch, "proposal"))
-        for n in checks[first:last + 1]:
-            at = running.at(n - drawn)
-            statistics = _task_statistics(sub, at.log_s1, at.log_s2, n)
-            finished = active[((statistics[3] < delta) | (n >= s_high))[active]]
-            if len(finished):
-                _record_importance(sub, tasks, finished, at, n, statistics, results)
-                bar.update(len(finished))
-                active = active[~torch.isin(active, finished)]
-        sums, first, drawn = running.at(checks[last] - drawn), last + 1, checks[last]
-
-
-def _streamed_importance(sub: Batch, tasks: torch.Tensor, results: list, rel_tol: float,
-                         s_low: int, s_step: int, s_high: int, bar) -> None:
-    """`rule="sampled"` for the tasks of `sub`: S_low paths each from the restricted proposal,
-    then rounds sized by the samples the unfinished tasks' relative SE says they still need
-    (at least S_step), until it is below `rel_tol` or S_high paths are drawn. Memory is one
-    round's rows (`sample_rows` rolls out in chunks), whatever the vocabulary."""
-    sums = _SampleSums.empty(len(sub.branch_task))
-    active, drawn, count = torch.arange(sub.num_tasks), 0, min(s_low, s_high)
-    while len(active):
-        branches = torch.isin(sub.branch_task, active).nonzero().flatten()
-        paths = sample_rows(sub, branches.repeat_interleave(count), "proposal")
-        draws = Draws(branches.repeat_interleave(count), paths.log_weight,
-                      torch.where(paths.accepted, paths.log_q, 0.0))
-        sums, drawn = sums.running(branches, count, draws).at(count), drawn + count
-        statistics = _task_statistics(sub, sums.log_s1, sums.log_s2, drawn)
-        rel = statistics[2]
-        finished = active[((rel < rel_tol) | (drawn >= s_high))[active]]
-        if len(finished):
-            _record_importance(sub, tasks, finished, sums, drawn, statistics, results)
-            bar.update(len(finished))
-            active = active[~torch.isin(active, finished)]
-        if len(active):
-            still = float(((rel[active] / rel_tol) ** 2 - 1).clamp_max(s_high).median()) * drawn
-            count = int(min(max(s_step, still), s_high - drawn))
-
-
-def _every_horizon_truths(family_batch: Batch, grouped: Families, tasks: torch.Tensor,
-                          results: list, rel_tol: float, s_low: int, s_step: int, s_high: int,
-                          bar) -> None:
-    """`rule="sampled"` for hitting times sharing a history and an event: one set of paths per
-    family answers each of its horizons (`seqq.estimators.horizons`), drawn in rounds until
-    every horizon's relative SE is below `rel_tol`, or S_high paths."""
-    F = family_batch.num_tasks
-    row_branch, log_passage = [], []
-    active, drawn, count = torch.arange(F), 0, min(s_low, s_high)
-    members = torch.tensor(grouped.members)  # (family, K) per task
-    while len(active):
-        rows = active.repeat_interleave(count)  # one branch per family: its query has paths
-        row_branch.append(rows)
-        log_passage.append(sample_rows(family_batch, rows, "proposal", passages=True).log_passage)
-        drawn += count
-        rows_all, passages = torch.cat(row_branch), torch.cat(log_passage)
-        log_mean, variance, _ = zip(*(segment_mean(column, rows_all, F)
-                                      for column in passages.unbind(1)), strict=True)
-        log_mean, variance = torch.stack(log_mean, 1), torch.stack(variance, 1)
-        mine = log_mean[members[:, 0], members[:, 1] - 1]
-        rel = (variance[members[:, 0], members[:, 1] - 1].sqrt() / mine.exp()).nan_to_num(0.0)
-        worst = torch.zeros(F, dtype=torch.float64).scatter_reduce(0, members[:, 0], rel, "amax")
-        finished = active[((worst < rel_tol) | (drawn >= s_high))[active]]
-        calls = family_batch.task_calls()
-        for t in (torch.isin(members[:, 0], finished)).nonzero().flatten().tolist():
-            family = int(members[t, 0])
-            results[int(tasks[t])] = GroundTruth(
-                math.exp(mine[t]), float(mine[t]), "surrogate", drawn, float(rel[t]),
-                int(calls[family]), None, ADAPTIVE_IS)
-            bar.update()
-        active = active[~torch.isin(active, finished)]
-        if len(active):
-            still = float(((worst[active] / rel_tol) ** 2 - 1).clamp_max(s_high).median()) * drawn
-            count = int(min(max(s_step, still), s_high - drawn))
-
-
-def _record_importance(sub: Batch, tasks: torch.Tensor, finished: torch.Tensor,
-                       sums: _SampleSums, n: int, statistics: tuple[torch.Tensor, ...],
-                       results: list) -> None:
-    """The truths of the `finished` tasks of `sub`, stopped after n samples with these sums:
-    the estimate, its relative SE, the calls so far, and H(q) = E_q[−log q], each branch's
-    mean −log q weighted by its share of p̂."""
-    value, log_value, rel, _ = statistics
-    log_share = sums.log_s1 - math.log(n) - log_value[sub.branch_task]
-    entropy = torch.zeros(sub.num_tasks, dtype=torch.float64).index_add_(
-        0, sub.branch_task, torch.exp(log_share).nan_to_num(0.0) * sums.neg_log_q) / n
-    calls = sub.task_calls()
-    for t in finished.tolist():
-        results[int(tasks[t])] = GroundTruth(
-            value[t].item(), log_value[t].item(), "surrogate", n,
-            rel[t].item() if value[t] > 0 else 0.0, int(calls[t]), entropy[t].item(),
-            ADAPTIVE_IS)
-
-
-@dataclass(frozen=True)
-class _SampleSums:
-    """Per branch, over the samples so far: log Σw, log Σw² and Σ −log q."""
-
-    log_s1: torch.Tensor
-    log_s2: torch.Tensor
-    neg_log_q: torch.Tensor
-
-    @classmethod
-    def empty(cls, branches: int) -> _SampleSums:
-        none = torch.full((branches,), -math.inf, dtype=torch.float64)
-        return cls(none, none.clone(), torch.zeros(branches, dtype=torch.float64))
-
-    def running(self, branches: torch.Tensor, count: int, draws: Draws) -> _RunningSums:
-        """These sums extended by a round's draws, `count` for each of `branches` (sorted),
-        in draw order."""
-        shape = (len(branches), count)
-        log_w = draws.log_w.view(shape)
-        return _RunningSums(self, branches, torch.logcumsumexp(log_w, 1),
-                            torch.logcumsumexp(2 * log_w, 1),
-                            torch.cumsum(-draws.log_q.view(shape), 1))
-
-
-@dataclass(frozen=True)
-class _RunningSums:
-    """`_SampleSums` after each of a round's draws (column j: after j + 1 draws per branch)."""
-
-    before: _SampleSums
-    branches: torch.Tensor
-    log_s1: torch.Tensor
-    log_s2: torch.Tensor
-    neg_log_q: torch.Tensor
-
-    def at(self, count: int) -> _SampleSums:
-        """The sums after the round's first `count` draws of each branch."""
-        b, j = self.branches, count - 1
-        log_s1, log_s2 = self.before.log_s1.clone(), self.before.log_s2.clone()
-        neg_log_q = self.before.neg_log_q.clone()
-        log_s1[b] = torch.logaddexp(log_s1[b], self.log_s1[:, j])
-        log_s2[b] = torch.logaddexp(log_s2[b], self.log_s2[:, j])
-        neg_log_q[b] += self.neg_log_q[:, j]
-        return _SampleSums(log_s1, log_s2, neg_log_q)
-
-
-def _task_statistics(batch: Batch, log_s1: torch.Tensor, log_s2: torch.Tensor,
-                     drawn: int) -> tuple[torch.Tensor, ...]:
-    """Per task: p̂, log p̂, relative standard error, and per-sample weight variance (Eq. 66),
-    from per-branch running sums Σw and Σw² kept in log space (products' samples independent),
-    after `drawn` samples of every branch."""
-    T, task = batch.num_tasks, batch.branch_task
-    log_n = math.log(drawn)
-    log_mean = log_s1 - log_n  # per branch
-    log_value = group_logsumexp(log_mean, task, T)
-    shift = torch.where(torch.isfinite(log_value), log_value, 0.0)
-    scaled_mean = torch.exp(log_mean - shift[task])
-    scaled_var = (torch.exp(log_s2 - log_n - 2 * shift[task]) - scaled_mean**2).clamp_min(0)
-    var = torch.zeros(T, dtype=torch.float64).index_add_(0, task, scaled_var)  # relative to p̂²
-    rel = torch.where(torch.isfinite(log_value), (var / drawn).sqrt(), torch.inf)
-    return log_value.exp(), log_value, rel, var * torch.exp(2 * shift)
 

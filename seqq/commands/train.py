@@ -25,12 +25,9 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import to_absolute_path
 from omegaconf import DictConfig, OmegaConf
 
-from seqq import config_checks as check
-from seqq.commands import CONF, Help, hydra_job, run_hydra, wants_help
+from seqq.commands.plumbing import Help, hydra_job, run_hydra, wants_help
 from seqq.data import SequenceDataset
 from seqq.errors import ConfigError, DataError
-from seqq.experiments.provenance import write_provenance
-from seqq.experiments.specs import DatasetSpec, dataset_spec, model_spec
 from seqq.models.checkpoint import load_checkpoint
 from seqq.models.device import resolve_device
 from seqq.models.hf import HFCausalLM
@@ -38,11 +35,15 @@ from seqq.models.hpyp import HPYPModel
 from seqq.models.loading import load_model
 from seqq.models.lstm import LSTMNet
 from seqq.models.spec import ModelSpec
+from seqq.paths import CONF
+from seqq.sweeps import config_checks as check
+from seqq.sweeps.provenance import write_provenance
+from seqq.sweeps.specs import DatasetSpec, dataset_spec, model_spec
 from seqq.training.artifacts import plot_curves, write_metrics
 from seqq.training.scoring import held_out_windows, nats_per_symbol
 from seqq.training.trainer import Trainer, TrainerConfig, eval_pairs
 
-log = logging.getLogger("seqq.train")  # Hydra sends it to the console and the run's train.log
+log = logging.getLogger(__name__)  # Hydra sends it to the console and the run's train.log
 TRAINABLE = ("lstm", "hpyp")
 PRETRAINED = ("hf", "smollm2")
 

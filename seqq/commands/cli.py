@@ -15,16 +15,16 @@ from collections.abc import Callable
 from functools import partial
 from importlib import metadata
 
-from seqq.commands import EXIT_BUG, EXIT_MISTAKE, run_command, wants_help
+from seqq.commands.plumbing import EXIT_BUG, EXIT_MISTAKE, run_command, wants_help
 from seqq.process import tune_process
 
 COMMANDS = {
-    "train": ("seqq.train", "train an LSTM (or score a pretrained LM) on a dataset"),
-    "query-sweep": ("seqq.query_sweep", "run estimators over many queries; write results "
+    "train": ("seqq.commands.train", "train an LSTM (or score a pretrained LM) on a dataset"),
+    "query-sweep": ("seqq.commands.query_sweep", "run estimators over many queries; write results "
                     "and a report"),
-    "report": ("seqq.reports.cli", "tables and figures from sweep results"),
-    "ask": ("seqq.ask", "one question about one model's continuation of one history"),
-    "cache": ("seqq.cache", "list or clear the converted language models seqq keeps"),
+    "report": ("seqq.commands.report", "tables and figures from sweep results"),
+    "ask": ("seqq.commands.ask", "one question about one model's continuation of one history"),
+    "cache": ("seqq.commands.cache", "list or clear the converted language models seqq keeps"),
 }
 
 

@@ -23,10 +23,10 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from seqq.experiments.histories import History
 from seqq.models import SequenceModel
 from seqq.results.schema import KL_KEY
 from seqq.results.store import PartStore
+from seqq.sweeps.histories import History
 
 CHUNK_PATHS = 10_000  # paths per batch: the memory of one batch of LSTM states
 

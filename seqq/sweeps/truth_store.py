@@ -1,8 +1,8 @@
 """Ground truth computed once per query and reused by every method, budget and re-run.
 
 Entries are keyed by what determines the answer: dataset, model, temperature, the history's
-tokens (hashed), the query label and the ground-truth options (docs/decisions.md §6). The cache is a
-`PartStore`, so a killed sweep keeps every chunk of ground truth it finished.
+tokens (hashed), the query label and the ground-truth options (docs/decisions.md §6). The store
+is a `PartStore`, so a killed sweep keeps every chunk of ground truth it finished.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from typing import Any
 import pandas as pd
 
 import seqq
+from seqq.estimators.estimate import GroundTruth
 from seqq.estimators.surrogates import distilled, twistable
-from seqq.experiments.query_specs import QuerySpec
-from seqq.ground_truth import GroundTruth
 from seqq.models import SequenceModel
 from seqq.results.store import PartStore
+from seqq.sweeps.query_specs import QuerySpec
 
 KEY = ["dataset", "model", "temperature", "history_hash", "label", "gt_options"]
 NO_TRUTH_RULE = "none: estimates only, no RAE"
@@ -89,7 +89,7 @@ class JudgeSurrogate:
         return self._tempered
 
 
-class GroundTruthCache:
+class GroundTruthStore:
     def __init__(self, root: str, dataset: str, model: str, temperature: float,
                  options: Mapping[str, Any], seed: int,
                  judge: Callable[[], Any] | None = None):
@@ -102,11 +102,11 @@ class GroundTruthCache:
         self._known: dict[tuple[str, str], GroundTruth] | None = None
         self.computed = 0  # truths this object computed (the rest came from the store)
 
-    def refined(self, update: Mapping[str, Any]) -> GroundTruthCache:
-        """The cache of the same model's truths under other options (`refine.py`'s finer ones),
+    def refined(self, update: Mapping[str, Any]) -> GroundTruthStore:
+        """The store of the same model's truths under other options (`refine.py`'s finer ones),
         beside this one."""
         c = self.context
-        return GroundTruthCache(str(self.store.root), c["dataset"], c["model"], c["temperature"],
+        return GroundTruthStore(str(self.store.root), c["dataset"], c["model"], c["temperature"],
                                 {**self.options, **update}, self.seed, self.judge)
 
     def _key(self, spec: QuerySpec) -> tuple[str, str]:

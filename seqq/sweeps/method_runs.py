@@ -15,13 +15,13 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from seqq import config_checks as check
 from seqq.api import check_method
 from seqq.data import SequenceDataset
 from seqq.errors import ConfigError, QueryError
 from seqq.estimators import METHODS
 from seqq.estimators.surrogates import distilled, fit_surrogate
 from seqq.models import SequenceModel
+from seqq.sweeps import config_checks as check
 
 # What `surrogate:` may name in a sweep: an HPYP n-gram of `order` n (null: the largest whose
 # table fits) fitted on the training split (`hpyp`, `fit_surrogate`) or on samples of the

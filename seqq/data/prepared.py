@@ -1,4 +1,4 @@
-"""Processed arrays cached under `<root>/cache/`, so each raw file is prepared once.
+"""Datasets prepared once from their raw files, their arrays kept under `<root>/cache/`.
 
 The key hashes the raw files' contents, the loader's options and a format version: editing a
 raw file or changing an option prepares the data again, and nothing else does.
@@ -16,7 +16,7 @@ import numpy as np
 
 from seqq.data.base import SequenceDataset
 
-CACHE_VERSION = 1
+FORMAT_VERSION = 1
 SPLITS = ("train", "valid", "test")
 
 
@@ -29,9 +29,9 @@ def file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def cache_key(name: str, raw_files: Sequence[Path], options: dict) -> str:
+def prepared_key(name: str, raw_files: Sequence[Path], options: dict) -> str:
     payload = json.dumps(
-        dict(name=name, version=CACHE_VERSION, options=options,
+        dict(name=name, version=FORMAT_VERSION, options=options,
              files=sorted((p.name, file_digest(p)) for p in raw_files)),
         sort_keys=True, default=str,
     )
@@ -50,7 +50,7 @@ def _save(path: Path, ds: SequenceDataset) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")
     np.savez(tmp, **arrays)
-    os.replace(tmp, path)  # atomic: a crash never leaves a half-written cache behind
+    os.replace(tmp, path)  # atomic: a crash never leaves a half-written file behind
 
 
 def _load(path: Path) -> SequenceDataset:
@@ -64,15 +64,15 @@ def _load(path: Path) -> SequenceDataset:
     return SequenceDataset(**meta, **splits)
 
 
-def cached(root: Path, name: str, raw_files: Sequence[Path], options: dict,
+def prepared(root: Path, name: str, raw_files: Sequence[Path], options: dict,
            build: Callable[[], SequenceDataset]) -> SequenceDataset:
-    """The dataset from the cache when its key matches, else `build()` it and store it."""
-    path = root / "cache" / f"{name}-{cache_key(name, raw_files, options)}.npz"
+    """The dataset as prepared before when its key matches, else `build()` it and keep it."""
+    path = root / "cache" / f"{name}-{prepared_key(name, raw_files, options)}.npz"
     if path.exists():
         try:
             return _load(path)
         except (OSError, ValueError, KeyError):
-            path.unlink(missing_ok=True)  # unreadable cache: rebuild it below
+            path.unlink(missing_ok=True)  # unreadable: prepare it again below
     ds = build()
     _save(path, ds)
     return ds

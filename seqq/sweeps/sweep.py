@@ -1,5 +1,5 @@
 """A sweep: the paper's evidence from a model, a dataset and a set of estimators (the work of
-`seqq query-sweep`, whose command, `seqq/query_sweep.py`, then reports it).
+`seqq query-sweep`, whose command, `seqq/commands/query_sweep.py`, then reports it).
 
 Config groups pick the dataset, model, query, estimators, budget levels and ground-truth
 settings; `experiment=<preset>` bundles them per paper figure. Results go to
@@ -19,10 +19,14 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from seqq.data import DATASETS, SequenceDataset
-from seqq.data.cache import file_digest
+from seqq.data.prepared import file_digest
 from seqq.errors import CheckpointError, Interrupted, MissingRawData
-from seqq.experiments.gt_cache import GroundTruthCache, JudgeSurrogate, NoGroundTruth
-from seqq.experiments.histories import (
+from seqq.models import SequenceModel, TemperatureModel
+from seqq.models.loading import load_model, trained_checkpoint
+from seqq.paths import data_root
+from seqq.results.schema import KEY
+from seqq.results.store import PartStore
+from seqq.sweeps.histories import (
     History,
     mixture_histories,
     model_histories,
@@ -30,21 +34,17 @@ from seqq.experiments.histories import (
     sampled_dataset,
     shard,
 )
-from seqq.experiments.method_runs import with_surrogates
-from seqq.experiments.provenance import write_provenance
-from seqq.experiments.query_specs import QuerySpec, build_specs, resolve_symbols
-from seqq.experiments.refine import refine_truths
-from seqq.experiments.run_log import recorded
-from seqq.experiments.runner import SweepPlan, SweepRunner
-from seqq.experiments.sentence_end import run_sentence_end
-from seqq.experiments.specs import SweepSpec
-from seqq.experiments.sweep_config import check_config, horizons, sweep_spec
-from seqq.experiments.symbol_kl import run_histories as run_symbol_kl
-from seqq.models import SequenceModel, TemperatureModel
-from seqq.models.loading import load_model, trained_checkpoint
-from seqq.paths import data_root
-from seqq.results.schema import KEY
-from seqq.results.store import PartStore
+from seqq.sweeps.method_runs import with_surrogates
+from seqq.sweeps.provenance import write_provenance
+from seqq.sweeps.query_specs import QuerySpec, build_specs, resolve_symbols
+from seqq.sweeps.refine import refine_truths
+from seqq.sweeps.run_log import recorded
+from seqq.sweeps.runner import SweepPlan, SweepRunner
+from seqq.sweeps.sentence_end import run_sentence_end
+from seqq.sweeps.specs import SweepSpec
+from seqq.sweeps.sweep_config import check_config, horizons, sweep_spec
+from seqq.sweeps.symbol_kl import run_histories as run_symbol_kl
+from seqq.sweeps.truth_store import GroundTruthStore, JudgeSurrogate, NoGroundTruth
 
 __all__ = ["QUICK_TRAINING", "check_config", "horizons", "kl_dir", "load_data",
            "load_sweep_model", "make_specs", "model_id", "run", "sweep_spec", "train_command"]
@@ -241,7 +241,7 @@ def run(cfg: DictConfig | SweepSpec, model: SequenceModel | None = None,
         tempered = model if temperature == 1 else TemperatureModel(model, temperature)
         judge = JudgeSurrogate(model, dataset.vocab, dataset.bos_id, spec.seed, surrogates,
                                model_name, temperature)
-        truth = (GroundTruthCache(str(sweep_dir / "ground_truth"), dataset.name, model_name,
+        truth = (GroundTruthStore(str(sweep_dir / "ground_truth"), dataset.name, model_name,
                                   temperature, gt_options, spec.seed, judge)
                  if spec.ground_truth.enabled else NoGroundTruth())
         plan = SweepPlan(

@@ -16,16 +16,16 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from seqq import config_checks as check
 from seqq.data import SequenceDataset, load_dataset
 from seqq.errors import ConfigError
-from seqq.experiments.method_runs import MethodRun
-from seqq.experiments.query_specs import QueriesSpec
-from seqq.experiments.sentence_end import SentenceEndSpec
-from seqq.experiments.symbol_kl import SymbolKLSpec
 from seqq.models.device import resolve_device
 from seqq.models.spec import ModelSpec
 from seqq.paths import data_root, shipped
+from seqq.sweeps import config_checks as check
+from seqq.sweeps.method_runs import MethodRun
+from seqq.sweeps.query_specs import QueriesSpec
+from seqq.sweeps.sentence_end import SentenceEndSpec
+from seqq.sweeps.symbol_kl import SymbolKLSpec
 
 # `${seqq_data_root:}` (the default `data_root`: $SEQQ_DATA, ./data, or the user data dir) and
 # `${seqq_shipped:<path>}` (a file installed with seqq): the configs name paths that depend on

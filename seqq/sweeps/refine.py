@@ -8,7 +8,7 @@ whose relative SE exceeds `fraction` (default one fifth) of it: twisted sampling
 replacement (the `twisted` rule, steered by a surrogate distilled from the model, docs/decisions.md
 §43) until the relative SE is below that tolerance (exact if its draws exhaust the query), at most
 `CALLS_FACTOR` times the configured sample cap. The rows it judges get the new truth and RAE,
-each result part rewritten atomically; the new truths are cached under their own options, so an
+each result part rewritten atomically; the new truths are stored under their own options, so an
 interrupted refinement recomputes nothing. A truth is refined once: the tolerance comes from the
 errors as the configured rule judged them (judged again by the finer truths, the best method's
 errors would shrink with the truths' noise, and each pass would ask for more).
@@ -23,11 +23,12 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from seqq.experiments.gt_cache import GroundTruthCache
-from seqq.experiments.query_specs import QuerySpec
-from seqq.experiments.runner import SweepRunner, rae
-from seqq.ground_truth import GroundTruth, ground_truth_many
+from seqq.estimators.estimate import GroundTruth
+from seqq.estimators.ground_truth import ground_truth_many
 from seqq.results.store import part_files
+from seqq.sweeps.query_specs import QuerySpec
+from seqq.sweeps.runner import SweepRunner, rae
+from seqq.sweeps.truth_store import GroundTruthStore
 
 CALLS_FACTOR = 16  # a refined truth may sample up to this many times the configured s_high
 
@@ -55,7 +56,7 @@ def refine_truths(runner: SweepRunner, specs: Sequence[QuerySpec], fraction: flo
     """Recompute the surrogate truths of `runner`'s rows that are too noisy for the errors they
     judge; rewrite the rows; return how many truths were refined."""
     truth = runner.truth
-    if not isinstance(truth, GroundTruthCache):
+    if not isinstance(truth, GroundTruthStore):
         return 0
     mine = _rows_of(runner)
     if mine.empty:

@@ -25,7 +25,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from seqq.experiments.provenance import git_commit
+from seqq.sweeps.provenance import git_commit
 
 RUNS_FILE = "runs.jsonl"
 
