@@ -214,8 +214,7 @@ def test_exact_figure_presets_run_on_hpyp(tmp_path, shakespeare):
     model.save(tmp_path / "shakespeare_hpyp.pt")
     probe = seqq.ground_truth(model, [0], Q.hitting_time(1, 11), seed=0, exact_max_calls=1,
                               s_low=10, s_step=10, s_high=10)
-    if probe.kind != "exact":
-        pytest.skip("seqq.ground_truth does not yet take the model's exact DP answer")
+    assert probe.kind == "exact" and probe.method == "dp"  # the model's own DP, never sampled
     run = compose_sweep(["experiment=fig3_exact", *common, "sweep.histories=2",
                          "sweep.ks=[3,11]", "budget.levels=[10]"])
     table = load_results([str(sweep.run(run) / "results")])
