@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -188,6 +189,7 @@ def test_terminated_sweep_saves_its_parts_and_every_run_is_recorded(tmp_path: Pa
     assert runs.ground_truths_computed.iloc[-1] == 0
     assert (runs.wall_s > 0).all() and (runs.cpu_s > 0).all()
     assert runs.started.le(runs.finished).all() and runs.argv.map(len).gt(0).all()
+    assert runs.gpu.isna().all() == (not torch.cuda.is_available())  # where it ran, with the time
 
 
 def test_temperatures_and_no_ground_truth(tmp_path: Path) -> None:
@@ -249,13 +251,8 @@ def test_the_twisted_rule_shares_the_sweeps_distilled_surrogate(tmp_path: Path,
     assert (truths.rel_stderr < 0.05).all() and (truths.entropy > 0).all()
 
 
-def test_noisy_surrogate_truths_are_refined_to_a_fifth_of_the_errors_they_judge(
-        tmp_path: Path) -> None:
-    """Truths from a loose rule (stopping at a relative SE of 0.5) judge errors not much larger
-    than their noise: the sweep computes them again until their relative SE is at most a fifth of the
-    smallest median RAE (rounded down to a power of two), or exact, and rewrites the rows'
-    truth and RAE. A re-run finds them cached and changes nothing; with refine_truth=null the
-    loose truths stay."""
+def _loose_truth_sweep(tmp_path: Path) -> Callable[..., pd.DataFrame]:
+    """A sweep whose truths come from a loose rule (stopping at a relative SE of 0.5)."""
     torch.manual_seed(0)
     net = LSTMNet(vocab_size=9, hidden_size=8, num_layers=1, dropout=0.0)
     save_checkpoint(tmp_path / "ckpt" / "synthetic_reviews_lstm.pt", net,
@@ -268,7 +265,16 @@ def test_noisy_surrogate_truths_are_refined_to_a_fifth_of_the_errors_they_judge(
                              "ground_truth.exact_max_calls=0", "ground_truth.rule=relative",
                              "ground_truth.rel_tol=0.5", "ground_truth.s_high=40", *extra])
         return load_results([str(sweep.run(cfg) / "results")]).sort_values(list(KEY), ignore_index=True)
+    return run
 
+
+def test_noisy_surrogate_truths_are_refined_to_a_fifth_of_the_errors_they_judge(
+        tmp_path: Path) -> None:
+    """Loose truths judge errors not much larger than their noise: the sweep computes them
+    again until their relative SE is at most a fifth of the smallest median RAE (rounded down to
+    a power of two), or exact, and rewrites the rows' truth and RAE. A re-run finds them cached
+    and changes nothing; with refine_truth=null the loose truths stay."""
+    run = _loose_truth_sweep(tmp_path)
     loose = run("loose", "sweep.refine_truth=null")
     assert (loose.truth_kind == "surrogate").all()
     table = run("refined")
@@ -277,12 +283,29 @@ def test_noisy_surrogate_truths_are_refined_to_a_fifth_of_the_errors_they_judge(
     fine = (table.truth_kind == "exact") | (table.truth_rel_stderr <= target)
     assert fine.all(), table[~fine][["truth_kind", "truth_rel_stderr"]]
     assert table.truth_rule.str.contains(f"below {target:g}").all()
+    assert table.truth_rule.str.contains("twisted by an HPYP").all()
     assert np.allclose(table.rae, (table.estimate - table.truth).abs() / table.truth)
     assert (table.estimate == loose.estimate).all()  # the same estimates, judged anew
     truths = len(list((tmp_path / "refined" / "ground_truth").glob("*.parquet")))
     again = run("refined")
     assert len(list((tmp_path / "refined" / "ground_truth").glob("*.parquet"))) == truths
     pd.testing.assert_frame_equal(again, table)
+
+
+def test_truths_of_a_vocabulary_no_surrogate_steers_are_refined_by_sampling(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where no surrogate can steer (SmolLM2's 49,152 symbols), refinement must not build the
+    untwisted trie (V floats per prefix: it filled an H200's memory on Table 2): it samples
+    paths without a trie (`rule=sampled`), and every truth it replaces is less noisy."""
+    monkeypatch.setattr(refine, "twistable", lambda vocab_size: False)
+    run = _loose_truth_sweep(tmp_path)
+    loose = run("loose", "sweep.refine_truth=null")
+    table = run("refined")
+    changed = table.truth_rule != loose.truth_rule
+    assert changed.any()
+    assert table[changed].truth_rule.str.contains("rolled out without a trie").all()
+    assert (table[changed].truth_rel_stderr < loose[changed].truth_rel_stderr).all()
+    assert (table.estimate == loose.estimate).all()
 
 
 def test_option_variants_share_a_sweep_without_overwriting(tmp_path: Path) -> None:

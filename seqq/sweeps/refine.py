@@ -25,6 +25,7 @@ import pandas as pd
 
 from seqq.estimators.estimate import GroundTruth
 from seqq.estimators.ground_truth import ground_truth_many
+from seqq.estimators.surrogates import twistable
 from seqq.results.store import part_files
 from seqq.sweeps.query_specs import QuerySpec
 from seqq.sweeps.runner import SweepRunner, rae
@@ -67,13 +68,14 @@ def refine_truths(runner: SweepRunner, specs: Sequence[QuerySpec], fraction: flo
     refined: dict[tuple[str, str], tuple[GroundTruth, str]] = {}
     default = inspect.signature(ground_truth_many).parameters["s_high"].default
     s_high = int(truth.options.get("s_high", default)) * CALLS_FACTOR
+    rule = "twisted" if twistable(runner.model.vocab_size) else "sampled"
     for K, target in sorted(tolerances(mine, fraction).items()):
         noisy = [s for s in _distinct(specs) if s.K == K
                  and current.get(_key(s), ("exact", 0.0))[0] == "surrogate"
                  and not current[_key(s)][1] <= target]
         if not noisy:
             continue
-        finer = truth.refined({"rule": "twisted", "rel_tol": target, "s_high": s_high})
+        finer = truth.refined({"rule": rule, "rel_tol": target, "s_high": s_high})
         for spec, new in zip(noisy, finer.get(runner.model, noisy), strict=True):
             if new.kind == "exact" or new.rel_stderr < current[_key(spec)][1]:
                 refined[_key(spec)] = (new, finer.rule)

@@ -34,13 +34,18 @@ def _now() -> str:
     return datetime.datetime.now().astimezone().isoformat(timespec="seconds")
 
 
+def _gpu() -> str | None:
+    """The machine's GPU, if any: a run's wall time means little without it."""
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+
+
 @contextmanager
 def recorded(sweep_dir: Path, **facts: Any) -> Iterator[dict[str, Any]]:
     """Time the block and append its record to `<sweep_dir>/runs.jsonl` however it ends; the
     caller adds what it learns (parts saved, ...) to the yielded dict."""
     record: dict[str, Any] = {**facts, "argv": sys.argv[1:], "started": _now(),
                               "host": platform.node(), "git_commit": git_commit(),
-                              "threads": torch.get_num_threads()}
+                              "threads": torch.get_num_threads(), "gpu": _gpu()}
     wall, cpu = time.perf_counter(), time.process_time()
     status = "failed"
     try:
