@@ -1,10 +1,10 @@
 """Refactoring guard: every method's answers on fixed cases, bit for bit.
 
 A restructuring of the estimators must not change a single number. This test runs every method
-(and `hitting_time_distribution`, `ground_truth`) on a fixed set of (model, histories, queries,
-options, seed) — a Markov chain, the tiny LSTM, the tiny GPT-2; hitting times, a-before-b,
-counts, an automaton query, a union built without compiling; sample counts, budgets and
-surrogates — and compares `value`, `stderr`, `model_calls`, `lower`, `upper` with the values
+of the registry (and `hitting_time_distribution`, `ground_truth`) on a fixed set of (model,
+histories, queries, options, seed) — a Markov chain, the tiny LSTM, the tiny GPT-2; hitting
+times, a-before-b, counts, an automaton query, a union built without compiling; defaults,
+budgets and surrogates — and compares `value`, `stderr`, `model_calls`, `lower`, `upper` with the values
 stored in `golden/estimates.json` as exact float hex strings.
 
 Floating point differs across CPU instruction sets, torch versions and thread counts (and a
@@ -12,7 +12,8 @@ sampled path can then take another branch). The values are computed on one threa
 bit-for-bit comparison runs where float32 rounds as it did where they were recorded: the key is a
 fingerprint of the test models' own float32 steps (a CPU's name does not decide its rounding: two
 "AMD EPYC" generations differ), with torch's version. Elsewhere only the cases that sample
-nothing (exact enumeration and DP) are compared, to a relative 1e-5, since no branch can flip.
+nothing (enumeration, and the DP of a Markov chain and an HPYP) are compared, to a relative 1e-5,
+since no branch can flip.
 After an intended change of numbers, rewrite them:
 
     SEQQ_WRITE_GOLDEN=1 python -m pytest tests/test_golden.py
@@ -31,6 +32,8 @@ import torch
 
 import seqq
 from seqq import queries as Q
+from seqq.estimators import registry
+from seqq.models.hpyp import HPYPModel
 from tests.oracles import random_markov, tiny_gpt2, tiny_lstm
 
 GOLDEN = Path(__file__).parent / "golden" / "estimates.json"
@@ -51,50 +54,55 @@ def _queries() -> dict[str, list]:
 
 
 def _cases() -> list[tuple[str, str, str, dict]]:
-    """(case name, method, query family, options); `budget` in options is the budget."""
+    """(case name, method, query family, options); `budget` in options is the budget. Derived
+    from the registry, so a new method is guarded once it is declared: every method at its
+    defaults and under a budget (and twisted by a surrogate where it takes one), then the
+    options its defaults do not reach."""
     cases = []
 
     def add(method: str, family: str, **options) -> None:
         label = ",".join(f"{k}={v}" for k, v in sorted(options.items()))
         cases.append((f"{method}[{family}|{label}]", method, family, options))
 
+    for method in registry.discover():
+        twist = {"surrogate": "markov"} if method.surrogate == "required" else {}
+        for family in ("union",) if method.by_part else ("hitting", "mixed"):
+            add(method.name, family, **twist)
+            if method.takes_budget:
+                add(method.name, family, budget=BUDGET, **twist)
+            if method.takes_budget and method.surrogate == "optional":
+                add(method.name, family, budget=BUDGET, surrogate="markov")
     for family in ("hitting", "mixed"):
-        add("exact", family)
-        for method in ("naive", "uniform", "importance"):
-            add(method, family, samples=40)
-            add(method, family, budget=BUDGET)
-        add("beam", family, beam_width=3)
-        add("beam", family, budget=BUDGET)
-        add("coverage_beam", family, alpha=0.8)
-        add("tail_beam", family, max_width=4)
-        add("tail_beam", family, budget=BUDGET)
-        add("hybrid", family, samples=20, max_width=4)
-        add("hybrid", family, budget=BUDGET)
-        add("hybrid", family, budget=BUDGET, surrogate="markov")
-        add("wor", family, samples=8)
-        add("wor", family, budget=BUDGET)
-        add("wor", family, budget=BUDGET, surrogate="markov")
         add("wor", family, rel_tol=0.2)
         add("hindsight_gumbel", family, samples=8, repeats=2)
-        add("hindsight_gumbel", family, budget=BUDGET)
-        add("smc", family, particles=30)
-        add("smc", family, budget=BUDGET)
-        add("smc", family, budget=BUDGET, surrogate="markov")
-        add("randomized_beam", family, top=2, sampled=3)
-        add("randomized_beam", family, budget=BUDGET)
-        add("randomized_beam", family, budget=BUDGET, surrogate="markov")
-        add("gams", family, paths=20)
-        add("gams", family, budget=BUDGET, surrogate="markov")
-        add("twisted", family, samples=30, surrogate="markov")
-        add("twisted", family, budget=BUDGET, surrogate="markov")
-    for method in ("mixture", "klm"):
-        add(method, "union", samples=20)
-        add(method, "union", budget=BUDGET)
+        add("coverage_beam", family, alpha=0.8)
     return cases
 
 
 MODELS = {"markov": lambda: random_markov(V=5, seed=3), "lstm": lambda: tiny_lstm(V=5),
           "gpt2": lambda: tiny_gpt2(V=5)}
+
+
+def _tiny_hpyp() -> HPYPModel:
+    """An order-3 HPYP fitted (Kneser–Ney seating, no Gibbs sweeps: nothing random) on fixed
+    sequences: its answers come from its own forward DP."""
+    sequences = [[(i * j + j // 2) % 5 for j in range(12)] for i in range(1, 9)]
+    return HPYPModel.fit(sequences, [str(v) for v in range(5)], order=3)
+
+
+DP_MODELS = {"markov": MODELS["markov"], "hpyp": _tiny_hpyp}
+
+
+def _dp_truths() -> dict[str, list[dict]]:
+    """The DP models' own exact answers (ground truth's `dp`) to every hitting and mixed query."""
+    families = _queries()
+    queries = families["hitting"] + families["mixed"]
+    out = {}
+    for name, make in DP_MODELS.items():
+        truths = seqq.ground_truth_many(make(), HISTORIES * 2, queries)
+        assert {t.method for t in truths} == {"dp"}
+        out[f"dp/{name}"] = [{"value": _hex(t.value), "method": t.method} for t in truths]
+    return out
 
 
 def _hex(x: float | None) -> str | None:
@@ -164,7 +172,7 @@ def _compute() -> dict[str, list[dict]]:
             out[f"{model_name}/ground_truth_{rule}"] = [
                 {"value": _hex(t.value), "rel_stderr": _hex(t.rel_stderr), "method": t.method,
                  "model_calls": int(t.model_calls)} for t in truths]
-    return out
+    return out | _dp_truths()
 
 
 def _stored() -> dict:
@@ -204,4 +212,9 @@ def test_exact_cases_agree_on_any_machine() -> None:
                                     rel_tol=1e-5, abs_tol=1e-12), (model_name, family)
                 assert estimate.model_calls == record["model_calls"]
                 compared += 1
-    assert compared == 3 * 2 * len(HISTORIES)
+    for key, records in _dp_truths().items():
+        for now, record in zip(records, stored[key], strict=True):
+            assert math.isclose(float.fromhex(now["value"]), float.fromhex(record["value"]),
+                                rel_tol=1e-5, abs_tol=1e-12), key
+            compared += 1
+    assert compared == 3 * 2 * len(HISTORIES) + len(DP_MODELS) * 2 * len(HISTORIES)
