@@ -27,8 +27,8 @@ from benchmarks.calibration_oracles import CANDIDATES, Oracle, Task
 from benchmarks.plans import Plan
 from benchmarks.report import Section, describe, table
 from seqq.errors import SeqqError
-from seqq.estimators.adaptive_importance import ADAPTIVE_IS
 from seqq.estimators.ground_truth import judge_surrogate
+from seqq.estimators.registry import adaptive_method
 from seqq.models import TemperatureModel
 from seqq.models.protocol import SequenceModel
 from seqq.reports.reproduction.stats import median_ci
@@ -284,7 +284,7 @@ def run(plan: Plan, device: str | None, sweeps: Sequence[Path] = ()) -> Section:
                    f"largest {enumerated.max():.2f}, {(enumerated > 3).mean():.1%} beyond 3)"
                    if len(enumerated) else ")") + ".")
     if len(paper):
-        surrogate = paper[paper["method_old"] == ADAPTIVE_IS]
+        surrogate = paper[paper["method_old"] == adaptive_method().name]
         share = float((surrogate["z"].abs() > Z_PAPER).mean())
         body += ["", "### Against the paper's App. F.3 truths", "",
                  f"Sweeps: {', '.join(f'`{s}`' for s in sweeps)}. Calls per truth exclude the "

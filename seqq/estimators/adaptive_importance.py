@@ -1,8 +1,9 @@
-"""The judge's own adaptive importance sampler: ground truth's `absolute` rule (the paper's,
+"""Importance sampling that stops on its own error: ground truth's `absolute` rule (the paper's,
 stopped by its Eq. 66 rule, samples drawn through the prefix trie so shared prefixes are paid
 once) and its `sampled` rule (stopped at a relative standard error, paths rolled out without a
-trie, for a vocabulary too large for one). `seqq.estimators.ground_truth` decides which tasks
-need it and groups them; this module draws and stops.
+trie, for a vocabulary too large for one). The `importance` method declares these samplers
+(`Method.adaptive`); `seqq.estimators.ground_truth` asks the registry for them, decides which
+tasks need them and groups them; this module draws and stops.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from seqq.estimators.engine.trie import Trie
 from seqq.estimators.estimate import GroundTruth
 from seqq.estimators.horizons import Families
 
-ADAPTIVE_IS = "importance"  # the origin of a truth from this sampler (`GroundTruth.method`)
 DRAW_AHEAD = 0.5  # a round of the absolute rule draws ahead by up to this share of the samples
 # so far: ≤ 1/3 of a task's samples wasted past its stop, and ~7 rounds from 10k to 100k
 
@@ -45,7 +45,7 @@ def _round_end(checks: list[int], first: int, drawn: int) -> int:
 
 
 def adaptive_importance(sub: Batch, tasks: torch.Tensor, results: list, delta: float,
-                         s_low: int, s_step: int, s_high: int, bar) -> None:
+                         s_low: int, s_step: int, s_high: int, bar, origin: str) -> None:
     """`rule="absolute"` for the tasks of `sub` (results[tasks[t]] for its task t).
 
     The rule is checked at the paper's checkpoints (`_checkpoints`), on the first n samples
@@ -70,14 +70,14 @@ def adaptive_importance(sub: Batch, tasks: torch.Tensor, results: list, delta: f
             statistics = _task_statistics(sub, at.log_s1, at.log_s2, n)
             finished = active[((statistics[3] < delta) | (n >= s_high))[active]]
             if len(finished):
-                _record_importance(sub, tasks, finished, at, n, statistics, results)
+                _record_importance(sub, tasks, finished, at, n, statistics, results, origin)
                 bar.update(len(finished))
                 active = active[~torch.isin(active, finished)]
         sums, first, drawn = running.at(checks[last] - drawn), last + 1, checks[last]
 
 
 def streamed_importance(sub: Batch, tasks: torch.Tensor, results: list, rel_tol: float,
-                         s_low: int, s_step: int, s_high: int, bar) -> None:
+                         s_low: int, s_step: int, s_high: int, bar, origin: str) -> None:
     """`rule="sampled"` for the tasks of `sub`: S_low paths each from the restricted proposal,
     then rounds sized by the samples the unfinished tasks' relative SE says they still need
     (at least S_step), until it is below `rel_tol` or S_high paths are drawn. Memory is one
@@ -94,7 +94,7 @@ def streamed_importance(sub: Batch, tasks: torch.Tensor, results: list, rel_tol:
         rel = statistics[2]
         finished = active[((rel < rel_tol) | (drawn >= s_high))[active]]
         if len(finished):
-            _record_importance(sub, tasks, finished, sums, drawn, statistics, results)
+            _record_importance(sub, tasks, finished, sums, drawn, statistics, results, origin)
             bar.update(len(finished))
             active = active[~torch.isin(active, finished)]
         if len(active):
@@ -104,7 +104,7 @@ def streamed_importance(sub: Batch, tasks: torch.Tensor, results: list, rel_tol:
 
 def every_horizon_truths(family_batch: Batch, grouped: Families, tasks: torch.Tensor,
                           results: list, rel_tol: float, s_low: int, s_step: int, s_high: int,
-                          bar) -> None:
+                          bar, origin: str) -> None:
     """`rule="sampled"` for hitting times sharing a history and an event: one set of paths per
     family answers each of its horizons (`seqq.estimators.horizons`), drawn in rounds until
     every horizon's relative SE is below `rel_tol`, or S_high paths."""
@@ -130,7 +130,7 @@ def every_horizon_truths(family_batch: Batch, grouped: Families, tasks: torch.Te
             family = int(members[t, 0])
             results[int(tasks[t])] = GroundTruth(
                 math.exp(mine[t]), float(mine[t]), "surrogate", drawn, float(rel[t]),
-                int(calls[family]), None, ADAPTIVE_IS)
+                int(calls[family]), None, origin)
             bar.update()
         active = active[~torch.isin(active, finished)]
         if len(active):
@@ -140,7 +140,7 @@ def every_horizon_truths(family_batch: Batch, grouped: Families, tasks: torch.Te
 
 def _record_importance(sub: Batch, tasks: torch.Tensor, finished: torch.Tensor,
                        sums: _SampleSums, n: int, statistics: tuple[torch.Tensor, ...],
-                       results: list) -> None:
+                       results: list, origin: str) -> None:
     """The truths of the `finished` tasks of `sub`, stopped after n samples with these sums:
     the estimate, its relative SE, the calls so far, and H(q) = E_q[−log q], each branch's
     mean −log q weighted by its share of p̂."""
@@ -152,8 +152,7 @@ def _record_importance(sub: Batch, tasks: torch.Tensor, finished: torch.Tensor,
     for t in finished.tolist():
         results[int(tasks[t])] = GroundTruth(
             value[t].item(), log_value[t].item(), "surrogate", n,
-            rel[t].item() if value[t] > 0 else 0.0, int(calls[t]), entropy[t].item(),
-            ADAPTIVE_IS)
+            rel[t].item() if value[t] > 0 else 0.0, int(calls[t]), entropy[t].item(), origin)
 
 
 @dataclass(frozen=True)

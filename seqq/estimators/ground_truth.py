@@ -9,12 +9,13 @@ origin recorded in `GroundTruth.method`:
   prefix trie, until the relative standard error is below `rel_tol`; exact if the head exhausts
   Q), recorded by its name; under `rule="twisted"` the same, head and tail drawn from the
   proposal twisted by a surrogate distilled from the model (docs/decisions.md §43), recorded as
-  `twisted_<its name>`; under `rule="absolute"`, `importance`: the judge's own adaptive IS
-  (`adaptive_importance.py`: the paper's, with its Eq. 66 rule), its samples drawn through the
-  prefix trie so shared prefixes are paid once; or, under `rule="sampled"`, `importance` until
-  the relative standard error is below `rel_tol`, its paths rolled out without a trie: the judge
-  for a large vocabulary, where a trie's rows (V floats per prefix) outgrow memory and no
-  surrogate can be distilled (docs/decisions.md, "A judge for a large vocabulary").
+  `twisted_<its name>`; under `rule="absolute"`, the method whose samplers stop on their own
+  error (`registry.adaptive_method`, `importance`, recorded by its name): the paper's adaptive
+  IS with its Eq. 66 rule, its samples drawn through the prefix trie so shared prefixes are paid
+  once; or, under `rule="sampled"`, the same method until the relative standard error is below
+  `rel_tol`, its paths rolled out without a trie: the judge for a large vocabulary, where a
+  trie's rows (V floats per prefix) outgrow memory and no surrogate can be distilled
+  (docs/decisions.md, "A judge for a large vocabulary").
 """
 
 from __future__ import annotations
@@ -28,11 +29,6 @@ from typing import Literal
 import torch
 from tqdm.auto import tqdm
 
-from seqq.estimators.adaptive_importance import (
-    adaptive_importance,
-    every_horizon_truths,
-    streamed_importance,
-)
 from seqq.estimators.driver import run_prepared
 from seqq.estimators.engine.batch import Batch, prepare, subset, tree_calls
 from seqq.estimators.engine.memory import consecutive_groups
@@ -45,7 +41,7 @@ from seqq.estimators.engine.twist import (
 )
 from seqq.estimators.estimate import GroundTruth
 from seqq.estimators.horizons import families
-from seqq.estimators.registry import exact_method, until_method
+from seqq.estimators.registry import adaptive_method, exact_method, until_method
 from seqq.estimators.surrogates import distilled, twistable
 from seqq.models.automaton import ContextAutomaton
 from seqq.models.protocol import SequenceModel
@@ -127,12 +123,14 @@ def ground_truth_many(
     elif len(hard) and rule == "sampled":
         grouped = families([histories[t] for t in hard.tolist()],
                            [queries[t] for t in hard.tolist()])
+        sampler = adaptive_method()
         if grouped is None:
-            streamed_importance(subset(batch, hard), hard, results, rel_tol, s_low, s_step,
-                                 s_high, bar)
+            sampler.adaptive.sampled(subset(batch, hard), hard, results, rel_tol, s_low, s_step,
+                                     s_high, bar, sampler.name)
         else:
-            every_horizon_truths(prepare(model, grouped.histories, grouped.queries, seed),
-                                  grouped, hard, results, rel_tol, s_low, s_step, s_high, bar)
+            sampler.adaptive.horizons(prepare(model, grouped.histories, grouped.queries, seed),
+                                      grouped, hard, results, rel_tol, s_low, s_step, s_high,
+                                      bar, sampler.name)
     elif len(hard):
         _surrogate(batch, hard, results, delta, s_low, s_step, s_high, bar)
     bar.close()
@@ -284,9 +282,10 @@ def _surrogate(batch: Batch, tasks: torch.Tensor, results: list, delta: float, s
     """Adaptive IS from the restricted proposal, drawn through a prefix trie per group of
     tasks (worst-case calls at most `TRIE_CALLS` per group), so a prefix shared by several
     samples costs one call; the samples and the stopping rule are the paper's."""
+    sampler = adaptive_method()
     for part in consecutive_groups([_worst_calls(batch, s_high)] * len(tasks), TRIE_CALLS):
         group = tasks[part]
-        adaptive_importance(subset(batch, group), group, results, delta, s_low, s_step,
-                             s_high, bar)
+        sampler.adaptive.absolute(subset(batch, group), group, results, delta, s_low, s_step,
+                                  s_high, bar, sampler.name)
 
 

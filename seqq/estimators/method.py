@@ -110,6 +110,18 @@ class Until(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Adaptive:
+    """Samplers that stop on their own error, for ground truth: `absolute` draws through the
+    prefix trie until the paper's Eq. 66 rule holds, `sampled` rolls out without a trie until a
+    relative SE (a vocabulary too large for a trie), `horizons` answers a family of hitting
+    times from one set of paths. Each records `GroundTruth`s named `origin` in `results`."""
+
+    absolute: Callable[..., None]
+    sampled: Callable[..., None]
+    horizons: Callable[..., None]
+
+
 class Guarantee(Enum):
     """What a method's value promises about p(Q): it chooses the method's intervals and the
     oracle the registry-wide tests hold it to. The value is the README table's wording."""
@@ -141,6 +153,7 @@ class Method:
     cost_cap: str | None = None  # without a budget, its option refusing a costlier query
     level_option: str | None = None  # set to a sweep's level S; its calls = the others' budget
     until: Until | None = None  # samples until a relative SE (ground truth's `rule="relative"`)
+    adaptive: Adaptive | None = None  # ground truth's `absolute` and `sampled` rules
     horizons: HorizonsRun | None = None  # answers τ(A) = k for every k ≤ K from one set of paths
     in_paper: bool = False  # one of the paper's three methods (Fig. 3-11)
     replicates: int = 0  # independent copies the driver runs inside the budget, for an interval

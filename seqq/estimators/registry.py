@@ -27,6 +27,7 @@ ROLES: dict[str, Callable[[Method], bool]] = {
     "exact": lambda m: m.guarantee is Guarantee.EXACT,  # seqq.exact, ground truth's enumeration
     "budget setter": lambda m: m.level_option is not None,  # a sweep's budgets
     "until": lambda m: m.until is not None,  # ground truth's rule="relative"
+    "adaptive": lambda m: m.adaptive is not None,  # ground truth's rules "absolute", "sampled"
 }
 
 
@@ -92,6 +93,12 @@ def until_method() -> Method:
     """The method that samples until a relative standard error (its `until`): ground truth's
     `rule="relative"`."""
     return _the_one("until", METHODS.values())
+
+
+def adaptive_method() -> Method:
+    """The method whose samplers stop on their own error (its `adaptive`): ground truth's
+    `rule="absolute"` and `rule="sampled"`."""
+    return _the_one("adaptive", METHODS.values())
 
 
 def drawn_in(figure: str) -> list[str]:

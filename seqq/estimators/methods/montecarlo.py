@@ -11,6 +11,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from seqq.estimators.adaptive_importance import (
+    adaptive_importance,
+    every_horizon_truths,
+    streamed_importance,
+)
 from seqq.estimators.engine.batch import Batch
 from seqq.estimators.engine.budget import draw_in_rounds, iid_draws
 from seqq.estimators.engine.rollout import Paths, Policy, sample_rows
@@ -19,6 +24,7 @@ from seqq.estimators.engine.trie import Trie
 from seqq.estimators.engine.twist import Messages
 from seqq.estimators.method import (
     POSITIVE,
+    Adaptive,
     Answer,
     Budgets,
     Guarantee,
@@ -106,7 +112,8 @@ METHODS = (
     Method(name="importance", run=importance, options=SampleOptions,
            computes="IS under the query-restricted proposal q (paper Eq. 5–9), drawn through "
            "the prefix trie", guarantee=Guarantee.UNBIASED, in_paper=True,
-           horizons=_every_horizon("proposal"), color="C1"),
+           horizons=_every_horizon("proposal"), color="C1",
+           adaptive=Adaptive(adaptive_importance, streamed_importance, every_horizon_truths)),
     Method(name="twisted", run=importance, options=SampleOptions,
            computes="IS steered by a surrogate's backward messages (exact weights), through "
            "the prefix trie", guarantee=Guarantee.UNBIASED, surrogate="required"),
