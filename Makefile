@@ -50,7 +50,7 @@ MODELS ?= all
 own = $(if $(filter authors,$(MODELS)),,$(1))
 
 FIGURES := fig1 fig3 fig3-exact fig4 fig5 fig6 fig7-9 fig10 fig11 fig12 fig13 fig14 fig14-exact fig15 table2 tables3-6
-.PHONY: help venv test lint readme bench bench-e2e bench-judge bench-lm bench-paper-slice bench-paper-run calibration demo paper slurm-local fig-frontier \
+.PHONY: help venv test test-all lint readme bench bench-e2e bench-judge bench-lm bench-paper-slice bench-paper-run calibration demo paper slurm-local fig-frontier \
 	reproduction reproduction-claims paper-sweeps fig3-frontier fig3-paper-resume fig3-paper-save $(FIGURES)
 
 help:  ## list targets
@@ -68,7 +68,10 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed  ## create .venv with seqq, its dependencies and SmolLM2 (offline LM)
 
-test: venv  ## run the test suite
+test: venv  ## the fast tier: an oracle test of every method, every bad-input test, minutes
+	$(PY) -m pytest -m "not slow"
+
+test-all: venv  ## every test, the slow tier too (statistical repeats, end-to-end sweeps): what CI runs
 	$(PY) -m pytest
 
 lint: venv  ## ruff

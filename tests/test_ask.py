@@ -165,6 +165,7 @@ def test_budget_errors_say_the_budget_in_force(models: Path, args, said):
     assert run.stderr.count("\n") == 1 and said in run.stderr
 
 
+@pytest.mark.slow
 def test_an_empty_history_starts_from_bos_and_says_so(models: Path):
     run = ask("--model", str(models / "lstm.pt"), "X1 = a", cwd=models)
     assert run.returncode == 0, run.stderr
@@ -181,6 +182,7 @@ def test_an_empty_history_starts_from_bos_and_says_so(models: Path):
                cwd=models).returncode == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("threads", ["1", None])
 def test_threads_follow_seqq_threads_else_the_available_cpus(models: Path, threads):
     from seqq.threads import available_cpus
@@ -197,6 +199,7 @@ def test_a_bad_thread_count_is_one_line(models: Path):
     assert "SEQQ_THREADS='many' must be a positive whole number" in run.stderr
 
 
+@pytest.mark.slow
 def test_seqq_cache_says_where_it_is_even_when_empty(tmp_path: Path):
     folder = tmp_path / "cache" / "models"
     listed = cache(cwd=tmp_path, SEQQ_CACHE=str(tmp_path / "cache"))
@@ -279,6 +282,7 @@ class WritesSpaceOne:
     ("text ~ /[0-9]+/ within 2 contains", False),
     ("text ~ /[a-z]/ within 1", True),
 ])
+@pytest.mark.slow
 def test_a_tiny_answer_that_cannot_start_with_a_space_gets_one_hint(question, hinted):
     from seqq.commands.ask import answer, readable
 
@@ -338,6 +342,7 @@ def smollm2() -> tuple:
     ('choice(" Paris", " Lyon")', [" Paris", " Lyon"], None),
     ("text ~ / (Par|Ly)(is|on)/ within 2 prefix", [" Paris", " Paron", " Lyis", " Lyon"], 2),
 ])
+@pytest.mark.slow
 def test_smollm2_answers_equal_the_sum_over_every_tokenisation(smollm2, tmp_path: Path, question,
                                                                 words, longest):
     run = ask("--model", "smollm2", "--device", "cpu", "--history", CAPITAL, "--json", question,
@@ -353,6 +358,7 @@ def test_smollm2_answers_equal_the_sum_over_every_tokenisation(smollm2, tmp_path
     assert result["estimate"] == pytest.approx(expected, rel=1e-4)
 
 
+@pytest.mark.slow
 @requires_smollm2
 def test_smollm2_is_converted_once_then_read_from_the_cache(tmp_path: Path):
     cached = tmp_path / "cache"
@@ -381,6 +387,7 @@ def test_smollm2_is_converted_once_then_read_from_the_cache(tmp_path: Path):
     assert cache(cwd=tmp_path, SEQQ_CACHE=str(cached)).stdout.startswith("nothing cached in ")
 
 
+@pytest.mark.slow
 @requires_smollm2
 @pytest.mark.parametrize("pattern, hinted", [("/[0-9]+/", True), ("/ ?[0-9]+/", False)])
 def test_smollm2_hints_at_the_leading_space(tmp_path: Path, pattern: str, hinted: bool):
@@ -393,6 +400,7 @@ def test_smollm2_hints_at_the_leading_space(tmp_path: Path, pattern: str, hinted
         assert "e.g. / ?[0-9]+/" in last
 
 
+@pytest.mark.slow
 def test_auto_says_which_method_and_why_with_an_interval_and_any_warning(models: Path):
     """Beyond enumeration, `auto` estimates (wor up to K = 10 from 1,000 calls, smc otherwise),
     says why on the method line, prints the interval, and passes on the estimate's warning."""
@@ -414,6 +422,7 @@ def test_auto_says_which_method_and_why_with_an_interval_and_any_warning(models:
         assert ("warning: " + as_json["warning"] in lines) if as_json["warning"] else True
 
 
+@pytest.mark.slow
 def test_auto_twists_smc_with_a_surrogate_distilled_once_and_kept(models: Path, tmp_path: Path):
     """`--surrogate distill` samples the model once and keeps the surrogate in the cache; later
     asks (default `--surrogate cached`) use it without sampling again, `none` ignores it, and
@@ -441,6 +450,7 @@ def test_auto_twists_smc_with_a_surrogate_distilled_once_and_kept(models: Path, 
     assert "surrogate" not in method_line(ignored)
 
 
+@pytest.mark.slow
 def test_every_horizon_answers_when_a_first_happens_from_one_pass(models: Path):
     result = ask("--model", "lstm.pt", "--history-file", "history.txt", "--every-horizon",
                  "--json", "--budget", "3000", 'tau("\\n") = 4', cwd=models)

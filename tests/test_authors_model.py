@@ -54,6 +54,7 @@ def test_exact_reference_values_for_the_romeo_history(shakespeare_model):
     assert before == pytest.approx(0.399046, abs=2e-6)
 
 
+@pytest.mark.slow
 def test_next_character_accuracy_on_tiny_shakespeare_windows(shakespeare_model, shakespeare_data):
     """README: 200 random 100-character windows, <BOS> first: cross-entropy 1.367, accuracy
     0.582 (other random windows vary by about ±0.015 and ±0.01; a wrong vocabulary order, gate
@@ -119,6 +120,7 @@ def test_every_model_names_its_symbols(shakespeare_model):
     assert lm.vocab[50259] == "50259"  # an embedding row the tokenizer does not name
 
 
+@pytest.mark.slow
 def test_sweep_on_the_authors_model_is_its_own_panel(tmp_path):
     """`dataset=shakespeare model=authors`: the dataset takes the model's ids, ground truth and
     estimates run end to end (3 histories, K = 3, exact truth); beside another model's sweep on

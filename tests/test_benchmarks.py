@@ -33,6 +33,7 @@ def results(tmp_path_factory) -> str:
     return out.read_text()
 
 
+@pytest.mark.slow
 def test_results_have_the_header_and_every_section(results):
     for field in ("- command: `python -m benchmarks --mode smoke", "- date:", "- git commit:",
                   "- machine:", "threads, device cpu", "- load average"):
@@ -199,6 +200,7 @@ def test_paper_slice_is_fig3_at_paper_size_with_fewer_histories(tmp_path):
     assert cut["ground_truth"]["s_high"] == 100_000 and cut["ground_truth"]["rule"] == "absolute"
 
 
+@pytest.mark.slow
 def test_paper_slice_reads_calls_and_projects_them(tiny_sweep):
     cost = paper_slice.read_costs(tiny_sweep)
     results = pd.concat(pd.read_parquet(f) for f in (tiny_sweep / "results").glob("*.parquet"))
@@ -436,6 +438,7 @@ def test_cox_interval_of_log_normal_replicates_covers_their_mean():
     assert replicate_interval(zero, "log-replicates") is None
 
 
+@pytest.mark.slow
 def test_lm_cost_section_times_every_cell_and_mode_in_one_process_and_two_shards(tmp_path):
     """(l) on a random one-layer GPT-2 (SmolLM2's weights would cost minutes): the grid's
     every cell and every declared mode, each with its rate in one process and in two shards

@@ -148,6 +148,7 @@ def _parts(folder: Path) -> int:
     return len(list(folder.glob("*.parquet"))) if folder.exists() else 0
 
 
+@pytest.mark.slow
 def test_ctrl_c_says_what_was_saved_and_a_rerun_resumes(tmp_path: Path) -> None:
     command = ["query-sweep", *tiny_overrides(tmp_path, "stopped", "sweep.chunk_size=1",
                                               "sweep.figures=[rae_vs_k_median]")]
@@ -175,6 +176,7 @@ def test_ctrl_c_says_what_was_saved_and_a_rerun_resumes(tmp_path: Path) -> None:
     assert f"report: {report}" in again.stdout and report.is_file()
 
 
+@pytest.mark.slow
 def test_every_failed_multirun_job_is_reported(tmp_path: Path) -> None:
     """Two mistakes and one good job: both errors printed, the good job finishes, exit 2."""
     run = seqq("query-sweep", "-m", *tiny_overrides(tmp_path, "multi", "sweep.ks=[3]",
@@ -190,6 +192,7 @@ def test_every_failed_multirun_job_is_reported(tmp_path: Path) -> None:
     assert len(read_parts([tmp_path / "multi" / "results"])) == 6 * 3
 
 
+@pytest.mark.slow
 def test_a_failed_job_that_is_a_bug_keeps_its_traceback(tmp_path: Path) -> None:
     """A job that fails for another reason than a mistake (here: its folder cannot be made)
     prints its traceback; the other job still runs and the command exits 1."""
@@ -207,6 +210,7 @@ def test_a_failed_job_that_is_a_bug_keeps_its_traceback(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(importlib.util.find_spec("hydra_plugins.hydra_submitit_launcher") is None,
                     reason="hydra-submitit-launcher is not installed (the dev extra has it)")
+@pytest.mark.slow
 def test_a_job_failing_in_another_process_fails_the_multirun(tmp_path: Path) -> None:
     """Jobs launched as separate processes (submitit, as on SLURM) raise their failure to the
     launcher, so the command still exits non-zero and names it."""

@@ -82,6 +82,7 @@ def test_preset_runs_every_budgeted_method_at_the_hybrids_budgets():
     assert paper.ground_truth.exact_max_calls >= 1 + 97 + 97**2 + 97**3  # and V = 98
 
 
+@pytest.mark.slow
 def test_report_draws_the_frontier_and_writes_the_table(tmp_path):
     """A tiny frontier sweep (Markov model, two budgets) through `seqq report`."""
     cfg = compose_sweep(tiny_overrides(tmp_path, "frontier", "experiment=frontier",

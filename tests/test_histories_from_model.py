@@ -57,6 +57,7 @@ def test_a_dataset_without_files_needs_a_model_vocabulary():
         sampled_dataset("moocs", SimpleNamespace(vocab_size=4))
 
 
+@pytest.mark.slow
 def test_sweep_on_a_model_of_a_dataset_without_files(tmp_path: Path):
     """dataset=moocs has no raw files here; an HPYP model of it supplies the vocabulary and the
     histories, and every row and title says so."""

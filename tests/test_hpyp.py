@@ -176,6 +176,7 @@ def test_checkpoint_round_trip(tmp_path, shakespeare, model):
         HPYPModel.load(tmp_path / "junk.pt")
 
 
+@pytest.mark.slow
 def test_seqq_train_fits_saves_and_compares_with_the_lstm(tmp_path, shakespeare):
     from seqq.models.checkpoint import save_checkpoint
     from seqq.models.lstm import LSTMNet
@@ -196,6 +197,7 @@ def test_seqq_train_fits_saves_and_compares_with_the_lstm(tmp_path, shakespeare)
     assert model.order == 3 and model.info["dataset"] == "shakespeare"
 
 
+@pytest.mark.slow
 def test_exact_figure_presets_run_on_hpyp(tmp_path, shakespeare):
     """`make fig3-exact` / `make fig14-exact`: the presets query HPYP models at K = 3..11 and up
     to K = 30, and every row's ground truth is the model's exact DP answer."""

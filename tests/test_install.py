@@ -83,6 +83,7 @@ def test_the_wheel_carries_configs_and_shipped_data_and_stays_small(installed) -
     assert wheel.stat().st_size < WHEEL_LIMIT, wheel.stat().st_size
 
 
+@pytest.mark.slow
 def test_train_and_ask_run_from_any_directory(installed, tmp_path: Path) -> None:
     bin_dir, _ = installed
     elsewhere = tmp_path / "elsewhere"

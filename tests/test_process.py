@@ -80,6 +80,7 @@ def test_the_seqq_command_tunes_its_process_before_torch_loads(given: str | None
     assert not got["mapped"] and not got["torch"]
 
 
+@pytest.mark.slow
 @needs_glibc
 def test_python_m_benchmarks_tunes_its_process():
     got = _run("import runpy, sys\nsys.argv = ['benchmarks', '--help']\n"
@@ -97,6 +98,7 @@ def test_freed_memory_is_kept_on_glibc_unless_switched_off(monkeypatch):
     assert keep_freed_memory() is False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("switch", ["1", "0"])
 def test_tuning_puts_big_cpu_tensors_on_huge_pages_unless_switched_off(switch):
     """The tuning sets PyTorch's THP_MEM_ALLOC_ENABLE before any tensor exists, and PyTorch then

@@ -286,6 +286,7 @@ def test_an_expr_template_symbols_are_checked_against_the_vocabulary(tmp_path: P
         _specs(tmp_path, "query=expr", "query.expr='tau(\"zz\") <= {K}'")
 
 
+@pytest.mark.slow
 def test_an_expr_sweep_runs_end_to_end(tmp_path: Path):
     template = "count({observed_first}, {K}) >= 2 or X1 = {observed}"
     cfg = compose_sweep(tiny_overrides(tmp_path, "expr", "query=expr",

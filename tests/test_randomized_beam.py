@@ -141,6 +141,7 @@ def test_a_beam_twisted_by_the_model_itself_is_exact(make, grouped, monkeypatch)
         assert est.value == pytest.approx(seqq.exact(model, history, query), rel=1e-9)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("V", [300, 4101])  # and from BLOCKED_VOCAB, the head found by blocks
 def test_randomized_beam_is_unbiased_with_excluded_symbol_lists(V):
     # V = 300 lets the lattice list the one excluded symbol per node (`Lattice.excluded`):

@@ -136,6 +136,7 @@ def toy():
     unregister(TOY.name)
 
 
+@pytest.mark.slow
 def test_a_registered_toy_method_runs_through_api_sweep_and_report(toy, tmp_path: Path) -> None:
     model = random_markov(V=5, seed=3)
     query = Q.hitting_time(2, K=3)

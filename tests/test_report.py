@@ -22,6 +22,7 @@ def _run(root: Path, name: str, *extra: str) -> Path:
     return sweep.run(compose_sweep(overrides)) / "results"
 
 
+@pytest.mark.slow
 def test_report_merges_shards(tmp_path: Path, tiny_sweep: Path) -> None:
     shards = [_run(tmp_path / f"job{i}", "sharded", "sweep.shards=2", f"sweep.shard={i}")
               for i in range(2)]
@@ -36,6 +37,7 @@ def test_report_merges_shards(tmp_path: Path, tiny_sweep: Path) -> None:
     assert not table.duplicated(KEY).any()
 
 
+@pytest.mark.slow
 def test_report_draws_every_figure(tmp_path: Path, tiny_sweep: Path) -> None:
     runs = [
         tiny_sweep / "results",

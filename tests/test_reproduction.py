@@ -109,6 +109,7 @@ def test_an_experiment_is_one_declaration(tmp_path: Path, tiny_sweep: Path) -> N
     assert "![Toy reproduction](out/toy_markov.png)" in text and f"{BEGIN}\nkept\n" in text
 
 
+@pytest.mark.slow
 def test_other_methods_get_their_own_table_not_the_csv(tmp_path: Path) -> None:
     overrides = tiny_overrides(tmp_path, "extra", "budget.levels=[10]",
                                "estimator.methods=[hybrid,importance,beam,wor]")

@@ -197,6 +197,7 @@ def _export(experiment: Experiment, table: pd.DataFrame, tmp_path: Path) -> tupl
     return written, doc.read_text()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [n for n in EXPERIMENTS if n != "fig3"])
 def test_every_experiment_exports_its_csvs_figures_block_and_summary_row(
         name: str, tmp_path: Path) -> None:
@@ -242,6 +243,7 @@ def test_every_experiment_exports_its_csvs_figures_block_and_summary_row(
     assert titles == list(SUMMARY)
 
 
+@pytest.mark.slow
 def test_the_numbers_are_the_frames(tmp_path: Path) -> None:
     """The claims' numbers as the frames were built: √10 per decade, beams ×3 and ×2 per
     step, unaccounted 0.6/K, p̂ = 0.3 + 0.4·share."""
@@ -270,6 +272,7 @@ def test_the_numbers_are_the_frames(tmp_path: Path) -> None:
     assert sorted(csv.share.unique()) == [0.0, 0.5, 1.0] and len(csv) == 3 * N
 
 
+@pytest.mark.slow
 def test_claims_that_do_not_hold_say_so(tmp_path: Path) -> None:
     """A flat case study, an unaccounted probability that does not fall, naive MC that is not
     always 0: each claim says no, and the verdict names it."""
@@ -294,6 +297,7 @@ def test_claims_that_do_not_hold_say_so(tmp_path: Path) -> None:
     assert "**not checkable yet**" in _block(text, "summary")
 
 
+@pytest.mark.slow
 def test_experiments_that_share_rows_link_their_owners_csvs(tmp_path: Path) -> None:
     table = horizons()
     owned, _ = _export(EXPERIMENTS["fig5"], table, tmp_path)

@@ -44,6 +44,7 @@ def _summary_row(text: str, title: str) -> str:
                 if line.startswith(f"| {title} |"))
 
 
+@pytest.mark.slow
 def test_a_lead_within_the_noise_is_not_reproduced(tmp_path: Path) -> None:
     """IS a hair off the hybrid's estimate, better on some queries and worse on others: the
     sign test finds no lead, so the claim does not hold and the verdict is not "reproduced"
@@ -85,6 +86,7 @@ def _holds(block: str, claim: str) -> list[str]:
             if line.startswith(f"| {claim}")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "frame", "claim"), NOT_BEYOND)
 def test_a_trend_within_the_noise_does_not_hold(name: str, frame: Callable[[], pd.DataFrame],
                                                 claim: str, tmp_path: Path) -> None:
@@ -120,6 +122,7 @@ def test_a_summary_rows_budgets_are_those_its_claims_read(tmp_path: Path) -> Non
         assert levels == ("100" if title == "Fig. 4a" else "10, 100, 1000")
 
 
+@pytest.mark.slow
 def test_the_committed_fig3_verdict_follows_from_the_paired_tests() -> None:
     """On the committed CSVs: the hybrid's lead over IS beyond the noise at 8 of the 18 (model,
     K), shrinking with K: not "reproduced" (issue 49)."""

@@ -42,6 +42,7 @@ def test_old_parts_read_with_new_columns_missing_and_without_keys_fail(tmp_path:
         read_results([tmp_path])
 
 
+@pytest.mark.slow
 def test_resume_takes_the_hybrids_budget_from_parts_in_any_column_order(tmp_path: Path) -> None:
     overrides = tiny_overrides(tmp_path, "resume", "estimator.methods=[hybrid,importance]",
                                "sweep.ks=[3]", "budget.levels=[10]")

@@ -44,6 +44,7 @@ def slurm() -> None:
         pytest.skip(problem)
 
 
+@pytest.mark.slow
 def test_multirun_through_slurm_merges_to_one_row_per_key(slurm: None, tmp_path: Path) -> None:
     overrides = [o for o in tiny_overrides(tmp_path, "slurm") if not o.startswith("budget.")]
     command = [

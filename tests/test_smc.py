@@ -178,6 +178,7 @@ def test_bad_options_get_a_clear_error(options, message):
         seqq.estimate(random_markov(4, 1), [0], Q.hitting_time(1, 3), "smc", **options)
 
 
+@pytest.mark.slow
 def test_tasks_run_in_memory_bounded_groups(monkeypatch):
     module = importlib.import_module("seqq.estimators.methods.smc")
     monkeypatch.setattr(module, "rows_within", lambda width: 1)  # every task its own group

@@ -145,6 +145,7 @@ def _stop_after_parts(command: list[str], cwd: Path, env: dict[str, str], result
         return proc.wait()
 
 
+@pytest.mark.slow
 def test_killed_sweep_resumes_without_duplicates(tmp_path: Path) -> None:
     """SIGKILL a CLI sweep after its first parts land, re-run the same command, and compare
     with the expected grid: exactly one row per (query, method, budget), none lost."""
@@ -164,6 +165,7 @@ def test_killed_sweep_resumes_without_duplicates(tmp_path: Path) -> None:
     assert len(read_parts([results])) == len(table)  # a finished sweep re-runs as a no-op
 
 
+@pytest.mark.slow
 def test_terminated_sweep_saves_its_parts_and_every_run_is_recorded(tmp_path: Path) -> None:
     """SIGTERM (kill, SLURM's time limit) stops a sweep like Ctrl-C: the message counts the
     parts on disk, and each invocation appends its wall/CPU time and progress to runs.jsonl,
@@ -268,6 +270,7 @@ def _loose_truth_sweep(tmp_path: Path) -> Callable[..., pd.DataFrame]:
     return run
 
 
+@pytest.mark.slow
 def test_noisy_surrogate_truths_are_refined_to_a_fifth_of_the_errors_they_judge(
         tmp_path: Path) -> None:
     """Loose truths judge errors not much larger than their noise: the sweep computes them
@@ -321,6 +324,7 @@ def test_option_variants_share_a_sweep_without_overwriting(tmp_path: Path) -> No
         'coverage_beam {"alpha": 0.5}': N, 'coverage_beam {"alpha": 0.9}': N}
 
 
+@pytest.mark.slow
 def test_repeats_have_their_own_seeds_and_budgets_and_old_parts_resume(tmp_path: Path) -> None:
     """`sweep.repeats=2`: a second independent run per (query, method, level), budgeted by its own
     hybrid run; parts stored before the `repeat` column existed read as repeat 0 and are not
@@ -347,6 +351,7 @@ def test_repeats_have_their_own_seeds_and_budgets_and_old_parts_resume(tmp_path:
     assert "**Repeats.** Every query ran up to 2 times" in summary
 
 
+@pytest.mark.slow
 def test_count_and_event_queries_against_ground_truth(tmp_path: Path) -> None:
     for query in ("count", "event_at"):
         cfg = compose_sweep(tiny_overrides(tmp_path, query, f"query={query}", "sweep.ks=[3]",

@@ -286,6 +286,7 @@ def forward_log_probs(lm, history: list[int], seqs: list[tuple[int, ...]]) -> li
     return [sum(log_probs[i, n - 1 + k, t].item() for k, t in enumerate(s)) for i, s in enumerate(seqs)]
 
 
+@pytest.mark.slow
 @requires_smollm2
 def test_smollm2_choice_is_every_tokenisation_of_each_string(smollm2):
     lm, history, token_texts = smollm2

@@ -113,6 +113,7 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
                           env=env, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_seqq_train_end_to_end(tmp_path):
     proc = run_cli("dataset=synthetic_reviews", "model.hidden_size=16", "trainer=ci",
                    "trainer.max_steps=6", "trainer.steps_per_epoch=3", "trainer.eval_windows=50",

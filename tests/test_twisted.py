@@ -238,6 +238,7 @@ def test_bad_surrogates_are_refused():
             seqq.estimate(model, [0], Q.hitting_time(1, 3), method, surrogate=tiny_lstm())
 
 
+@pytest.mark.slow
 def test_the_sweep_fits_the_surrogate_on_the_training_split(tmp_path):
     from conftest import compose_sweep, tiny_overrides
 

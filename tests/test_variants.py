@@ -127,6 +127,7 @@ def test_a_distilled_surrogate_is_fitted_on_the_models_samples(tmp_path: Path) -
                         sweep.load_sweep_model(sweep.sweep_spec(cfg), data))
 
 
+@pytest.mark.slow
 def test_a_sweep_stores_rows_under_the_label_at_the_hybrids_budgets(tmp_path: Path) -> None:
     """A tiny sweep through the runner: smc and its twisted variant side by side, each at the
     hybrid's budgets, rows and report named by the label; a re-run resumes them all."""
