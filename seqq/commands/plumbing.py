@@ -186,16 +186,21 @@ def _job_name(hydra: Any) -> str:
     return f"job #{hydra.job.num} ({' '.join(shown)})"
 
 
-def run_hydra(app: Callable[[], None], command: str, argv: list[str]) -> None:
-    """Run a `@hydra.main` app on `argv`. HYDRA_FULL_ERROR hands Hydra's own config errors to
-    `run_command` instead of Hydra printing them with a hint about this very variable."""
+def run_hydra(app: Callable[[], None], usage: Help, argv: list[str]) -> int:
+    """Run a `@hydra.main` app on `argv` (or print the command's `usage` for -h/--help).
+    HYDRA_FULL_ERROR hands Hydra's own config errors to `run_command` instead of Hydra printing
+    them with a hint about this very variable."""
+    if wants_help(argv):
+        print(usage.text())
+        return 0
     os.environ["HYDRA_FULL_ERROR"] = "1"
-    sys.argv = [f"seqq {command}", *argv]
+    sys.argv = [f"seqq {usage.command}", *argv]
     MULTIRUN.pid, MULTIRUN.jobs, MULTIRUN.failures = os.getpid(), 0, []
     app()
     if MULTIRUN.failures:
         raise JobFailed(f"{len(MULTIRUN.failures)} of {MULTIRUN.jobs} multirun jobs failed "
                         "(errors above); the others finished")
+    return 0
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from seqq.commands.plumbing import Help, hydra_job, run_hydra, wants_help
+from seqq.commands.plumbing import Help, hydra_job, run_hydra
 from seqq.estimators import METHODS
 from seqq.paths import CONF
 from seqq.reports.build import build_report
@@ -150,8 +150,4 @@ def _app(cfg: DictConfig) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if wants_help(argv):
-        print(HELP.text())
-        return 0
-    run_hydra(_app, "query-sweep", argv)
-    return 0
+    return run_hydra(_app, HELP, argv)

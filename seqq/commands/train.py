@@ -25,7 +25,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import to_absolute_path
 from omegaconf import DictConfig, OmegaConf
 
-from seqq.commands.plumbing import Help, hydra_job, run_hydra, wants_help
+from seqq.commands.plumbing import Help, hydra_job, run_hydra
 from seqq.data import SequenceDataset
 from seqq.errors import ConfigError, DataError
 from seqq.models.checkpoint import load_checkpoint
@@ -270,8 +270,4 @@ def _app(cfg: DictConfig) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if wants_help(argv):
-        print(HELP.text())
-        return 0
-    run_hydra(_app, "train", argv)
-    return 0
+    return run_hydra(_app, HELP, argv)
