@@ -8,9 +8,10 @@ recorded time (`make bench-paper-run`), and a timed slice of `make fig3 SIZE=pap
 Shakespeare with the whole projected from it (`make bench-paper-slice`: it takes minutes);
 (g) where one estimate's time goes: the model's share as samples grow, and the estimator's own
 time split into a fixed cost and a cost per model call; (h) calibration: how often every method's
-95 % interval covers exact answers (Markov and HPYP DP, enumeration on the authors' LSTM and a
-tiny GPT-2), flagged shares and median RAE at 1k/8k(/65k) calls (`make calibration`, run only
-when named: ~10 minutes at quick size); (i) the README's `seqq ask` examples end to end, wall
+95 % interval covers exact answers (Markov and HPYP DP, enumeration on the authors' LSTM, a
+tiny GPT-2, a GRU and rare hitting times), flagged shares and median RAE per budget decade, each
+run's budget drawn log-uniformly from 200 to 65,536 calls (`make calibration`, run only when
+named); (i) the README's `seqq ask` examples end to end, wall
 time and peak memory as a user sees them (`--sections i`); (j) rare events at long horizons;
 (k) the twisted judge against exact answers and against the paper's committed truths
 (`make bench-judge`); (l) the language-model path on SmolLM2-135M: its step, stock decoding,

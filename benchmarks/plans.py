@@ -1,5 +1,5 @@
 """How much each mode measures: `smoke` (tests, seconds), `quick` (< 3 minutes; section (h)
-~10 minutes on one loaded core, (l) ~5 minutes on two idle cores, 11 at load 8), `full`."""
+20 minutes on one core, (l) ~5 minutes on two idle cores, 11 at load 8), `full`."""
 
 from __future__ import annotations
 
@@ -12,17 +12,22 @@ from seqq.models.batching import SIZES
 class Calibration:
     """How much section (h) measures: exact-DP oracle families (Markov, HPYP: K = 3..30) and
     enumerated ones (the authors' LSTM, a tiny GPT-2, a random GRU, the rare set: K ≤ 4; see
-    benchmarks/calibration_oracles.py), queries per family with p spread over a log range,
-    independent runs of each query per method and budget."""
+    benchmarks/calibration_oracles.py), queries per family with p spread over a log range, and
+    independent runs of each query, each at its own budget drawn log-uniformly from `budgets`
+    (the same draws for every method), so that no budget is privileged (issue 51)."""
 
     families: tuple[str, ...]
-    budgets: tuple[int, ...]  # model calls per estimate, for the exact-DP families
-    queries: int
-    runs: int
-    neural_budgets: tuple[int, ...]  # the same for the enumerated families
-    neural_queries: int
+    budgets: tuple[int, int]  # least and most model calls a run's budget is drawn between
+    queries: int  # per exact-DP family
+    runs: int  # runs of each query per method
+    neural_queries: int  # the same for the enumerated families
     neural_runs: int
     bootstrap: int = 200  # resamples of the bootstrap interval (i.i.d. sampling methods)
+    methods: tuple[str, ...] | None = None  # None: every method that takes a budget, and auto
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.budgets[0] <= self.budgets[1]:
+            raise ValueError(f"calibration budgets must be a range lo ≤ hi, got {self.budgets}")
 
 
 @dataclass(frozen=True)
@@ -91,7 +96,7 @@ PLANS = {
         overhead_models=("lstm-tiny",), overhead_methods=("importance", "beam"),
         overhead_samples=(5, 20, 80), overhead_lm_samples=(2, 4),
         chunk_sizes=(256, 512, 1024),
-        calibration=Calibration(("markov",), (300,), 3, 4, (300,), 1, 3, bootstrap=50),
+        calibration=Calibration(("markov",), (200, 2000), 3, 4, 1, 3, bootstrap=50),
         judge=(3, 2),
         lm=LMCost("gpt2-micro", batches=(4, 8), lengths=(4, 8), steps=2, distinct=4,
                   cell=(8, 8), histories=2, calls=40)),
@@ -105,8 +110,7 @@ PLANS = {
         chunk_steps=2, overhead_models=("lstm-128",), overhead_methods=("importance", "beam"),
         overhead_samples=(10, 100, 1000), overhead_lm_samples=(5, 25, 100),
         calibration=Calibration(("markov", "hpyp", "authors-lstm", "gpt2", "gru",
-                                 "authors-rare"), (200, 1000, 8000), 12, 4,
-                                (200, 1000, 8000), 12, 3),
+                                 "authors-rare"), (200, 65536), 12, 8, 12, 8),
         judge=(12, 3),
         lm=LMCost("smollm2", batches=(64, 256, 1024), lengths=(16, 64, 128), steps=2,
                   distinct=4, cell=(256, 64), histories=2, calls=600)),
@@ -125,8 +129,7 @@ PLANS = {
         overhead_methods=("importance", "beam", "hybrid", "wor"),
         overhead_samples=(10, 100, 1000, 4000), overhead_lm_samples=(5, 25, 100, 400),
         calibration=Calibration(("markov", "hpyp", "authors-lstm", "gpt2", "gru",
-                                 "authors-rare"), (200, 1000, 8000, 65536), 30, 40,
-                                (200, 1000, 8000, 65536), 16, 25),
+                                 "authors-rare"), (200, 65536), 30, 24, 16, 24),
         judge=(30, 4),
         lm=LMCost("smollm2", batches=(64, 256, 512, 1024), lengths=(16, 32, 64, 128), steps=3,
                   distinct=8, cell=(256, 64), histories=4, calls=2000, repeats=3)),

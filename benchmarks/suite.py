@@ -70,12 +70,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sections", type=_section_keys, metavar="KEYS",
                         help=f"only these sections, comma-separated ({','.join(SECTIONS)}); "
                              "the rest of RESULTS.md is kept")
-    parser.add_argument("--calibration-budgets", type=_budgets, metavar="CALLS",
-                        help="(h) at these budgets, e.g. 1000,8000,65536, with the mode's "
-                             "queries and runs (default: the mode's budgets)")
+    parser.add_argument("--calibration-budgets", type=_budgets, metavar="LO,HI",
+                        help="(h) each run's budget drawn log-uniformly from LO to HI model "
+                             "calls, e.g. 200,65536 (default: the mode's range)")
     parser.add_argument("--calibration-runs", type=int, metavar="N",
-                        help="(h) with N runs of each query per method and budget (default: the "
-                             "mode's)")
+                        help="(h) with N runs of each query per method (default: the mode's)")
+    parser.add_argument("--calibration-methods", type=_names, metavar="NAMES",
+                        help="(h) only these methods, comma-separated, e.g. auto,wor,smc "
+                             "(default: every method that takes a budget, and auto)")
     parser.add_argument("--judge-sweeps", type=Path, nargs="*", default=[], metavar="DIR",
                         help="(k) also compare these paper-size sweep folders' twisted truths "
                              "with the committed App. F.3 ones, e.g. outputs/sweeps/fig3-paper")
@@ -86,13 +88,11 @@ def main(argv: list[str] | None = None) -> int:
     device = None if args.device == "auto" else args.device
     resolved = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     plan = PLANS[args.mode]
-    if args.calibration_budgets:
+    changes = {"budgets": args.calibration_budgets, "methods": args.calibration_methods,
+               "runs": args.calibration_runs, "neural_runs": args.calibration_runs}
+    if any(changes.values()):
         plan = dataclasses.replace(plan, calibration=dataclasses.replace(
-            plan.calibration, budgets=args.calibration_budgets,
-            neural_budgets=args.calibration_budgets))
-    if args.calibration_runs:
-        plan = dataclasses.replace(plan, calibration=dataclasses.replace(
-            plan.calibration, runs=args.calibration_runs, neural_runs=args.calibration_runs))
+            plan.calibration, **{k: v for k, v in changes.items() if v}))
     clock = args.clock
     if clock == "auto":
         clock = "cpu" if resolved.type == "cpu" and torch.get_num_threads() == 1 else "wall"
@@ -152,15 +152,26 @@ def wanted(key: str, sections: list[str] | None, e2e: bool) -> bool:
     return (key not in END_TO_END or e2e) and key not in ON_REQUEST
 
 
-def _budgets(text: str) -> tuple[int, ...]:
+def _budgets(text: str) -> tuple[int, int]:
     try:
         budgets = tuple(int(x) for x in text.split(","))
     except ValueError:
         budgets = ()
-    if not budgets or min(budgets) < 1:
-        raise argparse.ArgumentTypeError(f"budgets are whole numbers of model calls, e.g. "
-                                         f"1000,8000,65536; got {text!r}")
-    return budgets
+    if len(budgets) != 2 or not 1 <= budgets[0] <= budgets[1]:
+        raise argparse.ArgumentTypeError(f"budgets are a range LO,HI of model calls, e.g. "
+                                         f"200,65536; got {text!r}")
+    return budgets  # type: ignore[return-value]
+
+
+def _names(text: str) -> tuple[str, ...]:
+    from benchmarks.calibration import budgeted_methods
+
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in budgeted_methods()]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown calibration methods {unknown}; choose from "
+                                         f"{', '.join(budgeted_methods())}")
+    return names
 
 
 def _section_keys(text: str) -> list[str]:

@@ -138,8 +138,10 @@ def test_help_shows_every_default(tmp_path: Path):
     assert run.returncode == 0, run.stderr
     text = " ".join(run.stdout.split())  # argparse wraps lines wherever the terminal ends
     assert "--method METHOD default auto: exact when enumeration costs at most 20,000 model " \
-           "calls (or --budget), else smc with a kept surrogate, else wor (K ≤ 10, from 1,000 " \
-           "calls) or smc" in text
+           "calls (or --budget), else wor (K ≤ 10, from 1,000 calls) or smc, twisted by a " \
+           "surrogate where there is one" in text
+    assert "without one, past K = 10 from 8,000 calls it distils a small one itself within the " \
+           "budget" in text
     assert "(default with auto: 20,000 for the exact answer, then 2,000 for the estimate; with " \
            "a chosen --method: no limit, the method's default sample count)" in text
     assert "seed of sampling methods (default: 0)" in text
@@ -420,6 +422,19 @@ def test_auto_says_which_method_and_why_with_an_interval_and_any_warning(models:
                                  "--budget", budget, "--json", question, cwd=models).stdout)
         assert as_json["method"] == method and as_json["ci_low"] <= as_json["estimate"]
         assert ("warning: " + as_json["warning"] in lines) if as_json["warning"] else True
+
+
+def test_auto_distils_a_small_surrogate_itself_past_k_10_unless_told_not_to(models: Path):
+    """Without a kept surrogate, a question past K = 10 with 8,000 calls or more gets one
+    distilled on the spot from a quarter of its budget, said on the method line and counted in
+    its calls; `--surrogate none` turns that off."""
+    question = ("--model", str(models / "hpyp.pt"), "--history", HISTORY, "--budget", "8000",
+                "--json", "count({a, b}, 14) >= 5")
+    steered = json.loads(ask(*question, cwd=models).stdout)
+    assert steered["method"] == "smc" and steered["model_calls"] <= 8000
+    assert "auto distilled an order-2 one from 4,096 model calls" in steered["why"]
+    plain = json.loads(ask(*question, "--surrogate", "none", cwd=models).stdout)
+    assert "distilled" not in plain["why"] and plain["model_calls"] <= 8000
 
 
 @pytest.mark.slow

@@ -1,10 +1,13 @@
-"""`method="auto"`: the pick per task (exact within the budget, SMC with a surrogate, else wor up to
-LONG_HORIZON from WOR_BUDGET calls and SMC otherwise), its reason in `note`, the budget kept, and
-the order of answers."""
+"""`method="auto"`: the pick per task (exact within the budget, else wor up to LONG_HORIZON from
+WOR_BUDGET calls and SMC otherwise, twisted by a surrogate given or distilled where the budgets
+pay), its reason in `note`, the budget kept, and the order of answers."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
+import torch
 from oracles import random_markov
 
 import seqq
@@ -12,18 +15,28 @@ from seqq import queries as Q
 from seqq.errors import QueryError
 from seqq.estimators.auto import (
     AUTO_EXACT_CALLS,
+    DISTILL_CALLS,
+    DISTILL_MIN_CALLS,
+    DISTILL_SHARE,
     LONG_HORIZON,
     PRICING_CALLS,
     WOR_BUDGET,
     choose,
 )
+from seqq.models import MarkovModel
 
 
-def test_choose_prefers_exact_then_the_surrogate_then_the_horizon() -> None:
+def test_choose_prefers_exact_then_the_horizon_twisted_by_a_surrogate() -> None:
     assert choose(4, 999, 1000, surrogate=True).method == "exact"
     assert choose(4, 1000, 1000, surrogate=False).method != "exact"  # + the pricing call
-    twisted = choose(4, 10**6, 1000, surrogate=True)
-    assert (twisted.method, twisted.twisted) == ("smc", True) and "surrogate" in twisted.why
+    for surrogate in (True, False):
+        short = choose(4, 10**6, WOR_BUDGET, surrogate)
+        assert (short.method, short.twisted) == ("wor", surrogate)
+        assert ("twisted by the surrogate" in short.why) == surrogate
+        small = choose(4, 10**6, WOR_BUDGET - 1, surrogate)
+        assert (small.method, small.twisted) == ("smc", surrogate)
+        far = choose(LONG_HORIZON + 1, 10**6, 10**5, surrogate)
+        assert (far.method, far.twisted) == ("smc", surrogate)
     assert choose(LONG_HORIZON, 10**6, WOR_BUDGET, surrogate=False).method == "wor"
     assert choose(LONG_HORIZON, 10**6, WOR_BUDGET - 1, surrogate=False).method == "smc"
     long = choose(LONG_HORIZON + 1, 10**6, 1000, surrogate=False)
@@ -52,6 +65,39 @@ def test_auto_answers_each_task_by_its_pick_in_order_within_the_budget() -> None
     assert [e.value for e in again] == [e.value for e in got]  # seeded
     small = seqq.estimate(model, histories[1], queries[1], "auto", budget=500, seed=0)
     assert small.method == "smc" and "500 calls < 1,000" in small.note
+
+
+def test_auto_distils_a_surrogate_where_the_budgets_pay_and_charges_each_task_its_share() -> None:
+    """Four runs of a long-horizon count whose budgets together reach DISTILL_MIN_CALLS: auto
+    distils a surrogate from the model's continuations of their histories, charges its calls
+    to them (∝ budget: each gives up the same fraction), says so, and twists SMC with it:
+    the runs land closer to the exact answer than untwisted SMC's. One run alone, a request
+    with `distill=False`, or a vocabulary no surrogate can steer get none."""
+    model = random_markov(V=6, seed=5)
+    query, history, budget = Q.count(1, n=10, K=20, op=">="), [0], 4000
+    assert 4 * budget >= DISTILL_MIN_CALLS > budget
+    truth = seqq.exact(model, history, query)
+    steered = seqq.estimate_many(model, [history] * 4, query, "auto", budget=budget, seed=0)
+    plain = seqq.estimate_many(model, [history] * 4, query, "auto", budget=budget, seed=0,
+                               distill=False)
+    made = {int(re.search(r"one from ([\d,]+) model calls", e.note)[1].replace(",", ""))
+            for e in steered}
+    shares = [int(re.search(r"\(([\d,]+) of them charged", e.note)[1].replace(",", ""))
+              for e in steered]
+    assert len(made) == 1 and sum(shares) == made.pop()
+    assert max(shares) - min(shares) <= 1  # equal budgets, equal shares
+    assert sum(shares) <= max(DISTILL_SHARE, DISTILL_CALLS[0] / DISTILL_MIN_CALLS) * 4 * budget
+    assert all(e.method == "smc" and e.model_calls <= budget for e in steered)
+    assert all("distilled" not in e.note for e in plain)
+    error = [abs(e.value / truth - 1) for e in steered]
+    assert max(error) < min(abs(e.value / truth - 1) for e in plain)  # seeded: 0.8 % vs 4.6 %
+    assert all(e.ci_low <= truth <= e.ci_high for e in steered)
+    alone = seqq.estimate(model, history, query, "auto", budget=budget, seed=0)
+    assert "distilled" not in alone.note
+    wide = MarkovModel.iid(torch.ones(5000))  # V·(V + 1) table entries: more than a twist holds
+    many = seqq.estimate_many(wide, [[0]] * 4, Q.hitting_time(1, K=12), "auto", budget=budget,
+                              seed=0)
+    assert all("distilled" not in e.note for e in many)
 
 
 def test_auto_twists_smc_by_a_surrogate_and_defaults_without_a_budget() -> None:

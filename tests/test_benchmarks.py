@@ -321,7 +321,8 @@ def test_ask_examples_are_timed_as_commands(monkeypatch):
 
 
 def test_calibration_runs_end_to_end_at_a_tiny_size(tmp_path, monkeypatch):
-    """(h) at the smoke size: every budgeted method on a Markov oracle, its table, the interval
+    """(h) at the smoke size: every budgeted method on a Markov oracle at budgets drawn
+    log-uniformly (the same draws for every method), its per-decade tables, the interval
     comparison, the verdicts and the figure (written into tmp_path, not benchmarks/figures)."""
     from benchmarks import calibration
 
@@ -330,15 +331,23 @@ def test_calibration_runs_end_to_end_at_a_tiny_size(tmp_path, monkeypatch):
     out = tmp_path / "RESULTS.md"
     assert main(["--mode", "smoke", "--device", "cpu", "--sections", "h", "--out", str(out)]) == 0
     h = out.read_text().split("## (h)")[1]
-    assert "### markov, budget 300 model calls" in h and "### Which methods meet" in h
-    rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ") for line in
-            h.split("### markov, budget 300")[1].split("###")[0].splitlines()
-            if line.startswith("| ") and not line.startswith("| method")}
-    assert set(rows) == set(calibration.budgeted_methods())
-    for method, row in rows.items():  # runs: 3 queries, 4 runs each unless deterministic
-        assert int(row[1]) == (3 if calibration.deterministic(method) else 12), row
-    assert "100 % of 3" in rows["beam"][9]  # certain bounds hold
-    assert "### `auto`, per budget" in h and "| precision | recall | false alarms |" in h
+    drawn = calibration.drawn_budgets("markov", 3, 4, (200, 2000))
+    assert drawn == calibration.drawn_budgets("markov", 3, 4, (200, 2000))  # seeded
+    assert all(200 <= b <= 2000 for row in drawn for b in row) and len({*sum(drawn, [])}) > 6
+    in_decade = {start: sum(calibration.decade(b) == start for row in drawn for b in row)
+                 for start in (100, 1000)}
+    assert "### Per budget decade, all families pooled" in h and "### Which methods meet" in h
+    for start, label in ((100, "200–999"), (1000, "1,000–2,000")):
+        if not in_decade[start]:
+            continue
+        rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ") for line in
+                h.split(f"### markov, budgets {label} model calls")[1].split("###")[0]
+                .splitlines() if line.startswith("| ") and not line.startswith("| method")}
+        assert set(rows) == set(calibration.budgeted_methods())
+        for method, row in rows.items():  # every method ran every run of this decade
+            assert int(row[1]) == in_decade[start], (method, row)
+        assert f"100 % of {in_decade[start]}" in rows["beam"][9]  # certain bounds hold
+    assert "| auto | 200–999 |" in h and "| precision | recall | false alarms |" in h
     assert "| importance | normal |" in h and "| importance | bootstrap |" in h
     assert (tmp_path / "figures" / "calibration_coverage.png").is_file()
     assert any((tmp_path / "runs").glob("calibration_*.csv"))

@@ -80,8 +80,9 @@ def test_trie_methods_are_unbiased_with_a_fitted_surrogate(make, history, query,
     truth = truth_of(model, history, query)
     estimates = seqq.estimate_many(model, [history] * SEEDS, query, method, seed=3,
                                    surrogate=surrogate, **options)
-    if method != "twisted":  # 1 − q̃(S) bounds nothing, so no bounds are claimed
-        assert all(e.lower is None and e.upper is None for e in estimates)
+    if method != "twisted":  # p(S) bounds below under any proposal; 1 − q̃(S) bounds nothing
+        assert all(e.lower <= truth * (1 + 1e-5) and (e.exact or e.upper == 1.0)
+                   for e in estimates), [(e.lower, e.upper, truth) for e in estimates]
     v = values(estimates)
     se = v.std().item() / math.sqrt(SEEDS)
     assert abs(v.mean().item() - truth) <= 4 * se + 1e-12, (v.mean(), truth, se)

@@ -26,7 +26,14 @@ from typing import Any, NoReturn
 from seqq.api import CHOOSERS, check_method
 from seqq.errors import BudgetError, CheckpointError, ConfigError, QueryError
 from seqq.estimators import Method, registry
-from seqq.estimators.auto import AUTO, AUTO_BUDGET, AUTO_EXACT_CALLS, LONG_HORIZON, WOR_BUDGET
+from seqq.estimators.auto import (
+    AUTO,
+    AUTO_BUDGET,
+    AUTO_EXACT_CALLS,
+    DISTILL_MIN_CALLS,
+    LONG_HORIZON,
+    WOR_BUDGET,
+)
 from seqq.estimators.surrogates import DISTILL_SYMBOLS
 from seqq.models.automaton import ContextAutomaton
 from seqq.models.device import resolve_device
@@ -40,7 +47,7 @@ NAMED_MODELS = {
     "authors-moocs": {"type": "authors", "dataset": "moocs"},
 }
 DEFAULT_SEED = 0
-SURROGATES = ("cached", "distill", "none")  # --surrogate: what `auto` may twist SMC with
+SURROGATES = ("cached", "distill", "none")  # --surrogate: what `auto` may twist its pick with
 BOS = "<BOS>"
 EMPTY_HISTORY = "(empty history: starting from the model's BOS)"
 HINT_BELOW = 0.01  # answers this small get the leading-space hint when it applies
@@ -48,8 +55,9 @@ HINT_SPACED_SHARE = 0.5  # ... and when at least this much of p(X_1) starts with
 EPILOG = f"""\
 defaults: --method {AUTO.name} answers exactly when enumerating the question costs at most
   {AUTO_EXACT_CALLS:,} model calls (or --budget), else within --budget (default {AUTO_BUDGET:,}
-  calls) with smc twisted by a surrogate distilled from the model where one is kept
-  (--surrogate), else with wor (K ≤ {LONG_HORIZON}, from {WOR_BUDGET:,} calls) or smc, and says why;
+  calls) with wor (K ≤ {LONG_HORIZON}, from {WOR_BUDGET:,} calls) or smc, twisted by a surrogate
+  distilled from the model where one is kept (--surrogate); without one, past K = {LONG_HORIZON}
+  from {DISTILL_MIN_CALLS:,} calls it distils a small one itself within the budget; it says why;
   --seed {DEFAULT_SEED}. The same seed gives the same answer on one machine
   with one library version, not across hardware (float rounding differs, and what is sampled
   follows it).
@@ -83,10 +91,9 @@ def _parser() -> argparse.ArgumentParser:
     given.add_argument("--history-file", type=Path, help="read the text so far from a file")
     parser.add_argument("--method", default=AUTO.name,
                         help=f"default {AUTO.name}: exact when enumeration costs at most "
-                             f"{AUTO_EXACT_CALLS:,} model calls (or --budget), else "
-                             f"smc with a kept surrogate, else wor (K ≤ {LONG_HORIZON}, from "
-                             f"{WOR_BUDGET:,} calls) or smc; or one "
-                             f"of {', '.join(METHODS)}")
+                             f"{AUTO_EXACT_CALLS:,} model calls (or --budget), else wor "
+                             f"(K ≤ {LONG_HORIZON}, from {WOR_BUDGET:,} calls) or smc, twisted "
+                             f"by a surrogate where there is one; or one of {', '.join(METHODS)}")
     parser.add_argument("--budget", type=_positive,
                         help=f"model calls the method may spend (default with {AUTO.name}: "
                              f"{AUTO_EXACT_CALLS:,} for the exact answer, then "
@@ -95,9 +102,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--surrogate", choices=SURROGATES, default="cached",
                         help="with --method auto, a surrogate distilled from the model itself "
                              f"({DISTILL_SYMBOLS:,} samples of it, once per model, kept in the "
-                             "cache) steers SMC on queries too costly to enumerate: 'cached' "
-                             "(default) uses one distilled before, 'distill' distills one first "
-                             "if none is kept, 'none' never uses one")
+                             "cache) steers wor or smc on queries too costly to enumerate: "
+                             "'cached' (default) uses one distilled before, else lets auto "
+                             "distil a small one within the budget where it pays; 'distill' "
+                             "distills one first if none is kept; 'none' never uses one")
     parser.add_argument("--every-horizon", action="store_true",
                         help="for a hitting time tau(A) = K: p(tau(A) = k) for every k ≤ K, "
                              "all from one set of paths (when A first happens; --method auto "
@@ -208,10 +216,10 @@ def surrogate_for(model: SequenceModel, name: str, mode: str) -> ContextAutomato
 
 def answer(model: SequenceModel, history: Sequence[int], question: str,
            method: str = AUTO.name, budget: int | None = None, seed: int | None = DEFAULT_SEED,
-           surrogate: ContextAutomaton | None = None) -> dict[str, Any]:
+           surrogate: ContextAutomaton | None = None, distill: bool = True) -> dict[str, Any]:
     """The question parsed against the model's symbols and answered: estimate, stderr, bounds,
     method, model calls, and `notes` (the leading-space hint, when it applies). `surrogate`
-    steers `auto`'s SMC pick."""
+    steers `auto`'s pick; without one, `distill` lets auto distil one where it pays."""
     import torch
 
     import seqq
@@ -225,7 +233,7 @@ def answer(model: SequenceModel, history: Sequence[int], question: str,
     if hasattr(model, "check_fits"):
         model.check_fits(len(history), query.horizon)
     start = time.perf_counter()
-    est, why = _estimate(model, history, query, method, budget, seed, surrogate)
+    est, why = _estimate(model, history, query, method, budget, seed, surrogate, distill)
     seconds = time.perf_counter() - start
     exact = est.exact
     lower, upper = (est.value, est.value) if exact else (est.lower, est.upper)
@@ -240,7 +248,8 @@ def answer(model: SequenceModel, history: Sequence[int], question: str,
 
 def _estimate(model: SequenceModel, history: Sequence[int], query: Any, method: str,
               budget: int | None, seed: int | None,
-              surrogate: ContextAutomaton | None = None) -> tuple[Any, str]:
+              surrogate: ContextAutomaton | None = None, distill: bool = True
+              ) -> tuple[Any, str]:
     """(estimate, why this method). A budget too small for the method says which budget was
     in force and how to change it."""
     import seqq
@@ -250,7 +259,7 @@ def _estimate(model: SequenceModel, history: Sequence[int], query: Any, method: 
         if method in CHOOSERS:  # its pricing call is in its model_calls; its note says why
             calls = budget or CHOOSERS[method].default_budget
             where = where if budget else f"the default of --method {method}"
-            twist = {} if surrogate is None else {"surrogate": surrogate}
+            twist = {"distill": distill} if surrogate is None else {"surrogate": surrogate}
             est = seqq.estimate(model, history, query, method, budget, seed, **twist)
             return est, est.note
         declared = registry.get(method)
@@ -425,7 +434,7 @@ def main(argv: list[str]) -> int:
     surrogate = (surrogate_for(model, args.model, args.surrogate) if args.method in CHOOSERS
                  else None)
     result = answer(model, history, args.question, args.method, args.budget, args.seed,
-                    surrogate)
+                    surrogate, distill=args.surrogate != "none")
     if not text:
         result["notes"].insert(0, EMPTY_HISTORY)
     if args.json:

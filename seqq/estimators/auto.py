@@ -2,11 +2,17 @@
 query's horizon and budget and for whether a surrogate is at hand, and why in words.
 
 In order: the exact answer where enumerating the query costs no more than the budget (priced
-from the query's lattice after encoding the history, one call); else, with a surrogate, SMC
-twisted by it; else sampling without replacement up to `LONG_HORIZON` steps from `WOR_BUDGET`
-calls, and SMC otherwise (benchmarks/RESULTS.md (h) and (j), docs/decisions.md §44).
+from the query's lattice after encoding the history, one call); else sampling without
+replacement up to `LONG_HORIZON` steps from `WOR_BUDGET` calls, and SMC otherwise, each twisted
+by the surrogate where there is one (benchmarks/RESULTS.md (h) and (j), docs/decisions.md §44).
 `seqq ask --method auto` is this with one history; each estimate's `note` carries the reason
 its method line prints.
+
+Without a surrogate, where tasks past `LONG_HORIZON` steps have budgets that together pay for
+one (`DISTILL_MIN_CALLS`), `auto` distils an order-2 surrogate from the model's own samples,
+spending `DISTILL_SHARE` of their calls (within `DISTILL_CALLS`), charges each task its share,
+and twists their SMC with it: untwisted, SMC misses rare events whose mass lies where the
+model's next steps do not look (issue 51).
 
 `auto` is not a registered method but a `Chooser` above the driver: the public API
 (`seqq.api.CHOOSERS`) hands it the whole request, and it runs each group of tasks through the
@@ -26,6 +32,7 @@ from seqq.errors import QueryError
 from seqq.estimators import driver, registry
 from seqq.estimators.engine.batch import prepare, tree_calls
 from seqq.estimators.estimate import Estimate
+from seqq.estimators.surrogates import distill_surrogate, twistable
 from seqq.models.automaton import ContextAutomaton
 from seqq.models.protocol import SequenceModel
 from seqq.queries import Query
@@ -35,6 +42,13 @@ AUTO_BUDGET = 2_000  # … else estimate within this many
 LONG_HORIZON = 10  # beyond this many steps SMC rather than sampling without replacement …
 WOR_BUDGET = 1_000  # … and below this many calls (a WOR head too small to pay for itself)
 PRICING_CALLS = 1  # encoding the history to price enumeration (counted in model_calls)
+DISTILL_MIN_CALLS = 8_000  # without a surrogate, auto distils one where its long-horizon tasks
+# have this many calls together (measured to pay from here: decisions §44) …
+DISTILL_SHARE = 0.25  # … spending this share of them …
+DISTILL_CALLS = (4_096, 16_384)  # … but at least and at most this many calls, once per request
+DISTILL_STEPS = 16  # each continuation at least this long, or as the longest horizon (rows =
+# calls / steps) …
+DISTILL_ORDER = 2  # … to fit an HPYP n-gram of this order
 
 
 @dataclass(frozen=True)
@@ -58,38 +72,36 @@ class Chooser:
 
 def choose(horizon: int, enumeration_calls: float, limit: int, surrogate: bool) -> Pick:
     """The method for one task: exact within `limit` calls (the pricing call included), else by
-    surrogate and horizon."""
+    horizon and budget, twisted by the surrogate where there is one."""
     if enumeration_calls + PRICING_CALLS <= limit:
         return Pick(registry.exact_method().name, False,
                     f"enumerating every continuation fits the {limit:,} calls allowed")
     cost = (f"{enumeration_calls:,.0f}" if enumeration_calls < 1e9
             else f"{enumeration_calls:.1e}".replace("e+", "e"))
     priced = f"enumeration would cost {cost} calls, more than {limit:,}; "
-    if surrogate:
-        return Pick("smc", True, priced + "SMC twisted by the surrogate resamples toward the "
-                    "paths that can still satisfy the query: the most accurate on rare events "
-                    "in benchmarks/RESULTS.md (j), and the best calibrated in (h)")
+    twist = " twisted by the surrogate" if surrogate else ""
     if horizon > LONG_HORIZON:
-        return Pick("smc", False, priced + f"K = {horizon} > {LONG_HORIZON}: SMC resamples "
-                    "toward the paths that can still satisfy the query, the most accurate "
-                    "method on rare long-horizon events in benchmarks/RESULTS.md (j)")
+        return Pick("smc", surrogate, priced + f"K = {horizon} > {LONG_HORIZON}: SMC{twist} "
+                    "resamples toward the paths that can still satisfy the query, the most "
+                    "accurate method on rare long-horizon events in benchmarks/RESULTS.md (j)")
     if limit < WOR_BUDGET:
-        return Pick("smc", False, priced + f"{limit:,} calls < {WOR_BUDGET:,}: too few for "
-                    "sampling without replacement's head to pay; SMC's intervals covered more "
-                    "often and were flagged less at 200 calls in benchmarks/RESULTS.md (h)")
-    return Pick("wor", False, priced + f"K = {horizon} ≤ {LONG_HORIZON}: sampling without "
-                "replacement is unbiased, with bounds that hold with certainty, and exact once "
-                "its draws exhaust the query")
+        return Pick("smc", surrogate, priced + f"{limit:,} calls < {WOR_BUDGET:,}: too few for "
+                    f"sampling without replacement's head to pay; SMC{twist} covered more often "
+                    "and was flagged less at small budgets in benchmarks/RESULTS.md (h)")
+    return Pick("wor", surrogate, priced + f"K = {horizon} ≤ {LONG_HORIZON}: sampling without "
+                f"replacement{twist} is unbiased, exact once its draws exhaust the query, and "
+                "the best calibrated at short horizons in benchmarks/RESULTS.md (h)")
 
 
 def estimate_many(model: SequenceModel, histories: Sequence[Sequence[int]],
                   queries: Sequence[Query] | Query, budget: int | Sequence[int] | None = None,
                   seed: int | None = None, level: float = 0.95, replicates: int | None = None,
-                  surrogate: ContextAutomaton | None = None,
+                  surrogate: ContextAutomaton | None = None, distill: bool = True,
                   **options: object) -> list[Estimate]:
     """Every task answered by its `choose` pick, tasks with the same pick in one batch, in
     the given order. A budget bounds each task's calls, the pricing call included; without
-    one, enumeration is allowed AUTO_EXACT_CALLS and an estimator AUTO_BUDGET."""
+    one, enumeration is allowed AUTO_EXACT_CALLS and an estimator AUTO_BUDGET. Without a
+    `surrogate`, `distill` lets auto distil one where it pays (`_distilled`)."""
     queries, budgets = driver.check_inputs(model, histories, queries, level, budget)
     if replicates is not None:
         raise QueryError("method 'auto' sets its own replicates; drop replicates= or name "
@@ -97,26 +109,78 @@ def estimate_many(model: SequenceModel, histories: Sequence[Sequence[int]],
     if options:
         raise QueryError(f"method 'auto' picks its own options; drop {sorted(options)} or name "
                          "a method (seqq.estimators.METHODS lists them)")
-    limits = budgets or [AUTO_EXACT_CALLS] * len(histories)
+    limits = list(budgets or [AUTO_EXACT_CALLS] * len(histories))
     with torch.inference_mode():
         cost = tree_calls(prepare(model, histories, queries, seed)).tolist()
     picks = [choose(q.horizon, c, limit, surrogate is not None)
              for q, c, limit in zip(queries, cost, limits, strict=True)]
+    calls = [limits[i] if budgets or p.method == registry.exact_method().name else AUTO_BUDGET
+             for i, p in enumerate(picks)]  # what each task may spend, pricing included
+    spent = [PRICING_CALLS] * len(histories)
+    if surrogate is None and distill:
+        surrogate = _distilled(model, histories, [q.horizon for q in queries], picks, calls,
+                               spent, seed)
+        if surrogate is not None:
+            made = surrogate.info["model_calls"]
+            for i, (q, c) in enumerate(zip(queries, cost, strict=True)):
+                if spent[i] > PRICING_CALLS:  # steered: twisted, on the calls it has left
+                    twisted = choose(q.horizon, c, calls[i] - spent[i] + PRICING_CALLS, True)
+                    picks[i] = Pick(twisted.method, True, twisted.why + f"; no surrogate was "
+                                    f"given, so auto distilled an order-{DISTILL_ORDER} one from "
+                                    f"{made:,} model calls sampling the model "
+                                    f"({spent[i] - PRICING_CALLS:,} of them charged to this "
+                                    "task)")
     out: list[Estimate | None] = [None] * len(histories)
     for method, twisted in dict.fromkeys((p.method, p.twisted) for p in picks):
         tasks = [i for i, p in enumerate(picks) if (p.method, p.twisted) == (method, twisted)]
         cap = registry.get(method).cost_cap  # a method without a budget: the limit caps it
-        calls = [(limits if cap or budgets else [AUTO_BUDGET] * len(limits))[i]
-                 - PRICING_CALLS for i in tasks]
-        spend = {cap: max(calls)} if cap else {"budget": calls}
+        left = [calls[i] - spent[i] for i in tasks]
+        spend = {cap: max(left)} if cap else {"budget": left}
         twist = {"surrogate": surrogate} if twisted else {}
         answered = driver.estimate_many(model, [histories[i] for i in tasks],
                                         [queries[i] for i in tasks], method, seed=seed,
                                         level=level, **spend, **twist)
         for i, e in zip(tasks, answered, strict=True):
-            out[i] = dataclasses.replace(e, model_calls=e.model_calls + PRICING_CALLS,
+            out[i] = dataclasses.replace(e, model_calls=e.model_calls + spent[i],
                                          note=picks[i].why)
     return out  # type: ignore[return-value]
+
+
+def _distilled(model: SequenceModel, histories: Sequence[Sequence[int]], horizons: list[int],
+               picks: list[Pick], calls: list[int], spent: list[int], seed: int | None
+               ) -> ContextAutomaton | None:
+    """A surrogate distilled from the model for the tasks past LONG_HORIZON steps that SMC
+    would run untwisted (it misses their rare events), where their calls together reach
+    DISTILL_MIN_CALLS and twisting can steer at all: it costs DISTILL_SHARE of those calls,
+    within DISTILL_CALLS (so at most about half of them, at the threshold), and each task's
+    `spent` grows ∝ its calls: every task gives up the same fraction of its own. At short
+    horizons it did not pay (decisions §44). Its rows start from `<BOS>` where the model's
+    vocabulary names one (the model's own text, as diverse as it is), else from those tasks'
+    histories, and run as far as their horizons (at least DISTILL_STEPS). None where it would
+    not pay, or where the continuations would overrun the model's context."""
+    steered = [i for i, p in enumerate(picks) if p.method == "smc" and horizons[i] > LONG_HORIZON]
+    total = sum(calls[i] - spent[i] for i in steered)
+    if (not steered or sum(calls[i] for i in steered) < DISTILL_MIN_CALLS
+            or not twistable(model.vocab_size)):
+        return None
+    budget = min(max(int(DISTILL_SHARE * total), DISTILL_CALLS[0]), DISTILL_CALLS[1])
+    starts = [histories[i] for i in steered]
+    steps = max(DISTILL_STEPS, *(horizons[i] for i in steered))  # as far as the queries ask
+    if hasattr(model, "check_fits"):
+        try:
+            model.check_fits(max(map(len, starts)), steps)
+        except QueryError:
+            return None
+    vocab = getattr(model, "vocab", None) or [str(v) for v in range(model.vocab_size)]
+    bos = vocab.index("<BOS>") if "<BOS>" in vocab else None
+    surrogate = distill_surrogate(model, vocab, bos, DISTILL_ORDER, budget, seed=seed or 0,
+                                  starts=starts, rows=max(1, budget // steps), keep=None)
+    made = surrogate.info.get("model_calls", budget)
+    room = [calls[i] - spent[i] for i in steered]
+    shares = [made * r // total for r in room]  # ∝ calls: the same fraction of each task's
+    for n, i in enumerate(steered):  # the rounding's few calls on the first tasks
+        spent[i] += shares[n] + (n < made - sum(shares))
+    return surrogate
 
 
 AUTO = Chooser("auto", AUTO_BUDGET, estimate_many)

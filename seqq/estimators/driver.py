@@ -8,7 +8,7 @@ with an equal share of the task's budget, and reports their mean with a Student-
 
 Twisting is a property of the proposal, not of a method: any method that takes a surrogate gets
 the twist (`Messages`) from here, and its answer loses what a twist voids — 1 − q̃(S) does not
-bound p(Q∖S) as 1 − q(S) does, and −log q̃ does not average to H(q).
+bound p(Q∖S) as 1 − q(S) does (its lower bound p(S) holds), and −log q̃ does not average to H(q).
 """
 
 from __future__ import annotations
@@ -223,8 +223,14 @@ def _pooled(estimates: list[Estimate], copies: Sequence[int], level: float,
 
 
 def _untwisted_claims_dropped(answer: Answer) -> Answer:
-    """A twisted answer without bounds and entropy: both hold for the restricted q only."""
-    result = dataclasses.replace(answer.result, entropy=None, log_lower=None, log_gap=None)
+    """A twisted answer without entropy and the upper bound's gap, which hold for the
+    restricted q only: its certain lower bound p(S), the exact sum of the paths it enumerated,
+    holds under any proposal (and keeps intervals honest where heavy draws miss the rest:
+    issue 51), and a gap of 0 still means it exhausted Q; any other gap becomes 1."""
+    result = answer.result
+    gap = None if result.log_gap is None else torch.where(
+        torch.isneginf(result.log_gap), -math.inf, 0.0).to(result.log_gap)
+    result = dataclasses.replace(result, entropy=None, log_gap=gap)
     return dataclasses.replace(answer, result=result)
 
 

@@ -72,7 +72,8 @@ def _distinct_ngrams(sequences: Sequence[Sequence[int]], length: int, V: int) ->
 
 def distill_surrogate(model: SequenceModel, vocab: Sequence[str], bos: int | None,
                       order: int | None = None, symbols: int = DISTILL_SYMBOLS,
-                      seed: int = 0, starts: Sequence[Sequence[int]] | None = None
+                      seed: int = 0, starts: Sequence[Sequence[int]] | None = None,
+                      rows: int = DISTILL_ROWS, keep: int | None = DEFAULT_ORDER - 1
                       ) -> ContextAutomaton:
     """The twist's surrogate fitted on `symbols` symbols sampled from the model itself (from
     `<BOS>`, or the empty history without one) instead of on data: counting a model's samples
@@ -82,19 +83,19 @@ def distill_surrogate(model: SequenceModel, vocab: Sequence[str], bos: int | Non
     `twisted`'s median RAE at K = 7 and 320 calls from 0.081 (fitted on data) to 0.051
     (docs/decisions.md §19). `starts`: for a model that takes no empty history and names no
     `<BOS>`, its rows continue these histories instead (cycled; their last few symbols are
-    counted as context)."""
+    counted as context: `keep` of them, all with None); `rows` sequences are sampled side by
+    side, symbols / rows steps each."""
     if starts is not None and bos is None:
-        keep = DEFAULT_ORDER - 1
-        rows = [list(starts[i % len(starts)])[-keep:] for i in range(DISTILL_ROWS)]
+        begun = [list(starts[i % len(starts)]) for i in range(rows)]
+        begun = [b[-keep:] for b in begun] if keep else begun
     else:
-        rows = [[bos] if bos is not None else [] for _ in range(DISTILL_ROWS)]
-    steps = -(-symbols // DISTILL_ROWS)
-    drawn = sample_continuations(model, rows, steps, torch.Generator().manual_seed(seed))
-    sequences = [start + d for start, d in zip(rows, drawn.tolist(), strict=True)]
+        begun = [[bos] if bos is not None else [] for _ in range(rows)]
+    steps = -(-symbols // rows)
+    drawn = sample_continuations(model, begun, steps, torch.Generator().manual_seed(seed))
+    sequences = [start + d for start, d in zip(begun, drawn.tolist(), strict=True)]
     surrogate = fit_surrogate(sequences, vocab, order, skip_first=bos is not None)
     if isinstance(surrogate, HPYPModel):
-        surrogate.info.update(distilled_symbols=DISTILL_ROWS * steps,
-                              model_calls=DISTILL_ROWS * steps)
+        surrogate.info.update(distilled_symbols=rows * steps, model_calls=rows * steps)
     return surrogate
 
 

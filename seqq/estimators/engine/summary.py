@@ -44,14 +44,18 @@ def segment_average(values: Tensor, group: Tensor, num_groups: int) -> Tensor:
     return torch.zeros(num_groups, dtype=torch.float64).index_add_(0, group, values) / count
 
 
-STEP_ULPS = 16  # a model's log-probabilities may move this many ulps with the batch around them
+STEP_ULPS = 16  # a model's log-probabilities may move this many ulps of their size with the batch
 
 
-def float_tolerance(batch: Batch, steps: int) -> float:
-    """Relative error a path probability of `steps` model steps may carry: the model's outputs
-    depend on the batch they are computed in (other rows change the order of float sums), by
-    a few ulps of its dtype per step (docs/decisions.md §38)."""
-    return STEP_ULPS * torch.finfo(batch.root_log_probs.dtype).eps * steps
+def float_tolerance(batch: Batch, steps: int, log_p: float) -> float:
+    """Relative error a probability p of paths of `steps` model steps may carry: the model's
+    outputs depend on the batch they are computed in (other rows change the order of float
+    sums), by a few ulps of its dtype per step and per nat of −log p: an unlikely path's
+    log-probability sums large logits, whose rounding grows with their size (issue 51: on the
+    authors' LSTM a p of 7.7e-6 over 3 steps moved 5.8e-6 with its batch, beyond 16 ulps per
+    step; docs/decisions.md §38)."""
+    return (STEP_ULPS * torch.finfo(batch.root_log_probs.dtype).eps
+            * (steps + (abs(log_p) if math.isfinite(log_p) else 0.0)))
 
 
 def to_estimates(batch: Batch, method: str, result: BranchResult, lower_bound: bool,
@@ -89,8 +93,10 @@ def to_estimates(batch: Batch, method: str, result: BranchResult, lower_bound: b
             lower = torch.logsumexp(result.log_lower[b], 0).exp().item()
             gap = torch.logsumexp(result.log_gap[b], 0).exp().item()
             exhausted = gap == 0.0 and not stderr
-            tol = float_tolerance(batch, int(batch.lengths[b].max()))
-            lower, upper = lower * (1 - tol), min(1.0, lower + gap + 2 * tol)
+            steps = int(batch.lengths[b].max())  # p(S) errs relative to its size; 1 − q(S),
+            # a difference of masses near 1, errs absolutely, as a path of p near 1 does
+            lower, upper = (lower * (1 - float_tolerance(batch, steps, math.log(lower or 1.0))),
+                            min(1.0, lower + gap + 2 * float_tolerance(batch, steps, 0.0)))
         estimates.append(Estimate(
             method=method, value=math.exp(log_value), log_value=log_value, stderr=stderr,
             model_calls=int(batch.task_calls()[t]), is_lower_bound=lower_bound,
