@@ -123,8 +123,8 @@ def estimate_many(model: SequenceModel, histories: Sequence[Sequence[int]],
         if surrogate is not None:
             made = surrogate.info["model_calls"]
             for i, (q, c) in enumerate(zip(queries, cost, strict=True)):
-                if spent[i] > PRICING_CALLS:  # steered: twisted, on the calls it has left
-                    twisted = choose(q.horizon, c, calls[i] - spent[i] + PRICING_CALLS, True)
+                if spent[i] > PRICING_CALLS:  # steered (past LONG_HORIZON: SMC), now twisted
+                    twisted = choose(q.horizon, c, calls[i], True)
                     picks[i] = Pick(twisted.method, True, twisted.why + f"; no surrogate was "
                                     f"given, so auto distilled an order-{DISTILL_ORDER} one from "
                                     f"{made:,} model calls sampling the model "
