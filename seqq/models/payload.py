@@ -5,6 +5,7 @@ tagged with a format name and version, saved atomically and read back with `weig
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -29,7 +30,9 @@ def load_payload(path: str | Path, *, kind: str, format: str, version: int,
     if not path.is_file():
         raise CheckpointError(f"{kind} checkpoint {path} not found; make one with `{remake}`")
     try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # a foreign file's quirks (an unknown pickle protocol)
+            warnings.simplefilter("ignore")  # end in the one-line error below, not a warning
+            payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # torch raises many types for truncated or foreign files
         raise CheckpointError(f"{path} is corrupt or not a seqq checkpoint ({type(e).__name__}); "
                               f"delete it and run `{remake}` again") from e
