@@ -32,7 +32,7 @@ from seqq.errors import QueryError
 from seqq.estimators import driver, registry
 from seqq.estimators.engine.batch import prepare, tree_calls
 from seqq.estimators.estimate import Estimate
-from seqq.estimators.surrogates import distill_surrogate, twistable
+from seqq.estimators.surrogates import distill_surrogate, model_symbols, twistable
 from seqq.models.automaton import ContextAutomaton
 from seqq.models.protocol import SequenceModel
 from seqq.queries import Query
@@ -171,8 +171,7 @@ def _distilled(model: SequenceModel, histories: Sequence[Sequence[int]], horizon
             model.check_fits(max(map(len, starts)), steps)
         except QueryError:
             return None
-    vocab = getattr(model, "vocab", None) or [str(v) for v in range(model.vocab_size)]
-    bos = vocab.index("<BOS>") if "<BOS>" in vocab else None
+    vocab, bos = model_symbols(model)
     surrogate = distill_surrogate(model, vocab, bos, DISTILL_ORDER, budget, seed=seed or 0,
                                   starts=starts, rows=max(1, budget // steps), keep=None)
     made = surrogate.info.get("model_calls", budget)

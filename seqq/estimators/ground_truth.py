@@ -42,7 +42,7 @@ from seqq.estimators.engine.twist import (
 from seqq.estimators.estimate import GroundTruth
 from seqq.estimators.horizons import families
 from seqq.estimators.registry import adaptive_method, exact_method, until_method
-from seqq.estimators.surrogates import distilled, twistable
+from seqq.estimators.surrogates import distilled, model_symbols, twistable
 from seqq.models.automaton import ContextAutomaton
 from seqq.models.protocol import SequenceModel
 from seqq.queries import Query
@@ -182,8 +182,7 @@ def judge_surrogate(model: SequenceModel, histories: Sequence[Sequence[int]]
     (`twistable`: a vocabulary too large for a bigram table); the rule then runs untwisted."""
     if not twistable(model.vocab_size):
         return None
-    vocab = list(getattr(model, "vocab", None) or [str(v) for v in range(model.vocab_size)])
-    bos = vocab.index("<BOS>") if "<BOS>" in vocab else None
+    vocab, bos = model_symbols(model)
     from seqq.models.lm_cache import cache_root  # (imports transformers: only when needed)
 
     name = model_fingerprint(model)

@@ -70,6 +70,14 @@ def _distinct_ngrams(sequences: Sequence[Sequence[int]], length: int, V: int) ->
     return int(np.unique(keys).size)
 
 
+def model_symbols(model: SequenceModel) -> tuple[list[str], int | None]:
+    """The symbols a surrogate of `model` names (its vocabulary, else the ids as strings) and
+    the index of its `<BOS>`, None where it names none: where a distilled surrogate's rows
+    start."""
+    vocab = list(getattr(model, "vocab", None) or [str(v) for v in range(model.vocab_size)])
+    return vocab, vocab.index("<BOS>") if "<BOS>" in vocab else None
+
+
 def distill_surrogate(model: SequenceModel, vocab: Sequence[str], bos: int | None,
                       order: int | None = None, symbols: int = DISTILL_SYMBOLS,
                       seed: int = 0, starts: Sequence[Sequence[int]] | None = None,
