@@ -229,9 +229,11 @@ def measure(oracle: Oracle, method: str, budgets: list[list[int]], resamples: in
     runs = sorted(((b, i, r) for i, row in enumerate(budgets) for r, b in enumerate(row)))
     out: list[Run] = []
     chunk: list[tuple[int, int, int]] = []
+    calls = 0  # the chunk's budgets summed
     for n, item in enumerate(runs):
         chunk.append(item)
-        if n + 1 < len(runs) and sum(b for b, _, _ in chunk) + runs[n + 1][0] <= CALLS_PER_CALL:
+        calls += item[0]
+        if n + 1 < len(runs) and calls + runs[n + 1][0] <= CALLS_PER_CALL:
             continue
         try:
             out += _estimated(oracle, method, chunk, resamples, options)
@@ -239,7 +241,7 @@ def measure(oracle: Oracle, method: str, budgets: list[list[int]], resamples: in
             for one in chunk:
                 with suppress(BudgetError):
                     out += _estimated(oracle, method, [one], resamples, options)
-        chunk = []
+        chunk, calls = [], 0
     return out
 
 
