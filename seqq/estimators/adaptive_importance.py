@@ -1,7 +1,8 @@
 """Importance sampling that stops on its own error: ground truth's `absolute` rule (the paper's,
-stopped by its Eq. 66 rule, samples drawn through the prefix trie so shared prefixes are paid
-once) and its `sampled` rule (stopped at a relative standard error, paths rolled out without a
-trie, for a vocabulary too large for one). The `importance` method declares these samplers
+stopped by its Eq. 66 rule) and its `sampled` rule (stopped at a relative standard error), both
+drawn through the prefix trie so shared prefixes are paid once, within the trie's byte budget
+at any vocabulary; and the every-horizon truths, whose paths are rolled out once for all
+their horizons. The `importance` method declares these samplers
 (`Method.adaptive`); `seqq.estimators.ground_truth` asks the registry for them, decides which
 tasks need them and groups them; this module draws and stops.
 """
@@ -80,15 +81,17 @@ def streamed_importance(sub: Batch, tasks: torch.Tensor, results: list, rel_tol:
                          s_low: int, s_step: int, s_high: int, bar, origin: str) -> None:
     """`rule="sampled"` for the tasks of `sub`: S_low paths each from the restricted proposal,
     then rounds sized by the samples the unfinished tasks' relative SE says they still need
-    (at least S_step), until it is below `rel_tol` or S_high paths are drawn. Memory is one
-    round's rows (`sample_rows` rolls out in chunks), whatever the vocabulary."""
-    sums = _SampleSums.empty(len(sub.branch_task))
+    (at least S_step), until it is below `rel_tol` or S_high paths are drawn. Paths are drawn
+    through the prefix trie, so a prefix many paths share is paid once; its byte budget
+    (`eviction.py`) bounds memory whatever the vocabulary."""
+    trie = Trie(sub)
+    N = len(sub.branch_task)
+    sums = _SampleSums.empty(N)
     active, drawn, count = torch.arange(sub.num_tasks), 0, min(s_low, s_high)
     while len(active):
         branches = torch.isin(sub.branch_task, active).nonzero().flatten()
-        paths = sample_rows(sub, branches.repeat_interleave(count), "proposal")
-        draws = Draws(branches.repeat_interleave(count), paths.log_weight,
-                      torch.where(paths.accepted, paths.log_q, 0.0))
+        per_branch = torch.zeros(N, dtype=torch.long).index_fill_(0, branches, count)
+        draws = draw_paths(trie, per_branch, "proposal")
         sums, drawn = sums.running(branches, count, draws).at(count), drawn + count
         statistics = _task_statistics(sub, sums.log_s1, sums.log_s2, drawn)
         rel = statistics[2]

@@ -1,5 +1,5 @@
 """Every invocation of a sweep appends one line to `<sweep>/runs.jsonl`: when it started and
-ended, its wall and CPU time, the parts it found and left, and how it ended. A sweep that spans
+ended, its wall and CPU time, its peak memory, the parts it found and left, and how it ended. A sweep that spans
 many invocations (a paper-size run resumed across days, the jobs of a SLURM array) then has a
 measured cost, summed from its own record, instead of a projection.
 
@@ -13,6 +13,7 @@ import datetime
 import json
 import os
 import platform
+import resource
 import signal
 import sys
 import threading
@@ -58,8 +59,13 @@ def recorded(sweep_dir: Path, **facts: Any) -> Iterator[dict[str, Any]]:
     finally:
         record.update(status=status, finished=_now(),
                       wall_s=round(time.perf_counter() - wall, 1),
-                      cpu_s=round(time.process_time() - cpu, 1))
+                      cpu_s=round(time.process_time() - cpu, 1), peak_rss_gb=_peak_rss_gb())
         _append(Path(sweep_dir) / RUNS_FILE, record)
+
+
+def _peak_rss_gb() -> float:
+    """The process's peak resident memory so far, in GB (Linux reports kB)."""
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 2)
 
 
 def _append(path: Path, record: dict[str, Any]) -> None:

@@ -124,6 +124,10 @@ class GroundTruthStore:
                     self._known[(row["history_hash"], row["label"])] = GroundTruth(**fields)
         return self._known
 
+    def stored(self) -> dict[tuple[str, str], GroundTruth]:
+        """The truths stored under these options, by (history hash, label)."""
+        return self._load()
+
     def get(self, model: SequenceModel, specs: Sequence[QuerySpec]) -> list[GroundTruth | None]:
         """Ground truth of every spec, computing (and caching) only the missing ones."""
         known = self._load()

@@ -2,7 +2,8 @@
 computed by the model for nodes not yet expanded.
 
 A prefix is evaluated once: `expand` calls the model only for nodes without a row, all of one
-depth in one chunked step, and keeps their states so that their children continue them.
+depth in one chunked step, and keeps their states so that their children continue them, for as
+long as the trie's byte budget holds them (`eviction.py`: a dropped node is expanded again).
 """
 
 from __future__ import annotations
@@ -53,23 +54,31 @@ def expand(trie: Trie, depth: int, nodes: Tensor) -> None:
     Its row chunks' new states are kept as the level's chunks, never joined (a join would
     copy every new state once more)."""
     level = trie.levels[depth]
-    todo = distinct(nodes[level.row[nodes] < 0], level.size)[0]
+    held = level.row[nodes]
+    trie.keeper.touch(trie, depth, held[held >= 0])
+    todo = distinct(nodes[held < 0], level.size)[0]
     if not len(todo):
         return
     parents = trie.levels[depth - 1]
     prow = parents.row[level.parent[todo]]
+    trie.keeper.touch(trie, depth - 1, prow)
     chunk = parents.chunk[prow]
     if len(parents.chunks) > 1 and not bool((chunk[1:] >= chunk[:-1]).all()):
         by_chunk = torch.sort(chunk, stable=True).indices  # each parent chunk's rows together
         todo, prow, chunk = todo[by_chunk], prow[by_chunk], chunk[by_chunk]
+    used, source = torch.unique_consecutive(chunk, return_inverse=True)  # the chunks read
     device = trie.batch.device
     log_probs, states = trie.batch.counter.step_parts(
-        parents.chunks, level.token[todo].to(device), parents.index[prow].to(device), chunk)
+        [parents.chunks[c] for c in used.tolist()], level.token[todo].to(device),
+        parents.index[prow].to(device), source)
     sizes = torch.tensor([len(state.owners) for state in states])
     starts = sizes.cumsum(0) - sizes
-    level.row[todo] = len(level.log_probs) + torch.arange(len(todo))
+    first_row, first_chunk = len(level.log_probs), len(level.chunks)
+    level.row[todo] = first_row + torch.arange(len(todo))
     level.append(log_probs=log_probs, log_mass=normalisers(trie, depth, todo, log_probs),
                  chunk=torch.arange(len(level.chunks), len(level.chunks) + len(states)
                                     ).repeat_interleave(sizes),
                  index=torch.arange(len(todo)) - starts.repeat_interleave(sizes))
     level.chunks.extend(states)
+    trie.keeper.add(trie, depth, todo, range(first_row, first_row + len(todo)),
+                    range(first_chunk, len(level.chunks)))

@@ -62,7 +62,7 @@ def proposal(trie: Trie, depth: int, nodes: Tensor) -> tuple[Categorical, Tensor
         if bool((rows >= 0).all()):
             return choice, rows.to(choice.weights.device)
     level, log_psi = trie.levels[depth], guide(trie, depth, nodes)
-    log_probs = level.log_probs.index_select(level.row[nodes])
+    log_probs = level.log_probs.index_select(trie.rows(depth, nodes))
     return Categorical.from_logits(log_probs if log_psi is None else log_probs + log_psi,
                                    trie.batch.domain(level.lattice_node[nodes], sparse=True)
                                    ), None
@@ -94,7 +94,7 @@ def child_steps(trie: Trie, depth: int, parents: Tensor, tokens: Tensor
     log w = that normaliser − log ψ (log ψ = 0 without a twist). No [n, V] pass but the
     twist's, which the walk has usually just computed for these parents."""
     level, device = trie.levels[depth], trie.batch.device
-    rows, dev_t = level.row[parents], tokens.to(device)
+    rows, dev_t = trie.rows(depth, parents), tokens.to(device)
     allowed = trie.batch.lattice.on(device).allowed[level.lattice_node[parents].to(device),
                                                     dev_t]
     picked = torch.where(allowed, level.log_probs.pick(rows, dev_t), -torch.inf)

@@ -71,6 +71,7 @@ def remove(trie: Trie, depth_nodes: list[tuple[int, Tensor]]) -> None:
             parents = torch.unique(trie.levels[depth].parent[touched[depth]])
             trie.levels[depth - 1].log_m[parents] = residual_masses(trie, depth - 1, parents)
             touched[depth - 1] = torch.cat([touched.get(depth - 1, parents[:0]), parents])
+    trie.keeper.settle(trie)
 
 
 def residual_masses(trie: Trie, depth: int, nodes: Tensor) -> Tensor:
@@ -83,7 +84,7 @@ def residual_masses(trie: Trie, depth: int, nodes: Tensor) -> Tensor:
     those nodes are summed over their rows instead (`_masses_by_sums`)."""
     level, device = trie.levels[depth], trie.batch.device
     at, token, log_m = changed_children(trie, depth, nodes)
-    rows = level.row[nodes[at]]
+    rows = trie.rows(depth, nodes[at])
     dev_token = token.to(device)
     log_weight = level.log_probs.pick(rows, dev_token).double()
     log_psi = guide(trie, depth, nodes)
@@ -152,7 +153,7 @@ class _Below:
 
 def _below(trie: Trie, depth: int, nodes: Tensor) -> _Below:
     level = trie.levels[depth]
-    rows = level.row[nodes]
+    rows = trie.rows(depth, nodes)
     log_probs = level.log_probs.index_select(rows)
     device = log_probs.device
     log_mass = level.log_mass[rows.to(device)]

@@ -3,8 +3,9 @@
 A twisted trie keeps the masses of q̃ (`proposals.py`); the restricted entropy H(q) that ground
 truth reports (docs/decisions.md §12) is about the untwisted q(x) = Π_k p(x_k | x_<k) / p(V_k |
 x_<k). Every node below a root has an expanded parent, whose model row gives p(V_k | x_<k)
-without a model call, so log q(node) = log p(node) − Σ of its ancestors' log normalisers. They
-are computed for the nodes the trie holds when asked, and only for those added since.
+without a model call (unless the budget dropped it: it is expanded again), so log q(node) =
+log p(node) − Σ of its ancestors' log normalisers. They are computed for the parents the trie
+holds when asked, and only for those added since.
 """
 
 from __future__ import annotations
@@ -35,9 +36,12 @@ class RestrictedLogQ:
                 self.above.append(torch.zeros(0, dtype=torch.float64))
             norm, above, n = self.log_norm[depth], self.above[depth], level.size
             norm = torch.cat([norm, torch.full((n - len(norm),), math.nan, dtype=torch.float64)])
-            todo = ((level.row[:n] >= 0) & torch.isnan(norm)).nonzero().flatten()
+            below = (torch.zeros(n, dtype=torch.bool) if depth + 1 == len(self.trie.levels)
+                     else torch.zeros(n, dtype=torch.bool).index_fill_(
+                         0, self.trie.levels[depth + 1].parent, True))
+            todo = (below & torch.isnan(norm)).nonzero().flatten()  # the parents of nodes
             for part in todo.split(rows_within(self.trie.V)):
-                rows = level.log_probs.index_select(level.row[part])
+                rows = level.log_probs.index_select(self.trie.rows(depth, part))
                 domain = batch.domain(level.lattice_node[part], sparse=True)
                 norm[part] = Categorical.from_logits(rows, domain).log_total().cpu()
             new = torch.arange(len(above), n)

@@ -4,7 +4,8 @@ A level gains rows walk by walk (a sweep's walks go through the trie a chunk of 
 time), so a single [r, V] tensor would have to be re-allocated and copied as it grows, and over
 a large vocabulary that copy can cost more than the model step that made the rows
 (docs/performance.md). Blocks are never copied; reads select from each block the rows that
-live there. Row indices are given on the CPU (the trie's bookkeeping lives there), so splitting
+live there. A block the trie's budget drops (`eviction.py`) frees its memory; its rows are
+then never read again. Row indices are given on the CPU (the trie's bookkeeping lives there), so splitting
 them by block needs no device synchronisation.
 """
 
@@ -18,7 +19,7 @@ class RowBlocks:
     """Rows 0..len-1 of an [r, V] matrix stored as consecutive blocks."""
 
     def __init__(self, first: Tensor):
-        self.blocks: list[Tensor] = [first] if len(first) else []
+        self.blocks: list[Tensor | None] = [first] if len(first) else []
         self.width, self.device, self.dtype = first.shape[1], first.device, first.dtype
         # the first row of each block, then the number of rows
         self.starts = torch.tensor([0, len(first)] if len(first) else [0])
@@ -32,6 +33,14 @@ class RowBlocks:
             self.dtype = torch.promote_types(self.dtype, block.dtype)  # as torch.cat would
             self.starts = torch.cat([self.starts, self.starts[-1:] + len(block)])
 
+    def drop(self, block: int) -> None:
+        """Free a block's memory (`eviction`); its rows are never read again."""
+        self.blocks[block] = None
+
+    def block_of(self, rows: Tensor) -> Tensor:
+        """The block each row (CPU index) lives in."""
+        return torch.searchsorted(self.starts, rows, right=True) - 1
+
     def whole(self) -> Tensor:
         """All rows as one tensor (a copy only when there are several blocks)."""
         if len(self.blocks) == 1:
@@ -42,7 +51,7 @@ class RowBlocks:
 
     def _split(self, rows: Tensor) -> list[tuple[int, Tensor, Tensor]]:
         """(block, positions in `rows`, rows local to the block) for each block `rows` touch."""
-        block = torch.searchsorted(self.starts, rows, right=True) - 1
+        block = self.block_of(rows)
         parts = []
         for b in torch.unique(block).tolist():
             at = (block == b).nonzero().flatten()

@@ -1,7 +1,8 @@
 """The `Trie`: the state of one prefix trie over a batch's branches, and its public methods.
 
-It holds the levels of nodes (`levels.py`), the proposal memo (`proposals.py`) and the removed
-leaves (`residual.py`); each method hands that state to the module that owns the concern.
+It holds the levels of nodes (`levels.py`), the proposal memo (`proposals.py`), the removed
+leaves (`residual.py`) and the byte budget over its rows and states (`eviction.py`); each
+method hands that state to the module that owns the concern.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from torch import Tensor
 from seqq.estimators.engine.allowance import Charge
 from seqq.estimators.engine.batch import Batch
 from seqq.estimators.engine.trie import expansion, residual, walks, without_replacement
+from seqq.estimators.engine.trie.eviction import TRIE_BYTES, Keeper, materialise, storages
 from seqq.estimators.engine.trie.levels import Level, empty_level
 from seqq.estimators.engine.trie.proposals import Memo, child_steps, normalisers
 from seqq.estimators.engine.trie.row_blocks import RowBlocks
@@ -26,7 +28,9 @@ if TYPE_CHECKING:
 class Trie:
     """The prefix trie of all branches of a batch; roots are the branches (depth 0)."""
 
-    def __init__(self, batch: Batch, messages: Messages | None = None):
+    def __init__(self, batch: Batch, messages: Messages | None = None,
+                 budget: int = TRIE_BYTES):
+        """`budget`: bytes of model rows and states the trie keeps (`eviction.py`)."""
         self.batch = batch
         self.messages = messages
         self.V = batch.vocab_size
@@ -44,6 +48,7 @@ class Trie:
             context=(torch.zeros(N, dtype=torch.long) if messages is None
                      else messages.context.cpu()))
         self.levels = [roots]
+        self.keeper = Keeper(budget, storages(roots.chunks[0].inner))
         self.memo = Memo()
         # per depth, the sorted nodes with a removed leaf below them (or removed themselves):
         # every other node's residual q(· | node, not removed) is its proposal q(· | node)
@@ -97,6 +102,13 @@ class Trie:
             self.levels.append(empty_level(self.V, self.batch.device))
         return self.levels[depth]
 
+    def rows(self, depth: int, nodes: Tensor) -> Tensor:
+        """The model rows of expanded nodes, re-expanding any the budget dropped (`eviction`)."""
+        level = self.levels[depth]
+        if depth and bool((level.row[nodes] < 0).any()):
+            materialise(self, depth, nodes)
+        return level.row[nodes]
+
     def finished(self, depth: int, nodes: Tensor) -> Tensor:
         """Which nodes end a path: nothing after them is restricted (their lattice node is free)."""
         return self.batch.lattice.free[self.levels[depth].lattice_node[nodes]]
@@ -115,7 +127,7 @@ class Trie:
 
     def expand(self, depth: int, nodes: Tensor) -> None:
         """Give the nodes (depth ≥ 1, not finished) their model rows: one model call per node
-        not yet expanded, all in one chunked step."""
+        not yet expanded (or dropped by the budget), all in one chunked step."""
         expansion.expand(self, depth, nodes)
 
     # --- residual ---------------------------------------------------------------------------

@@ -52,6 +52,7 @@ def walk(trie: Trie, row_branch: Tensor, policy: Policy = "proposal",
             leaf_depth[rows[done]], leaf[rows[done]] = depth + 1, node[done]
             rows, node = rows[~done], node[~done]
         depth += 1
+    trie.keeper.settle(trie)
     return leaf_depth, leaf
 
 

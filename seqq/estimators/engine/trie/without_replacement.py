@@ -75,6 +75,7 @@ def sample_without_replacement(trie: Trie, draws: Tensor) -> tuple[Tensor, Tenso
         leaf_branch = torch.cat([leaf_branch, trie.levels[depth + 1].branch[child[done]]])
         node, gumbel = child[~done], keys[~done]
         depth += 1
+    trie.keeper.settle(trie)
     order = torch.sort(leaf_key, descending=True, stable=True).indices
     order = order[torch.sort(leaf_branch[order], stable=True).indices]
     return leaf_depth[order], leaf[order], leaf_branch[order]
@@ -117,7 +118,7 @@ def residual_blocks(trie: Trie, depth: int, nodes: Tensor, width: int) -> BlockL
     log_share = masses.double().log_() - torch.where(total > 0, total.log(), 0.0)[:, None]
     offset = log_q - torch.where(torch.isneginf(log_total), 0.0, log_total)
     log_psi = guide(trie, depth, nodes)
-    model_rows = level.row[nodes]
+    model_rows = trie.rows(depth, nodes)
     lattice_nodes = level.lattice_node[nodes].to(device)
     allowed = trie.batch.lattice.on(device).allowed
     changed_key, order = torch.sort(at * trie.V + token)

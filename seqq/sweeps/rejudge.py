@@ -1,0 +1,117 @@
+"""Judging a committed experiment again: finer ground truth for the queries of a results CSV,
+without running its estimators again (Table 2's truths, docs/decisions.md §6).
+
+    python -m seqq.sweeps.rejudge CSV OVERRIDES... [--merge]
+
+OVERRIDES are the sweep's own (`experiment=large_lm size=paper model=smollm2`), the new
+judge's (`ground_truth.rel_tol=0.025 ground_truth.s_high=100000`) and the shard
+(`sweep.shard=0 sweep.shards=2`). Each query's truth is stored as soon as it is computed in the
+sweep's ground-truth store (keyed by its options), so a killed run loses at most the query in
+flight and a re-run resumes; shards run side by side. `--merge` then rewrites the CSV's truth
+columns and RAEs from every truth found under the new options (the rest keep the old judge's,
+named in the `truth_rule` column), atomically.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+from hydra import compose, initialize_config_dir
+from tqdm.auto import tqdm
+
+from seqq.paths import CONF
+from seqq.sweeps.query_specs import QuerySpec
+from seqq.sweeps.run_log import recorded
+from seqq.sweeps.runner import rae
+from seqq.sweeps.specs import SweepSpec
+from seqq.sweeps.sweep import load_data, load_sweep_model, make_specs, model_id, sweep_spec
+from seqq.sweeps.truth_store import GroundTruthStore, describe_rule
+
+USAGE = "usage: python -m seqq.sweeps.rejudge CSV OVERRIDES... [--merge]"
+OLD_RULE = "the sweep's judge"  # `truth_rule` of rows no new truth has replaced yet
+
+
+def _spec(overrides: Sequence[str]) -> SweepSpec:
+    with initialize_config_dir(str(CONF), version_base=None):
+        return sweep_spec(compose("sweep", overrides=list(overrides)))
+
+
+def _store(spec: SweepSpec, dataset: str, model: str) -> GroundTruthStore:
+    return GroundTruthStore(str(spec.dir / "ground_truth"), dataset, model, 1.0,
+                            dict(spec.ground_truth.options), spec.seed)
+
+
+def _judged(specs: list[QuerySpec], table: pd.DataFrame) -> list[QuerySpec]:
+    """The specs whose (history, K) the CSV holds, history by history."""
+    wanted = set(zip(table.history_id, table.K, strict=True))
+    return [s for s in specs if (s.history.history_id, s.K) in wanted]
+
+
+def compute(csv: Path, overrides: Sequence[str]) -> int:
+    """This shard's truths, one query at a time; returns how many were computed."""
+    spec = _spec(overrides)
+    data = load_data(spec)
+    specs = _judged(make_specs(spec, data), pd.read_csv(csv))
+    model = load_sweep_model(spec, data)
+    store = _store(spec, data.name, model_id(spec, data.name))
+    with recorded(spec.dir, tag=f"rejudge-shard{spec.shard}of{spec.shards}",
+                  queries=len(specs), rule=store.rule) as record:
+        for query in tqdm(specs, desc="truths", unit="query", disable=not spec.progress):
+            store.get(model, [query])
+            record["truths_computed"] = store.computed
+    return store.computed
+
+
+def merge(csv: Path, overrides: Sequence[str]) -> int:
+    """Rewrite the CSV's truths and RAEs from the stored ones; returns the rows changed."""
+    spec = _spec([*overrides, "sweep.shards=1", "sweep.shard=0"])
+    data = load_data(spec)
+    table = pd.read_csv(csv)
+    store = _store(spec, data.name, model_id(spec, data.name))
+    known = store.stored()
+    if "truth_rule" not in table:
+        table["truth_rule"] = OLD_RULE
+    changed = 0
+    for query in _judged(make_specs(spec, data), table):
+        truth = known.get((query.history.digest, query.label))
+        if truth is None:
+            continue
+        rows = (table.history_id == query.history.history_id) & (table.K == query.K)
+        table.loc[rows, ["truth", "truth_kind", "truth_rel_stderr", "entropy", "truth_rule"]] = (
+            truth.value, truth.kind, truth.rel_stderr, truth.entropy, describe_rule(store.options))
+        table.loc[rows, "rae"] = [rae(math.log(e) if e > 0 else -math.inf, truth.log_value)
+                                  for e in table.loc[rows, "estimate"]]
+        changed += int(rows.sum())
+    partial = csv.with_suffix(".csv.partial")
+    table.to_csv(partial, index=False)
+    partial.replace(csv)
+    return changed
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from seqq.process import tune_process
+    from seqq.threads import configure_threads
+
+    tune_process()
+    configure_threads()
+    args = list(sys.argv[1:] if argv is None else argv)
+    do_merge = "--merge" in args
+    args = [a for a in args if a != "--merge"]
+    if not args or not Path(args[0]).is_file():
+        print(f"{USAGE}\nno results CSV at {args[0] if args else '(none given)'}",
+              file=sys.stderr)
+        return 2
+    csv, overrides = Path(args[0]), args[1:]
+    if do_merge:
+        print(f"{merge(csv, overrides)} rows of {csv} judged by the new truths")
+    else:
+        print(f"{compute(csv, overrides)} truths computed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
