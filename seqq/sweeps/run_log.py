@@ -1,7 +1,7 @@
 """Every invocation of a sweep appends one line to `<sweep>/runs.jsonl`: when it started and
-ended, its wall and CPU time, its peak memory, the parts it found and left, and how it ended. A sweep that spans
-many invocations (a paper-size run resumed across days, the jobs of a SLURM array) then has a
-measured cost, summed from its own record, instead of a projection.
+ended, its wall and CPU time, its peak memory, the parts it found and left, and how it ended.
+A sweep that spans many invocations (a paper-size run resumed across days, the jobs of a SLURM
+array) then has a measured cost, summed from its own record, instead of a projection.
 
 SIGTERM (what `kill` and SLURM's time limit send) is turned into the same interrupt as Ctrl-C
 while a sweep runs, so a terminated job also saves its parts and writes its line.
