@@ -50,7 +50,7 @@ MODELS ?= all
 own = $(if $(filter authors,$(MODELS)),,$(1))
 
 FIGURES := fig1 fig3 fig3-exact fig4 fig5 fig6 fig7-9 fig10 fig11 fig12 fig13 fig14 fig14-exact fig15 table2 tables3-6
-.PHONY: help venv test test-all lint readme bench bench-e2e bench-judge bench-lm bench-paper-slice bench-paper-run calibration demo paper slurm-local fig-frontier \
+.PHONY: help venv test test-all lint readme bench bench-e2e bench-judge bench-lm bench-lm-judges table2-rejudge bench-paper-slice bench-paper-run calibration demo paper slurm-local fig-frontier \
 	reproduction reproduction-claims paper-sweeps fig3-frontier fig3-paper-resume fig3-paper-save $(FIGURES)
 
 help:  ## list targets
@@ -131,6 +131,22 @@ bench-judge: venv  ## the twisted judge's z against exact answers and the commit
 bench-lm: venv  ## SmolLM2's step, stock decoding, estimators and judge, 1 thread and 2 shards → RESULTS.md (l)
 	$(PY) -m benchmarks --sections l --mode $(BENCH) --device cpu --threads 1
 
+# The judge on SmolLM2 (RESULTS.md (m)): calls per truth at equal relative SE, through the trie and
+# rolled out, and peak memory, read from the truths a large_lm sweep folder holds (Table 2's,
+# judged again by `make table2-rejudge`).
+bench-lm-judges: venv  ## the judge's calls at equal relative SE and peak memory on SmolLM2 → RESULTS.md (m)
+	$(PY) -m benchmarks --lm-judge-run $(SWEEPS)/large_lm-paper
+
+# Table 2's truths judged again without re-running its estimators (seqq/sweeps/rejudge.py): one
+# shard of the committed CSV's queries (SHARD=i SHARDS=n, one process each, side by side), each
+# truth stored as it is computed, so a rerun resumes; then `make table2-rejudge MERGE=1` writes
+# them into the CSV and `make reproduction-claims REDRAW=table2` redraws its block and figure.
+TABLE2_CSV = $(REPRODUCTION)/table2_wikitext_smollm2.csv
+table2-rejudge: venv  ## Table 2's truths judged again by the trie judge (SHARD=i SHARDS=n; MERGE=1 writes the CSV)
+	SEQQ_THREADS=$(or $(SEQQ_THREADS),1) $(PY) -m seqq.sweeps.rejudge $(TABLE2_CSV) experiment=large_lm \
+	  size=paper model=smollm2 sweep.root=$(SWEEPS) $(if $(MERGE),--merge,sweep.shard=$(SHARD) \
+	  sweep.shards=$(or $(SHARDS),1))
+
 $(CKPT)/%_lstm.pt: | venv
 	$(SEQQ) train dataset=$* checkpoint_dir=$(CKPT) $(TRAIN_$(SIZE))
 
@@ -170,9 +186,12 @@ reproduction: venv  ## every paper-size experiment on the authors' LSTMs → doc
 	done
 
 # Without the sweeps' results: the claims tables and summary verdicts of docs/reproduction.md
-# judged again from the committed CSVs alone (seqq/reports/reproduction/committed.py)
-reproduction-claims: venv  ## docs/reproduction.md's claims and verdicts judged again from the committed CSVs
-	$(PY) -m seqq.reports.reproduction.committed $(REPRODUCTION).md $(REPRODUCTION)
+# judged again from the committed CSVs alone (seqq/reports/reproduction/committed.py);
+# REDRAW=table2 (experiment names) also draws those experiments' whole blocks and figures again
+# from their CSVs (after `make table2-rejudge`)
+REDRAW ?=
+reproduction-claims: venv  ## docs/reproduction.md's claims and verdicts judged again from the committed CSVs (REDRAW=table2)
+	$(PY) -m seqq.reports.reproduction.committed $(REPRODUCTION).md $(REPRODUCTION) $(REDRAW)
 
 # `make paper SIZE=paper`: every sweep of docs/reproduction.md on the authors' LSTMs (nothing is
 # trained), then `make reproduction`. Fig. 3's ground truth committed in docs/reproduction/ground_truth

@@ -15,6 +15,8 @@ named); (i) the README's `seqq ask` examples end to end, wall
 time and peak memory as a user sees them (`--sections i`); (j) rare events at long horizons;
 (k) the twisted judge against exact answers and against the paper's committed truths
 (`make bench-judge`); (l) the language-model path on SmolLM2-135M: its step, stock decoding,
-every estimator and the judge, one process and two shards (`make bench-lm`).
+every estimator and the judge, one process and two shards (`make bench-lm`); (m) the judge on
+SmolLM2: calls per truth at equal relative SE, through the trie and rolled out, and the peak
+memory of the processes that computed them (`make bench-lm-judges`).
 Ratios are what to read: absolute numbers depend on the machine and on whatever else runs on it.
 """

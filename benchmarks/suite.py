@@ -7,7 +7,9 @@ a Fig. 3 sweep judged from scratch by the twisted rule;
 `--sections g` (or `b,d`, ...) reruns only those sections, each then saying when it was measured;
 `--sections h --mode quick|full` measures calibration against exact answers (`make calibration`);
 `--sections k --judge-sweeps DIR...` checks the twisted judge (`make bench-judge`);
-`--sections l --mode quick|full` measures the language-model path on SmolLM2 (`make bench-lm`)."""
+`--sections l --mode quick|full` measures the language-model path on SmolLM2 (`make bench-lm`);
+`--lm-judge-run outputs/sweeps/large_lm-paper` writes (m), the judge's cost on SmolLM2 from the
+truths and memory that sweep folder recorded (`make bench-lm-judges`)."""
 
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from benchmarks import (
     gt_cost,
     judge,
     lm_cost,
+    lm_judges,
     overhead,
     paper_run,
     paper_slice,
@@ -81,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--judge-sweeps", type=Path, nargs="*", default=[], metavar="DIR",
                         help="(k) also compare these paper-size sweep folders' twisted truths "
                              "with the committed App. F.3 ones, e.g. outputs/sweeps/fig3-paper")
+    parser.add_argument("--lm-judge-run", type=Path, metavar="SWEEP_DIR",
+                        help="only (m): the judge's truths, calls and peak memory in a large_lm "
+                             "sweep folder, e.g. outputs/sweeps/large_lm-paper")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     if args.threads:
@@ -97,6 +103,13 @@ def main(argv: list[str] | None = None) -> int:
     if clock == "auto":
         clock = "cpu" if resolved.type == "cpu" and torch.get_num_threads() == 1 else "wall"
     set_clock(clock)
+    if args.lm_judge_run:
+        section = lm_judges.run(args.lm_judge_run)
+        write(args.out, None, [Section("m", section.title, [
+            f"Written by `{shlex.join(['python', '-m', 'benchmarks', *argv])}`, "
+            f"{measured_at()}.", "", *section.body])])
+        print(f"benchmarks: wrote section (m) of {args.out}", file=sys.stderr)
+        return 0
     if args.paper_slice or args.paper_run or args.judge_run:
         parts = subsections(args.out, "f")
         if args.paper_run:

@@ -13,9 +13,9 @@ origin recorded in `GroundTruth.method`:
   error (`registry.adaptive_method`, `importance`, recorded by its name): the paper's adaptive
   IS with its Eq. 66 rule, its samples drawn through the prefix trie so shared prefixes are paid
   once; or, under `rule="sampled"`, the same method until the relative standard error is below
-  `rel_tol`, its paths rolled out without a trie: the judge for a large vocabulary, where a
-  trie's rows (V floats per prefix) outgrow memory and no surrogate can be distilled
-  (docs/decisions.md, "A judge for a large vocabulary").
+  `rel_tol`: the judge for a large vocabulary, where no surrogate can be distilled; its trie
+  holds its rows (V floats per prefix) within a byte budget, dropping the least recently used
+  (docs/decisions.md §6, "A judge for a large vocabulary").
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def ground_truth_many(
     model); under `rule="absolute"` (the paper's), IS with S_low samples, then +S_step until
     the per-sample weight variance (Eq. 66) < δ, or S_high samples; under `rule="sampled"`,
     IS from S_low samples in rounds until the relative standard error < `rel_tol`, or S_high
-    samples, paths rolled out without a trie. `progress` shows a bar (default: when some
+    samples. `progress` shows a bar (default: when some
     query needs a surrogate)."""
     if rule not in RULES:
         raise ValueError(f"ground-truth rule must be one of {', '.join(map(repr, RULES))}, "

@@ -32,7 +32,8 @@ from seqq.sweeps.sweep import load_data, load_sweep_model, make_specs, model_id,
 from seqq.sweeps.truth_store import GroundTruthStore, describe_rule
 
 USAGE = "usage: python -m seqq.sweeps.rejudge CSV OVERRIDES... [--merge]"
-OLD_RULE = "the sweep's judge"  # `truth_rule` of rows no new truth has replaced yet
+OLD_RULE = ("the CSV's own truths (a CSV without a `truth_rule` column: the judge its "
+            "experiment's section names)")  # rows no new truth has replaced yet
 
 
 def _spec(overrides: Sequence[str]) -> SweepSpec:
@@ -87,7 +88,7 @@ def merge(csv: Path, overrides: Sequence[str]) -> int:
                                   for e in table.loc[rows, "estimate"]]
         changed += int(rows.sum())
     partial = csv.with_suffix(".csv.partial")
-    table.to_csv(partial, index=False)
+    table.to_csv(partial, index=False, float_format="%.6g")
     partial.replace(csv)
     return changed
 

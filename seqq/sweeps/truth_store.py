@@ -44,9 +44,10 @@ def describe_rule(options: Mapping[str, Any]) -> str:
                      f"samples, then {o['s_step']:,} more at a time until the per-sample weight "
                      f"variance is below δ = {o['delta']:g}, at most {o['s_high']:,} samples")
     elif o["rule"] == "sampled":
-        surrogate = (f"importance sampling under the restricted proposal, paths rolled out "
-                     f"without a trie: {o['s_low']:,} samples, then rounds until the relative "
-                     f"standard error is below {o['rel_tol']:g}, at most {o['s_high']:,} samples")
+        surrogate = (f"importance sampling under the restricted proposal, paths drawn through "
+                     f"a prefix trie held within a byte budget: {o['s_low']:,} samples, then "
+                     f"rounds until the relative standard error is below {o['rel_tol']:g}, at "
+                     f"most {o['s_high']:,} samples")
     elif o["rule"] == "twisted":
         surrogate = (f"sampling without replacement twisted by an HPYP surrogate distilled from "
                      f"the model (twisted WOR, sum-and-sample over the prefix trie) until the "

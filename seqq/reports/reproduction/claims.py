@@ -64,12 +64,16 @@ def table(checks: Checks, title: str) -> Callable[[ModelRun], str]:
     return claims
 
 
-def verdict(checks: Checks, analogue: bool = False) -> Callable[[Sequence[ModelRun]], str]:
+def verdict(checks: Checks, analogue: str | None = None
+            ) -> Callable[[Sequence[ModelRun]], str]:
     """The summary table's verdict from every panel's checks (`judge`); an analogue of the
-    paper's experiment (other data, other symbols) reads "analogue" whatever its checks say."""
+    paper's experiment (other data, symbols or model: `analogue` says which, "" for none to
+    name) reads "analogue" whatever its checks say."""
     def verdict(runs: Sequence[ModelRun]) -> str:
         judged = judge([(run.dataset, c) for run in runs for c in checks(run)])
-        return f"**analogue**, its claims {judged}" if analogue else judged
+        if analogue is None:
+            return judged
+        return f"**analogue{f' ({analogue})' if analogue else ''}**, its claims {judged}"
     return verdict
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -16,7 +17,7 @@ import pandas as pd
 from seqq.reports.reproduction.markdown import find_block, update_summary
 from seqq.reports.reproduction.panels import ModelRun
 from seqq.reports.reproduction.registry import DECLARED, SUMMARY
-from seqq.reports.reproduction.reproduce import Experiment, OwnRows
+from seqq.reports.reproduction.reproduce import Experiment, OwnRows, write_runs
 
 CLAIMS = re.compile(r"The paper's [^\n]*? claims beside seqq's [^\n]*?:\n\n(?:\|[^\n]*\n)+")
 
@@ -38,7 +39,7 @@ def panels(experiment: Experiment, folder: Path) -> list[ModelRun]:
                            budget_rule="")
         if experiment.levels is not None:
             rows = rows[rows.budget_level.isin(experiment.levels)]
-        runs.append(ModelRun(dataset, model, slug, "", rows, rows.iloc[:0]))
+        runs.append(ModelRun(dataset, model, slug, experiment.histories, rows, rows.iloc[:0]))
     return runs
 
 
@@ -82,8 +83,23 @@ def rejudge(experiment: Experiment, folder: Path, doc: Path) -> None:
                    {t: (t, *row) for t, row in SUMMARY.items()})
 
 
-def main(doc: Path, folder: Path) -> None:
+def redraw(experiment: Experiment, folder: Path, doc: Path) -> None:
+    """Rewrite the experiment's whole block (tables, figures, claims) and its summary row from
+    its committed CSVs: for CSVs changed without their sweep's results (Table 2's truths judged
+    again, `seqq.sweeps.rejudge`)."""
+    runs = panels(experiment, folder)
+    if not runs:
+        raise ValueError(f"no committed CSVs of {experiment.title} under {folder}")
+    write_runs(experiment, runs, folder, doc, SUMMARY, csv=False)
+
+
+def main(doc: Path, folder: Path, redrawn: Sequence[str] = ()) -> None:
+    """Every experiment's claims judged again; those named in `redrawn` drawn again whole."""
     for experiment in DECLARED:
+        if getattr(experiment, "name", None) in redrawn:
+            redraw(experiment, folder, doc)
+            print(f"drawn again from {folder}: {experiment.title}")
+            continue
         if isinstance(experiment, Experiment):
             rejudge(experiment, folder, doc)
         elif isinstance(experiment, OwnRows):
@@ -94,4 +110,4 @@ def main(doc: Path, folder: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), Path(sys.argv[2]))
+    main(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3:])

@@ -38,6 +38,7 @@ COLUMNS: dict[str, Callable[[pd.DataFrame], pd.Series]] = {
     "truth": _column("truth"),
     "truth_kind": _column("truth_kind"),
     "truth_rel_stderr": _column("truth_rel_stderr"),
+    "truth_rule": _column("truth_rule"),  # the judge, in words (Table 2's truths were re-judged)
     "rae": _column("rae"),
     "temperature": _column("temperature"),
     "entropy": _column("entropy"),  # H(q), the restricted entropy of the ground truth (Fig. 4a)

@@ -34,15 +34,16 @@ class ModelRun:
         return int(self.rows.history_id.nunique())
 
     @property
-    def lines(self) -> tuple[str, str]:
-        """The panel's name and N; where its histories come from."""
+    def lines(self) -> tuple[str, ...]:
+        """The panel's name and N; where its histories come from, where known."""
         name = "authors' LSTM" if self.model.startswith("authors") else self.model
         where = ("test-split histories" if self.histories_from == "test" else
                  "histories sampled from the model (raw MOOCs file absent)"
                  if self.dataset == "moocs" and self.histories_from.startswith("sampled")
                  else "synthetic histories, a share of them the focus symbols A"
                  if self.histories_from == "mixture" else f"histories {self.histories_from}")
-        return f"{self.dataset} · {name} · N = {self.n}", where
+        head = f"{self.dataset} · {name} · N = {self.n}"
+        return (head, where) if self.histories_from else (head,)
 
     @property
     def levels(self) -> list[int]:

@@ -99,6 +99,8 @@ class Experiment:
     pending: str = NOT_RUN  # the summary row's verdict until its first export
     results: str = "results"  # the sweep's folder it reads
     models: str = "authors_lstm"  # the models `make reproduction` keeps (`--models`)
+    histories: str = ""  # where its histories come from ("test"), for panels rebuilt from its
+    # CSVs, which do not say (`committed.py`); "" where it varies by dataset
 
     @property
     def pending_row(self) -> tuple[str, str, str]:
@@ -133,14 +135,23 @@ def export(experiment: Experiment, results: pd.DataFrame, out: str | Path,
            doc: str | Path | None = None, models: Sequence[str] = (),
            summary: Mapping[str, Sequence[str]] | None = None) -> list[Path]:
     """`reproduce` from a results table."""
-    out = Path(out)
     if doc is not None:  # refuse a doc without the markers before writing anything
         find_block(Path(doc), experiment.block)
         if summary is not None:
             find_block(Path(doc), SUMMARY_BLOCK)
-    runs = experiment.runs(results, models)
-    if experiment.csv:  # its owner's CSVs hold these very rows: linked, not written again
-        csvs = [[out / name for name in csv_names(run, experiment.csv, experiment.columns,
+    return write_runs(experiment, experiment.runs(results, models), out, doc, summary)
+
+
+def write_runs(experiment: Experiment, runs: Sequence[ModelRun], out: str | Path,
+               doc: str | Path | None = None,
+               summary: Mapping[str, Sequence[str]] | None = None, csv: bool = True
+               ) -> list[Path]:
+    """The experiment's CSVs (unless `csv` is False: they are where its panels came from),
+    figures, doc block and summary row from its panels."""
+    out = Path(out)
+    linked = bool(experiment.csv) or not csv  # CSVs holding these very rows: linked, not written
+    if linked:
+        csvs = [[out / name for name in csv_names(run, experiment.csv_name, experiment.columns,
                                                   experiment.split)] for run in runs]
     else:
         csvs = [to_csv(run, out, experiment.name, experiment.columns, experiment.split)
@@ -149,7 +160,7 @@ def export(experiment: Experiment, results: pd.DataFrame, out: str | Path,
     drawn = experiment.figure(runs)  # one figure is named after the experiment, several by
     figures = {f"{stem if len(drawn) > 1 else experiment.name}_{suffix}": fig  # their keys
                for stem, fig in drawn.items()}
-    written = [] if experiment.csv else [path for paths in csvs for path in paths]
+    written = [] if linked else [path for paths in csvs for path in paths]
     for stem, fig in figures.items():
         written += save(fig, out, stem)
     if doc is not None:

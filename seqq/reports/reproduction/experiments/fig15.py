@@ -109,4 +109,4 @@ EXPERIMENT = Experiment(
     methods=("importance",), levels=(1000,), block="fig15",
     columns=(*ESTIMATE_COLUMNS, "share"),
     figure=figure, caption=caption, section=section, claims=table(checks, "Fig. 15"),
-    verdict=verdict(checks, analogue=True))
+    verdict=verdict(checks, analogue=""))

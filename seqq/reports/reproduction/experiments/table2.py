@@ -118,7 +118,7 @@ def section(run: ModelRun, csv: str) -> list[str]:
     floor = NOISE_FLOOR * noise  # a perfect estimator's median RAE against truths this noisy
     below = [k for k in medians.index if medians.loc[k, "importance"] < floor[k]]
     return [links_line(run, csv, f"at K = {', '.join(str(k) for k in medians.index)}"), "",
-            to_markdown(shown), "",
+            to_markdown(shown), "", *_judge(run.rows, truth), "",
             f"V = {V:,}. The judge's truths have a median relative SE of "
             + ", ".join(f"{noise[k]:.3f} (K = {k})" for k in noise.index)
             + ": judged by them, even an exact method would show a median RAE of about "
@@ -128,6 +128,32 @@ def section(run: ModelRun, csv: str) -> list[str]:
                f"{', '.join(map(str, below))}: its error cannot be told apart from the judge's "
                "there, only bounded by it." if below else
                "Every median RAE above lies over that floor."), ""]
+
+
+def _judge(rows: pd.DataFrame, truth: pd.DataFrame) -> list[str]:
+    """The truths per K: which judge, how precise, and how much of importance sampling's median
+    RAE (with its bootstrap interval) their noise floor still explains."""
+    spans = dict(zip(sorted(rows.K.unique()), _median_spans(rows, "importance"), strict=True))
+    rule = truth.truth_rule if "truth_rule" in truth else pd.Series("", index=truth.index)
+    rules = list(rule.value_counts().index)
+    shown = pd.DataFrame({
+        "K": sorted(spans),
+        "truths" + (f" (judge {' / '.join(str(i + 1) for i in range(len(rules)))})"
+                    if len(rules) > 1 else ""): [
+            " / ".join(str(int(((k == truth.K) & (rule == r)).sum())) for r in rules)
+            for k in sorted(spans)],
+        "median relative SE": [f"{truth[k == truth.K].truth_rel_stderr.median():.4f}"
+                               for k in sorted(spans)],
+        "above 20 %": [int((truth[k == truth.K].truth_rel_stderr > 0.2).sum())
+                       for k in sorted(spans)],
+        "IS median RAE [95 % interval]": [f"{m:.4f} [{lo:.4f}, {hi:.4f}]"
+                                          for m, lo, hi in spans.values()],
+        "noise floor / IS median": [
+            f"{NOISE_FLOOR * truth[k == truth.K].truth_rel_stderr.median() / spans[k][0]:.2f}"
+            for k in sorted(spans)],
+    })
+    judges = " ".join(f"({i + 1}) {r}." for i, r in enumerate(rules) if r)
+    return [to_markdown(shown), "", f"The judges: {judges}" if judges else ""]
 
 
 def checks(run: ModelRun) -> list[Check]:
@@ -174,7 +200,9 @@ def checks(run: ModelRun) -> list[Check]:
 
 EXPERIMENT = Experiment(
     name="table2", title="Table 2", sweep="large_lm", query="hitting_time", methods=METHODS,
-    levels=(LEVEL_S,), block="table2", columns=(*FIG3_COLUMNS, "entropy", "vocab_size"),
+    levels=(LEVEL_S,), block="table2",
+    columns=(*FIG3_COLUMNS, "truth_rule", "entropy", "vocab_size"),
     figure=figure, caption=caption, section=section, claims=table(checks, "Table 2"),
-    verdict=verdict(checks), models="smollm2",
+    # an analogue: another model and tokenizer, with half the paper's restricted entropy
+    verdict=verdict(checks, analogue="SmolLM2"), models="smollm2", histories="test",
     pending="not run yet: `make table2 SIZE=paper LARGE_LM=smollm2` (the `large_lm` preset)")
