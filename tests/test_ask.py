@@ -490,3 +490,22 @@ def test_every_horizon_answers_when_a_first_happens_from_one_pass(models: Path):
 def test_every_horizon_refuses_what_it_cannot_share(models: Path, args, said):
     result = ask("--model", "lstm.pt", "--history", "ab", *args, cwd=models)
     assert result.returncode == 2 and said in result.stderr, result.stderr
+
+
+@requires_smollm2
+@pytest.mark.parametrize("question, fits", [('tau(".") <= 100000', "1,364"),
+                                            ('tau(".") <= 3000', "1,364")])
+def test_smollm2_refuses_a_horizon_its_lattice_cannot_hold_before_its_weights_load(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, question: str, fits: str):
+    """`tau(".") <= 100000` was killed by the kernel after 69 s, `<= 3000` grew to 8.9 GB
+    before a refusal: both are refused from the tokenizer alone, one line naming the K that
+    fits, and the weights are never loaded."""
+    from seqq.commands import ask as ask_command
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("the weights were loaded before the refusal")
+
+    monkeypatch.setattr(ask_command, "load", no_load)
+    assert cli.main(["ask", "--model", "smollm2", "--device", "cpu", question]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"use K ≤ {fits}" in err and "GiB cap" in err

@@ -215,3 +215,17 @@ def test_excluded_symbols_list_exactly_what_a_node_disallows():
         assert sorted(s for s in symbols if s >= 0) == disallowed
     assert lattice.excluded(nodes) is None
     assert lattice.excluded(some[:1]).shape[0] == 1
+
+
+@pytest.mark.parametrize("query, fits", [(Q.occurs_within([5], 100_000), "K ≤ 1,364"),
+                                         (Q.occurs_within([5], 3_000), "K ≤ 1,364"),
+                                         (Q.occurs_within([5], 1_000), "K ≤ 682"),
+                                         (Q.hitting_time([5], 3_000), "K ≤ 1,364")])
+def test_a_lattice_too_large_for_its_cap_is_refused_before_it_is_built(query, fits):
+    """Over 49,152 symbols a lattice row is ~1.5 MB while it is built: a horizon whose lattice
+    would pass the 2 GiB cap is refused at once, naming the K that fits (two nodes a step for
+    `occurs_within` once its states are known), instead of growing until the kernel kills it."""
+    from seqq.queries.query import _lattice
+
+    with pytest.raises(QueryError, match=fits):
+        _lattice(query.automaton, query.horizon, 49_152)

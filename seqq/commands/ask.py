@@ -160,6 +160,20 @@ def load(name: str, device: str, verbose: bool = False) -> SequenceModel:
             raise not_lstm from None
 
 
+def refuse_early(name: str, question: str) -> None:
+    """A question whose horizon SmolLM2's vocabulary cannot hold (`check_fits`), refused in
+    seconds, before the weights load: only its cached tokenizer is read."""
+    if name != "smollm2":
+        return
+    from seqq.models.smollm2 import smollm2_tokenizer
+    from seqq.queries.language import parse
+    from seqq.queries.lattice import check_fits
+
+    tokenizer = smollm2_tokenizer()
+    vocab = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    check_fits(parse(question, vocab, tokenizer).horizon, len(vocab))
+
+
 def encode_history(model: SequenceModel, text: str) -> list[int]:
     """Text → the model's ids: its tokenizer (HF LMs), else its vocabulary, read character by
     character when every symbol is one character (after `<BOS>`, as training sequences start)
@@ -410,6 +424,7 @@ def main(argv: list[str]) -> int:
     from seqq.queries.language import check_syntax
 
     check_syntax(args.question)  # before any (slow) model load
+    refuse_early(args.model, args.question)
     if args.method not in CHOOSERS:
         check_method(args.method, {})
     device = str(resolve_device(args.device))

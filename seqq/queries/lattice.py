@@ -22,8 +22,14 @@ from dataclasses import dataclass, field, fields
 import torch
 from torch import Tensor
 
+from seqq.errors import QueryError
 from seqq.queries.automaton import Automaton
 
+LATTICE_BYTES = 2**31  # the most a query's lattice may take while it is built (2 GiB): a node
+# holds a row of V symbols (allowed, child: ~32 bytes per symbol with the build's temporaries;
+# `tau(".") <= 3000` over SmolLM2's 49,152 symbols grew to 8.9 GB before this check)
+BUILD_BYTES_PER_ENTRY = 32
+TABLE_BYTES_PER_ENTRY = 8  # the automaton's transition table: a long per (state, symbol)
 EXCLUDED_SHARE = 256  # nodes disallowing at most V/256 symbols also list them (`excluded`)
 UNLISTED = -2  # `_excluded_lists`' mark of a node whose disallowed symbols are not listed
 
@@ -210,19 +216,25 @@ def _excluded_lists(allowed: Tensor) -> Tensor:
 
 def unroll(automaton: Automaton, horizon: int, vocab_size: int) -> Lattice:
     """The lattice of one query: nodes (k, s) reachable from the start and still able to
-    accept at step K, with their allowed symbols and children."""
+    accept at step K, with their allowed symbols and children. One too large to build is
+    refused first (`_check_size`)."""
+    check_fits(horizon, vocab_size)
+    _check_size([automaton.num_states], vocab_size, horizon, "its automaton's transitions",
+                TABLE_BYTES_PER_ENTRY)
     table = automaton.transition_table(vocab_size)  # [S, V]
     S, K = automaton.num_states, horizon
     accepting = torch.zeros(S, dtype=torch.bool)
     accepting[list(automaton.accepting)] = True
-    source, symbol = (table >= 0).nonzero(as_tuple=True)  # the transitions, as an edge list
-    target = table[source, symbol]
+    edges = torch.unique((table >= 0).nonzero()[:, 0] * S + table[table >= 0])  # state → state
+    source, target = edges // S, edges % S
     live = [torch.zeros(S, dtype=torch.bool) for _ in range(K + 1)]  # can accept at K from (k, s)
     live[K] = accepting
     for k in range(K - 1, -1, -1):
         live[k] = torch.zeros(S, dtype=torch.bool).index_fill_(0, source[live[k + 1][target]], True)
     if not live[0][automaton.start]:
         return _empty(vocab_size)
+    _check_size([int(layer.sum()) for layer in live], vocab_size, horizon, "a query lattice",
+                BUILD_BYTES_PER_ENTRY)
 
     # Forward, layer by layer: each node's allowed symbols, and its children as node ids
     # (layer k+1's states sorted, numbered after every earlier layer's nodes).
@@ -249,6 +261,31 @@ def unroll(automaton: Automaton, horizon: int, vocab_size: int) -> Lattice:
         rows = slice(offsets[k], offsets[k + 1])
         free[rows] = allowed[rows].all(-1) & free[child[rows].clamp_min(0)].all(-1)
     return _pack(depth, allowed, child, free, horizon)
+
+
+def check_fits(horizon: int, vocab_size: int) -> None:
+    """Refuse a horizon whose lattice cannot fit LATTICE_BYTES whatever the query (a node per
+    step at least): callers that know K and V before loading a model ask this first."""
+    _check_size([horizon + 1], vocab_size, horizon, "a query lattice", BUILD_BYTES_PER_ENTRY)
+
+
+def _check_size(rows: Sequence[int], vocab_size: int, horizon: int, what: str,
+                per_entry: int) -> None:
+    """Refuse, before it is built, a table of rows × V entries that cannot fit LATTICE_BYTES:
+    the lattice (a node per step at least), the automaton's transitions (a row per state), then
+    the lattice again (at most the automaton states live at each step). Rows grow with the
+    horizon, so the error names the largest K that fits."""
+    count = sum(rows)
+    need = count * vocab_size * per_entry
+    if need <= LATTICE_BYTES:
+        return
+    per_step = max(1.0, count / (horizon + 1))
+    fits = max(1, int(LATTICE_BYTES / (per_step * vocab_size * per_entry)) - 1)
+    raise QueryError(f"K = {horizon:,} over {vocab_size:,} symbols needs {what} of {count:,} "
+                     f"rows (about {need / 1e9:.1f} GB, over seqq's {LATTICE_BYTES / 2**30:.0f} "
+                     f"GiB cap); use K ≤ {fits:,} for this query"
+                     + (" at most (fewer where it has several states a step)"
+                        if len(rows) == 1 and what == "a query lattice" else ""))
 
 
 def _pack(depth: Tensor, allowed: Tensor, child: Tensor, free: Tensor, horizon: int) -> Lattice:
