@@ -178,3 +178,23 @@ def test_heavy_weights_behind_a_head_widen_its_tail_and_flag_only_wide_intervals
         calm = with_uncertainty(base, "log-normal", 0.95, light)
         assert calm.warning is None and calm.ci_high < 1.01 * v
 
+
+
+def test_an_interval_spanning_an_order_of_magnitude_warns_whatever_the_weights_say() -> None:
+    """`p = 8.5e-05, 95% interval [7.9e-06, 0.034]` came with no warning (issue 61): an interval
+    whose ends differ by 10× or more says the answer is unknown, so it warns; a narrower one
+    from the same light weights does not."""
+    from dataclasses import replace
+
+    e = seqq.estimate(random_markov(V=6, seed=5), [1], Q.hitting_time(2, K=4), "importance",
+                      samples=50, seed=0)
+    light = np.random.default_rng(1).normal(scale=0.1, size=200)
+    import torch
+
+    wide = with_uncertainty(replace(e, stderr=3 * e.value), "log-normal", 0.95,
+                            torch.as_tensor(light))
+    assert wide.ci_high / wide.ci_low >= 10
+    assert "spans a factor of" in wide.warning and "not known to within an order" in wide.warning
+    narrow = with_uncertainty(replace(e, stderr=0.05 * e.value), "log-normal", 0.95,
+                              torch.as_tensor(light))
+    assert narrow.ci_high / narrow.ci_low < 10 and narrow.warning is None

@@ -28,7 +28,9 @@ with fewer than 10 effective samples). Then an answer whose enumerated head (cer
 p(S): wor, the hybrid) holds most of it spans p(S) + (p̂ − p(S))·3^±1, since heavy draws can
 miss the mass beyond the head; and the estimate carries a one-sentence `warning` saying what to
 try, where its interval spans more than ±10 % of p̂ (a flag means the answer may be more than a
-few percent off: measured in benchmarks/RESULTS.md (h), issue 42).
+few percent off: measured in benchmarks/RESULTS.md (h), issue 42). Whatever the diagnostics, an
+interval whose ends differ by a factor of WIDE_RATIO (10) or more warns too: it says the answer
+is unknown to within an order of magnitude (issue 61).
 
 Certain bounds (beams, WOR: p(S) ≤ p ≤ p(S) + 1 − q(S)) hold in every run, so every interval is
 clipped to them; where they are within CERTAIN_RAE of each other they are the interval, and no
@@ -58,6 +60,7 @@ FLAG_WIDTH = 0.10  # heavy or few weights warn only where the interval spans mor
 # runs were false alarms, the run within 5 % of p)
 MIN_TAIL_DRAWS = 100  # fewer nonzero weights than this: k̂ is too noisy to act on, not fitted
 REPLICATE_SPREAD = 0.5  # replicates' relative standard error above this: they disagree
+WIDE_RATIO = 10.0  # an interval whose ends differ by this factor says the answer is unknown
 def weight_diagnostics(log_w: np.ndarray) -> dict[str, float]:
     """Draws, nonzero weights, effective sample size and Pareto k̂ of one estimate's weights."""
     finite = log_w[np.isfinite(log_w)]
@@ -124,6 +127,11 @@ def with_uncertainty(estimate: Estimate, kind: IntervalKind, level: float,
         width = (max(high / estimate.value - 1, 1 - low / estimate.value)
                  if bounds is not None and estimate.value > 0 else math.inf)
         warning = warning_for(diagnostics, estimate.method, width)
+    if (warning is None and kind != "exact" and bounds is not None and low > 0
+            and high / low >= WIDE_RATIO):
+        warning = (f"its {level:.0%} interval [{low:.3g}, {high:.3g}] spans a factor of "
+                   f"{high / low:,.0f}, so the answer is not known to within an order of "
+                   "magnitude; try a larger budget or a surrogate")
     if kind == "zero" and warning is None:
         known = f"p ≤ {high:.3g}" if estimate.value == 0 else f"p ≥ {low:.3g}"
         warning = (f"{'none' if estimate.value == 0 else 'all'} of the {dof} draws reached the "
