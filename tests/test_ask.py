@@ -481,6 +481,12 @@ def test_every_horizon_answers_when_a_first_happens_from_one_pass(models: Path):
     text = ask("--model", "lstm.pt", "--history-file", "history.txt", "--every-horizon",
                'tau("\\n") = 3', cwd=models)
     assert "every K from one pass of importance" in text.stdout and "p(τ ≤ K)" in text.stdout
+    assert "exact (p(A | history))" in text.stdout.splitlines()[2]  # K = 1: p(A | history)
+    default = ask("--model", "lstm.pt", "--history-file", "history.txt", "--every-horizon",
+                  "--json", 'tau("\\n") = 4', cwd=models)  # left to auto: auto's budget
+    from seqq.estimators.auto import AUTO_BUDGET
+
+    assert 0 < json.loads(default.stdout)["model_calls"] <= AUTO_BUDGET
 
 
 @pytest.mark.parametrize("args, said", [

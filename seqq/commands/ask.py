@@ -109,7 +109,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--every-horizon", action="store_true",
                         help="for a hitting time tau(A) = K: p(tau(A) = k) for every k ≤ K, "
                              "all from one set of paths (when A first happens; --method auto "
-                             f"answers with {HORIZONS_METHOD}, or give one that shares a pass: "
+                             f"answers with {HORIZONS_METHOD} within --budget, default "
+                             f"{AUTO_BUDGET:,} calls, or give one that shares a pass: "
                              f"{', '.join(sorted(n for n, m in registry.METHODS.items() if m.horizons))})")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED,
                         help=f"seed of sampling methods (default: {DEFAULT_SEED})")
@@ -345,7 +346,8 @@ def readable_horizons(result: dict[str, Any]) -> str:
              f"history of {result['history_tokens']} tokens)",
              f"{'K':>3}  {'p(τ = K)':>10}  {result['level']:.0%} interval{'':>12}  p(τ ≤ K)"]
     for row in result["horizons"]:
-        interval = ("" if row["ci_low"] is None else
+        interval = ("exact (p(A | history))" if row["stderr"] == 0 else
+                    "" if row["ci_low"] is None else
                     f"[{row['ci_low']:.4g}, {row['ci_high']:.4g}]")
         lines.append(f"{row['K']:>3}  {row['estimate']:>10.4g}  {interval:<24}  "
                      f"{row['up_to']:.4g}")
@@ -440,9 +442,11 @@ def main(argv: list[str]) -> int:
     if not text and not has_bos(model):
         raise QueryError("the history is empty and this model has no BOS token to start from; "
                          "give the text so far with --history or --history-file")
-    if args.every_horizon:
-        method = HORIZONS_METHOD if args.method in CHOOSERS else args.method
-        result = answer_every_horizon(model, history, args.question, method, args.budget,
+    if args.every_horizon:  # left to auto, the pass keeps to auto's budget
+        chosen = args.method in CHOOSERS
+        method = HORIZONS_METHOD if chosen else args.method
+        budget = args.budget or (AUTO_BUDGET if chosen else None)
+        result = answer_every_horizon(model, history, args.question, method, budget,
                                       args.seed)
         print(json.dumps(result) if args.json else readable_horizons(result))
         return 0
