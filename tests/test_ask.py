@@ -515,3 +515,11 @@ def test_smollm2_refuses_a_horizon_its_lattice_cannot_hold_before_its_weights_lo
     assert cli.main(["ask", "--model", "smollm2", "--device", "cpu", question]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and f"use K ≤ {fits}" in err and "GiB cap" in err
+
+
+def test_the_json_fields_documented_are_the_ones_printed(models: Path):
+    """`--json`'s help is built from `JSON_FIELDS`; the answer holds exactly those fields."""
+    from seqq.commands.ask import JSON_FIELDS, answer
+
+    result = answer(load(str(models / "lstm.pt"), "cpu"), [0, 1], 'tau("a") = 2')
+    assert set(result) == set(JSON_FIELDS)

@@ -118,9 +118,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="auto | cpu | cuda | cuda:N (default: auto, the GPU if torch sees "
                              "one)")
     parser.add_argument("--json", action="store_true",
-                        help="print one JSON object: estimate, stderr, lower, upper, method, "
-                             "exact, model_calls, seconds (model loading excluded), horizon, "
-                             "history_tokens, threads, notes")
+                        help="print one JSON object: " + "; ".join(
+                            f"{name}: {meaning}" for name, meaning in JSON_FIELDS.items()))
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="let transformers and huggingface_hub print their progress bars "
                              "and warnings (default: quiet)")
@@ -227,6 +226,22 @@ def surrogate_for(model: SequenceModel, name: str, mode: str) -> ContextAutomato
     print(f"seqq ask: distilling a surrogate from {DISTILL_SYMBOLS:,} samples of the model "
           f"(once; kept in {folder})", file=sys.stderr, flush=True)
     return distilled(model, vocab, bos, folder=folder, name=key)
+
+
+JSON_FIELDS = {  # what `answer` returns (`--json`), each as the help names it
+    "question": "the question as given",
+    "estimate": "p, the answer",
+    "stderr": "its standard error (0 when exact, null where the method has none)",
+    "ci_low": "the interval's lower end", "ci_high": "its upper end",
+    "level": "the interval's confidence level (0.95)",
+    "lower": "a bound p surely exceeds (float noise aside)", "upper": "one it surely does not",
+    "method": "the method that answered", "why": "why auto chose it",
+    "exact": "whether the answer is exact",
+    "warning": "what may be wrong with the answer, and what to try (null: nothing)",
+    "model_calls": "model calls spent", "seconds": "time taken, model loading excluded",
+    "horizon": "K", "history_tokens": "tokens of the history",
+    "threads": "torch threads", "notes": "hints, e.g. on leading spaces",
+}
 
 
 def answer(model: SequenceModel, history: Sequence[int], question: str,

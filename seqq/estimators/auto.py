@@ -23,6 +23,7 @@ cost cap, else a budget).
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -77,7 +78,8 @@ def choose(horizon: int, enumeration_calls: float, limit: int, surrogate: bool) 
         return Pick(registry.exact_method().name, False,
                     f"enumerating every continuation fits the {limit:,} calls allowed")
     cost = (f"{enumeration_calls:,.0f}" if enumeration_calls < 1e9
-            else f"{enumeration_calls:.1e}".replace("e+", "e"))
+            else f"{enumeration_calls:.1e}".replace("e+", "e") if math.isfinite(enumeration_calls)
+            else "over 1e308")  # a count past float64 ("inf" said nothing)
     priced = f"enumeration would cost {cost} calls, more than {limit:,}; "
     twist = " twisted by the surrogate" if surrogate else ""
     if horizon > LONG_HORIZON:
