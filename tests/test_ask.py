@@ -122,6 +122,7 @@ def test_the_default_answer_is_readable(models: Path):
      "the history's character 'c' is not in the model's vocabulary"),
     (("--model", "missing.pt", "X1 = a"), "checkpoint missing.pt not found"),
     (("--model", "nonsense", "X1 = a"), "is neither a model name"),
+    (("--model", "smolm2", "X1 = a"), "did you mean smollm2?"),
     (("--model", "lstm.pt", "--budget", "0", "X1 = a"), "expected a positive whole number"),
     (("--model", "lstm.pt", "--method", "guess", "X1 = a"), "unknown method 'guess'"),
     (("--model", "lstm.pt", "--history-file", "nowhere.txt", "X1 = a"), "--history-file"),
@@ -129,8 +130,12 @@ def test_the_default_answer_is_readable(models: Path):
 def test_bad_input_is_one_line_and_exit_status_2(models: Path, args, said):
     run = ask(*args, cwd=models)
     assert run.returncode == 2, (run.stdout, run.stderr)
-    assert run.stderr.count("\n") == 1 and run.stderr.startswith("seqq ask: ")
-    assert said in run.stderr
+    lines = run.stderr.splitlines()
+    assert run.stderr.startswith("seqq ask: ") and said in lines[0]
+    if " at column " in lines[0]:  # a query error shows the text and a caret on lines of their own
+        assert len(lines) == 3 and lines[2].strip() == "^" and lines[1].strip() in args[-1]
+    else:
+        assert len(lines) == 1
 
 
 def test_help_shows_every_default(tmp_path: Path):

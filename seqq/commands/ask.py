@@ -38,6 +38,7 @@ from seqq.estimators.surrogates import DISTILL_SYMBOLS
 from seqq.models.automaton import ContextAutomaton
 from seqq.models.device import resolve_device
 from seqq.models.protocol import SequenceModel
+from seqq.queries.language import did_you_mean
 
 NAMED_MODELS = {
     "smollm2": {"type": "smollm2"},
@@ -148,7 +149,8 @@ def load(name: str, device: str, verbose: bool = False) -> SequenceModel:
         return load_gguf(path, device, verbose=verbose)
     if not path.suffix == ".pt" and not path.exists():
         raise ConfigError(f"--model {name!r} is neither a model name ({', '.join(NAMED_MODELS)}, "
-                          "hf:<name>) nor a checkpoint file; train one with seqq train")
+                          "hf:<name>) nor a checkpoint file; "
+                          + did_you_mean(name, list(NAMED_MODELS)) + "or train one with seqq train")
     try:
         return load_model({"type": "lstm", "checkpoint": str(path), "device": device})
     except CheckpointError as not_lstm:

@@ -64,7 +64,11 @@ MULTIRUN = _Multirun()
 
 def one_line(error: BaseException) -> str:
     """An error message on one line; Hydra's indented option lists become comma lists and its
-    config search path (no help to a user) is dropped."""
+    config search path (no help to a user) is dropped. A query error located in its text
+    (`language.located`) keeps its two lines that show the text and a caret under the place."""
+    if getattr(error, "column", None) is not None:
+        message, *shown = str(error).strip().split("\n")
+        return "\n".join([message, *shown])
     text = str(error).strip().split("\nConfig search path")[0]
     text = re.sub(r"\n\t+", ", ", re.sub(r":\s*\n\t+", ": ", text))
     line = ""

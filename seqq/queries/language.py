@@ -15,8 +15,9 @@ under the offending column.
 
 from __future__ import annotations
 
+import difflib
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
@@ -94,6 +95,12 @@ def quote(token: str) -> str:
     return '"' + "".join(out) + '"'
 
 
+def did_you_mean(given: str, known: Sequence[str]) -> str:
+    """"did you mean X? " for the closest known name to a misspelt one, else ""."""
+    close = difflib.get_close_matches(given, list(known), n=1, cutoff=0.6)
+    return f"did you mean {close[0]}? " if close else ""
+
+
 def located(expr: str, column: int, message: str) -> QueryError:
     """A `QueryError` that shows `expr` with a caret under `column` (0-based)."""
     shown = expr.replace("\n", " ").replace("\t", " ").replace("\r", " ")
@@ -119,6 +126,9 @@ def _lex(expr: str) -> list[Token]:
             i += len(tokens[-1].text)
         elif c in "0123456789" or (c == "-" and expr[i + 1:i + 2].isdigit()):
             text = re.compile(r"-?[0-9][\w.]*").match(expr, i).group()
+            if re.fullmatch(r"-[0-9]+", text):
+                raise located(expr, i, f"negative number {text}: horizons, counts and ids are "
+                                       "whole numbers ≥ 0 (a horizon ≥ 1)")
             if not re.fullmatch(r"[0-9]+", text):
                 raise located(expr, i, f"bad number {text!r}: expected a whole number such as 5")
             tokens.append(Token("number", text, int(text), i))
@@ -277,8 +287,9 @@ class _Parser:
             if token.text == "text":
                 return self.text()
             if self.at("(", 1):
-                raise self.error(token, f"unknown function {token.text}(); use one of "
-                                        f"{', '.join(FUNCTIONS)}")
+                raise self.error(token, f"unknown function {token.text}(); "
+                                        + did_you_mean(token.text, FUNCTIONS)
+                                        + f"use one of {', '.join(FUNCTIONS)}")
         raise self.error(token, f"expected a condition such as {EXAMPLES} but found "
                                 f"{_describe(token)}")
 
