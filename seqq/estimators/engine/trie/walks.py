@@ -42,7 +42,9 @@ def walk(trie: Trie, row_branch: Tensor, policy: Policy = "proposal",
             rows, node = _pay(trie, depth, rows, node, charge)
         nodes, inverse = distinct(node, trie.levels[depth].size)
         if depth:
+            trie.keeper.next_step()
             trie.expand(depth, nodes)
+            trie.keeper.settle(trie, spare=True)
         alive, drawn = _draw(trie, *_choice(trie, depth, nodes, policy), inverse)
         if not bool(alive.all()):
             rows, node, drawn = rows[alive], node[alive], drawn[alive]

@@ -52,7 +52,9 @@ def sample_without_replacement(trie: Trie, draws: Tensor) -> tuple[Tensor, Tenso
     depth = 0
     while len(node):
         if depth:
+            trie.keeper.next_step()
             trie.expand(depth, node)
+            trie.keeper.settle(trie, spare=True)
         branch = trie.levels[depth].branch[node]
         # a node adds at most `draws` of its branch to the top: only its own top ones compete
         width = min(trie.V, int(draws[branch].max()))
