@@ -99,7 +99,8 @@ def _per_decade(rows: pd.DataFrame) -> Check:
     sampling = rows[rows.method.isin(["importance", SETTER])]
     said = functools.partial(
         Check, "10× the budget gives about 3× lower RAE (1/√budget) for IS and the hybrid",
-        "\"a 10× budget gives roughly a three times reduction in RAE\" (App. G.2)",
+        "\"increasing the computation budget by an order of magnitude roughly corresponds to a "
+        "three times reduction in RAE\" (App. G.2)",
         test=f"per (method, K): 10^−slope of the log10 median RAE per decade of S, its "
              f"{1 - LEVEL:.0%} bootstrap interval over the histories inside ×{ABOUT_3[0]:g}–"
              f"×{ABOUT_3[1]:g}")

@@ -64,7 +64,7 @@ def checks(run: ModelRun) -> list[Check]:
     of the beams kept per history)."""
     beams = _beams(run.rows)
     if not beams:
-        return [Check("the number of beams grows exponentially in K", "App. G.5 (Fig. 12)",
+        return [Check("the number of beams grows exponentially in K", "App. G.3 (Fig. 12)",
                       "no beam sizes recorded", UNKNOWN)]
     return [_exponential(beams), _larger_alpha(beams)]
 
@@ -97,7 +97,7 @@ def _exponential(beams: dict[tuple[int, str], pd.DataFrame]) -> Check:
               for key, table in beams.items()}
     tally = Tally.of([outcome(low, high) for _, low, high in growth.values()])
     return Check(
-        "the number of beams grows exponentially in K", "App. G.5 (Fig. 12)",
+        "the number of beams grows exponentially in K", "App. G.3 (Fig. 12)",
         "median beams per step, steps 1…K−1: " + "; ".join(
             f"α = {alpha_of(m)}{_at(k, beams)}: ×{math.exp(b):.1f} per step "
             f"[×{math.exp(low):.1f}, ×{math.exp(high):.1f}] (R² of the log-linear fit "
