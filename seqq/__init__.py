@@ -24,7 +24,7 @@ PUBLIC = {
     "GroundTruth": "seqq.estimators.estimate",
     "ground_truth": "seqq.estimators.ground_truth",
     "ground_truth_many": "seqq.estimators.ground_truth",
-    "hitting_time_distribution": "seqq.estimators.reuse",
+    "hitting_time_distribution": "seqq.api",
     "parse": "seqq.queries.language",
 }
 SUBMODULES = ("queries",)  # public as modules: `seqq.queries.hitting_time(...)`

@@ -1,4 +1,4 @@
-"""The public entry points: `estimate`, `estimate_many`, `exact`.
+"""The public entry points: `estimate`, `estimate_many`, `exact`, `hitting_time_distribution`.
 
 A method name is either a registered method, run by the driver, or a chooser (`auto`) that picks
 a registered method per task and runs it through the driver: `CHOOSERS` says which.
@@ -13,9 +13,10 @@ from seqq.estimators import Estimate, auto, driver, registry
 from seqq.estimators.auto import Chooser
 from seqq.estimators.driver import check_method
 from seqq.models.protocol import SequenceModel
-from seqq.queries import Query
+from seqq.queries import Query, Symbols, Vocabulary, hitting_time
 
-__all__ = ["CHOOSERS", "check_method", "estimate", "estimate_many", "exact"]
+__all__ = ["CHOOSERS", "check_method", "estimate", "estimate_many", "exact",
+           "hitting_time_distribution"]
 
 CHOOSERS: dict[str, Chooser] = {chooser.name: chooser for chooser in (auto.AUTO,)}
 
@@ -67,3 +68,21 @@ def exact(model: SequenceModel, history: Sequence[int], query: Query) -> float:
     if hasattr(model, "log_probability"):
         return math.exp(model.log_probability(history, query))
     return estimate(model, history, query, registry.exact_method().name).value
+
+
+def hitting_time_distribution(model: SequenceModel, history: Sequence[int], a: Symbols, K: int,
+                              samples: int | None = 1000, seed: int | None = None,
+                              vocab: Vocabulary | None = None, method: str = "importance",
+                              budget: int | None = None, level: float = 0.95
+                              ) -> list[Estimate]:
+    """p(τ(A) = k | history) for k = 1..K, each with its interval, from one pass of `method`
+    (one that declares `horizons`: importance, naive or uniform MC; `seqq.estimators.horizons`):
+    `samples` paths, or as many as `budget` calls buy. Every estimate reports the pass's calls,
+    paid once."""
+    if registry.get(method).horizons is None:
+        shared = sorted(n for n, m in registry.METHODS.items() if m.horizons)
+        raise ValueError(f"hitting_time_distribution needs a method that answers every K from "
+                         f"one pass ({', '.join(shared)}); {method!r} does not")
+    options = {} if budget is not None or samples is None else {"samples": samples}
+    return estimate_many(model, [history] * K, [hitting_time(a, k, vocab) for k in range(1, K + 1)],
+                         method, budget, seed, level, **options)

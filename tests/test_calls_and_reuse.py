@@ -151,15 +151,21 @@ def test_hybrid_fits_its_tail_into_the_budget():
         seqq.estimate(model, [0], Q.hitting_time(2, 5), "hybrid", budget=10, max_width=5)
 
 
-def test_hitting_time_distribution_matches_per_horizon_runs():
+def test_hitting_time_distribution_is_one_pass_with_an_interval_at_every_k():
+    """The library's distribution is the CLI's: one pass of S paths to K (each k reports the
+    pass's 1 + S·(K − 1) calls, paid once), every k with its interval; K = 1 is p(A | history)
+    itself, and under a budget the pass keeps to it."""
     model = tiny_lstm()
     K, S = 5, 64
     dist = seqq.hitting_time_distribution(model, [0, 2], 3, K, samples=S, seed=4)
-    assert [e.model_calls for e in dist] == [1 + S * (k - 1) for k in range(1, K + 1)]
-    for k in range(1, K + 1):
-        alone = seqq.estimate(model, [0, 2], Q.hitting_time(3, k), "importance", samples=S, seed=4)
-        assert dist[k - 1].value == pytest.approx(alone.value, rel=1e-6)  # float32 log-masses
-        assert dist[k - 1].entropy == pytest.approx(alone.entropy, rel=1e-5, abs=1e-6)
+    assert [e.model_calls for e in dist] == [1 + S * (K - 1)] * K
+    assert all(e.ci_low is not None and e.ci_low <= e.value <= e.ci_high for e in dist)
+    assert dist[0].value == pytest.approx(seqq.exact(model, [0, 2], Q.hitting_time(3, 1)),
+                                          rel=1e-5)
+    assert all(e.model_calls <= 200 for e in
+               seqq.hitting_time_distribution(model, [0, 2], 3, K, budget=200, seed=4))
+    with pytest.raises(ValueError, match="answers every K from one pass"):
+        seqq.hitting_time_distribution(model, [0, 2], 3, K, method="wor")
 
 
 def test_hitting_time_distribution_is_unbiased():

@@ -90,6 +90,18 @@ class Estimate:
     def exact(self) -> bool:
         return self.interval_kind == "exact"
 
+    def __repr__(self) -> str:
+        """One line a person reads (the fields stay attributes): p, its interval, the cost and
+        any warning, instead of a dump of every field and the diagnostics."""
+        p = f"p = {self.value:.6g}" + (" (exact)" if self.exact else "")
+        if not self.exact and self.stderr is not None:
+            p += f" ± {self.stderr:.2g}"
+        if not self.exact and self.ci_low is not None:
+            p += f", {self.level:.0%} interval [{self.ci_low:.4g}, {self.ci_high:.4g}]"
+        if self.warning:
+            p += f"; warning: {self.warning}"
+        return f"Estimate({self.method}: {p}; {self.model_calls:,} model calls)"
+
     def __post_init__(self) -> None:
         if not 0 < self.level < 1:
             raise ValueError(f"level must lie in (0, 1), got {self.level}")

@@ -30,6 +30,13 @@ class Query:
     # (avoid A, then A) is the same for every K, so one set of paths answers every horizon.
     first_passage: Domain | None = None
 
+    def __repr__(self) -> str:
+        """Its name and horizon, not its automaton's edge lists."""
+        states = ("" if self.automaton is None
+                  else f", {self.automaton.num_states} automaton states")
+        parts = f", union of {len(self.parts)}" if self.parts else ""
+        return f"Query({self.name!r}, K = {self.horizon}{states}{parts})"
+
     def __post_init__(self) -> None:
         check_horizon(self.horizon)
         if self.automaton is None and not self.parts:
