@@ -229,3 +229,7 @@ def test_a_lattice_too_large_for_its_cap_is_refused_before_it_is_built(query, fi
 
     with pytest.raises(QueryError, match=fits):
         _lattice(query.automaton, query.horizon, 49_152)
+
+
+def test_a_query_prints_as_its_name_and_horizon_not_its_automaton():
+    assert repr(Q.hitting_time([5], 4)) == "Query('hitting_time', K = 4, 5 automaton states)"

@@ -198,3 +198,13 @@ def test_an_interval_spanning_an_order_of_magnitude_warns_whatever_the_weights_s
     narrow = with_uncertainty(replace(e, stderr=0.05 * e.value), "log-normal", 0.95,
                               torch.as_tensor(light))
     assert narrow.ci_high / narrow.ci_low < 10 and narrow.warning is None
+
+
+def test_an_estimate_prints_as_one_line_a_person_reads() -> None:
+    """Not a dump of its fields and diagnostics (issue 61): p, its error and interval, calls."""
+    model = random_markov(V=6, seed=5)
+    sampled = seqq.estimate(model, [1], Q.hitting_time(2, K=4), "importance", samples=50, seed=0)
+    text = repr(sampled)
+    assert text.startswith("Estimate(importance: p = ") and "\n" not in text
+    assert "95% interval [" in text and "model calls)" in text and "diagnostics" not in text
+    assert "(exact)" in repr(seqq.estimate(model, [1], Q.hitting_time(2, K=4), "exact"))
