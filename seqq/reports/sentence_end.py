@@ -37,12 +37,16 @@ def load_runs(paths: Iterable[str | Path]) -> pd.DataFrame:
 
 def variance_ratios(rows: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
     """Per (prefix, K ≥ 2): each method's mean and variance over replicates, the ratio of
-    naive's variance to IS's with its F interval, and each method's mean calls per run."""
+    naive's variance to IS's with its F interval, each method's mean calls and paths per run,
+    and the ratio at an equal number of paths (`paths_ratio*`: naive's variance scaled from its
+    paths to IS's, a mean's variance going as 1/paths)."""
     by = rows.groupby(["kind", "prefix", "K", "method"])
     table = by.estimate.agg(["mean", "var", "count"]).unstack("method")
     table.columns = [f"{stat}_{method}" for stat, method in table.columns]
     calls = by.model_calls.mean().unstack("method").add_prefix("calls_")
-    table = table.join(calls).reset_index()
+    paths = (rows.groupby(["kind", "prefix", "method"]).samples.mean().unstack("method")
+             .add_prefix("paths_"))
+    table = table.join(calls).reset_index().merge(paths.reset_index(), on=["kind", "prefix"])
     table = table[table.K >= 2].copy()
     ratio = table.var_naive / table.var_importance
     df_naive, df_is = table.count_naive - 1, table.count_importance - 1
@@ -50,6 +54,9 @@ def variance_ratios(rows: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
     table["ratio"] = ratio
     table["ratio_low"] = ratio / stats.f.ppf(1 - tail, df_naive, df_is)
     table["ratio_high"] = ratio / stats.f.ppf(tail, df_naive, df_is)
+    scale = table.paths_naive / table.paths_importance
+    for column in ("ratio", "ratio_low", "ratio_high"):
+        table[f"paths_{column}"] = table[column] * scale
     return table
 
 
@@ -92,15 +99,22 @@ def figure(rows: pd.DataFrame, ratios: pd.DataFrame) -> Figure:
         r = ratios[(ratios.prefix == prefix) & (ratios.var_naive > 0)]
         bottom.errorbar(r.K, r.ratio, yerr=[r.ratio - r.ratio_low, r.ratio_high - r.ratio],
                         fmt="o", ms=3, color="C0", ecolor="C0", alpha=0.8, lw=0.8,
-                        label=f"variance ratio, naive / IS ({LEVEL:.0%} F interval)")
+                        label=f"at equal calls ({LEVEL:.0%} F interval)")
+        bottom.errorbar(r.K + 0.3, r.paths_ratio, yerr=[r.paths_ratio - r.paths_ratio_low,
+                                                       r.paths_ratio_high - r.paths_ratio],
+                        fmt="s", ms=2.5, color="C2", ecolor="C2", alpha=0.7, lw=0.8,
+                        label="at equal paths (naive's variance × its paths / IS's)")
         bottom.axhline(6, color="grey", ls="--", lw=1, label="the paper's 6×")
         bottom.axhline(1, color="black", lw=0.6)
         bottom.set_yscale("log")
         bottom.set_xlabel("K (tokens ahead)")
         bottom.set_ylabel("Var naive / Var IS" if col == 0 else "")
+        bottom.set_title(f"naive draws {r.paths_naive.iloc[0] / r.paths_importance.iloc[0]:.2f}× "
+                         "IS's paths" if len(r) else "", fontsize=8)
         integer_ticks(bottom)
     suptitle(fig, "Fig. 1: when will the sentence end? SmolLM2-135M on WikiText prefixes; "
-                  "importance sampling vs naive sampling at equal model calls")
+                  "importance sampling vs naive sampling, variance ratio at equal calls and "
+                  "at equal paths")
     legend(fig, axes)
     return fig
 

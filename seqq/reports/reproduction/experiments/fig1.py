@@ -168,7 +168,9 @@ def _block(rows: pd.DataFrame, ratios: pd.DataFrame, folder: str, csv: Path) -> 
         f"![{TITLE} reproduction]({folder}/fig1_smollm2.png)", "",
         f"*{TITLE}: top, p(the sentence ends at K) per prefix: each method's mean over its runs, "
         "the band holding the middle 90 % of runs; bottom, Var naive / Var IS per K with its "
-        f"{1 - LEVEL:.0%} F interval (dashed: the paper's 6×).*", "",
+        f"{1 - LEVEL:.0%} F interval, at equal model calls as run (blue) and at an equal number "
+        "of paths (green: naive's variance scaled by its paths over IS's; dashed: the paper's "
+        "6×).*", "",
         summary_markdown(summary(ratios)), "",
         "The paper's Fig. 1 claims beside seqq's numbers, each judged by the test beside it:", "",
         to_markdown(claims), "",
