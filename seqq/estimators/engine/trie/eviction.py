@@ -30,8 +30,9 @@ from torch import Tensor
 if TYPE_CHECKING:
     from seqq.estimators.engine.trie.tree import Trie
 
-TRIE_BYTES = 4 * 2**30  # the rows and states a trie keeps: 4 GiB (a K = 5 SmolLM2 truth of
-# 100,000 samples peaked at ... GB of process memory with it; benchmarks/RESULTS.md (l))
+TRIE_BYTES = 3 * 2**30  # the rows and states a trie keeps: 3 GiB. A process judging Table 2 on
+# SmolLM2 peaked at 8.2 GB with 4 GiB (the model, one step's [rows, V] temporaries and freed
+# memory kept for reuse come on top): 3 GiB keeps it under 8 GB (benchmarks/RESULTS.md (m))
 _STATE_DEPTH = 6  # how deep `state_bytes` looks into a model state's objects
 
 
