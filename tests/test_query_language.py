@@ -297,3 +297,17 @@ def test_an_expr_sweep_runs_end_to_end(tmp_path: Path):
     assert set(table["query"]) == {template} and len(table) == 6 * 3  # 6 histories, 3 methods
     assert table["label"].str.startswith("count(").all()
     assert np.isfinite(table.rae).all() and (table.truth > 0).all()
+
+
+def test_named_sets_stand_for_every_token_that_ends_a_sentence_or_a_text():
+    """`"."` is one token of many that end a sentence ('."', ' ?', …); `@sentence_end` and
+    `@text_end` name them all, from each token's text, and a vocabulary without one says so."""
+    vocab = ["a", "b", ".", '?"', " .", "<EOS>", "\n", "e.g"]
+    ends = seqq.parse("tau(@sentence_end) = 3", vocab)
+    assert ends == Q.hitting_time([2, 3, 4], 3)
+    both = seqq.parse("tau({@sentence_end, @text_end, b}) <= 4", vocab)
+    assert both == seqq.parse("tau({2, 3, 4, 5, b}) <= 4", vocab)
+    with pytest.raises(QueryError, match="did you mean @sentence_end"):
+        seqq.parse("tau(@sentense_end) = 3", vocab)
+    with pytest.raises(QueryError, match="@text_end names no token of this vocabulary"):
+        seqq.parse("tau(@text_end) = 3", ["a", "b", "."])

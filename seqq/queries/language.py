@@ -32,6 +32,7 @@ from seqq.queries.constructors import (
     occurs_within,
 )
 from seqq.queries.domains import Domain, Vocabulary
+from seqq.queries.named import NAMED, named_tokens
 from seqq.queries.query import Query, intersection, union
 from seqq.queries.text import appears_within, choice, text_matches
 
@@ -136,6 +137,15 @@ def _lex(expr: str) -> list[Token]:
         elif c.isalpha() or c == "_":
             text = re.compile(r"\w+").match(expr, i).group()
             tokens.append(Token("word", text, text, i))
+            i += len(text)
+        elif c == "@" and re.compile(r"@\w+").match(expr, i):
+            text = re.compile(r"@\w+").match(expr, i).group()
+            if text[1:] not in NAMED:
+                raise located(expr, i, f"unknown token set {text}; "
+                                       + did_you_mean(text[1:], list(NAMED)).replace(
+                                           "mean ", "mean @")
+                                       + f"use one of {', '.join('@' + n for n in NAMED)}")
+            tokens.append(Token("named", text, text[1:], i))
             i += len(text)
         else:
             op = next((o for o in OPERATORS if expr.startswith(o, i)), None)
@@ -312,7 +322,8 @@ class _Parser:
 
     def symbol(self) -> Token:
         token = self.peek()
-        if token.kind in ("number", "string") or (token.kind == "word" and token.text != "not"):
+        if (token.kind in ("number", "string", "named")
+                or (token.kind == "word" and token.text != "not")):
             return self.advance()
         raise self.error(token, "expected a symbol (an id such as 3 or a token such as \"e\") "
                                 f"but found {_describe(token)}")
@@ -485,8 +496,24 @@ class Context:
         return self.tokenizer.get_vocab() if self.tokenizer is not None else None
 
     def domain(self, symbols: SymbolSet) -> Domain:
-        ids = Domain(frozenset(self.symbol_id(t) for t in symbols.items))
-        return ~ids if symbols.negated else ids
+        ids: set[int] = set()
+        for t in symbols.items:
+            ids.update(self.named(t) if t.kind == "named" else [self.symbol_id(t)])
+        domain = Domain(frozenset(ids))
+        return ~domain if symbols.negated else domain
+
+    def named(self, token: Token) -> list[int]:
+        """The ids a named set (`@sentence_end`, `seqq.queries.named`) stands for here."""
+        vocab = (self.vocab if isinstance(self.vocab, Sequence) and not isinstance(self.vocab, str)
+                 else None)
+        if vocab is None and self.lookup is not None:
+            vocab = [""] * (max(self.lookup.values(), default=-1) + 1)
+            for text, i in self.lookup.items():
+                vocab[int(i)] = text
+        try:
+            return named_tokens(token.value, vocab, self.tokenizer)
+        except QueryError as e:
+            raise located(self.expr, token.column, str(e)) from None
 
     def symbol_id(self, token: Token) -> int:
         if token.kind == "number":

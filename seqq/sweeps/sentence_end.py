@@ -29,11 +29,9 @@ from seqq.errors import ConfigError
 from seqq.models import SequenceModel
 from seqq.paths import find_data
 from seqq.queries import hitting_time
+from seqq.queries.named import named_tokens
 from seqq.results.store import PartStore
 
-# A token ends a sentence when its text, stripped of white space, is sentence-final punctuation
-# (one or more of . ! ?) optionally followed by closing quotes or brackets: '.', ' .', '?"', '.)'.
-SENTENCE_END = re.compile(r"[.!?]+[\"')\]]*")
 # A WikiText sentence: text up to a spaced-out sentence-final mark (the corpus writes ' . ').
 SENTENCE = re.compile(r"[^.!?]*? [.!?](?= |$)")
 OPEN_WORDS = (",", "and", "which", "who", "that", "but")  # an open-ended cut follows one of these
@@ -57,11 +55,6 @@ class SentenceEndSpec:
     replicates: int = 20
     context_tokens: int = 48  # article text kept before the partial sentence
     per_kind: int = 2  # prefixes of each kind (open-ended, declarative)
-
-
-def sentence_end_tokens(token_texts: Sequence[str]) -> list[int]:
-    """Ids of the tokens that end a sentence (`SENTENCE_END`), from each token's decoded text."""
-    return [i for i, text in enumerate(token_texts) if SENTENCE_END.fullmatch(text.strip())]
 
 
 def pick_prefixes(articles: Sequence[str], tokenize: Callable[[str], list[int]],
@@ -154,7 +147,7 @@ def run_sentence_end(model: SequenceModel, data_root: Path, spec: SentenceEndSpe
     articles = wikitext_articles(test.read_text(encoding="utf-8"))
     prefixes = pick_prefixes(articles, lambda text: tokenizer(text, add_special_tokens=False)
                              ["input_ids"], spec.per_kind, spec.context_tokens)
-    texts = [tokenizer.convert_tokens_to_string([t]) for t in model.vocab]
     mine = prefixes[shard::shards]
-    return len(run(model, mine, sentence_end_tokens(texts), spec, out, seed, progress)
+    return len(run(model, mine, named_tokens("sentence_end", model.vocab, tokenizer), spec, out,
+                   seed, progress)
                .drop_duplicates("prefix"))
