@@ -56,6 +56,8 @@ class Keeper:
         self.shared = shared  # storages of the roots' state (a history's cache): never counted
         self.blocks: OrderedDict[tuple[int, int], _Block] = OrderedDict()
         self.dropped = 0  # blocks dropped so far
+        self.reexpanded = 0  # nodes expanded again after a drop: the calls the budget cost
+        self.gone: dict[int, Tensor] = {}  # per depth, which nodes were dropped (bool)
         self.step = 0  # advanced at each depth of a walk (`next_step`)
 
     def next_step(self) -> None:
@@ -65,6 +67,11 @@ class Keeper:
     def add(self, trie: Trie, depth: int, nodes: Tensor, rows: range, chunks: range) -> None:
         """Hold the block a `depth` expansion has just appended (its rows and state chunks)."""
         level = trie.levels[depth]
+        gone = self.gone.get(depth)
+        if gone is not None:
+            known = nodes[nodes < len(gone)]
+            self.reexpanded += int(gone[known].sum())
+            gone[known] = False
         block = len(level.log_probs.blocks) - 1
         size = level.log_probs.blocks[block].nbytes + sum(
             state_bytes(level.chunks[c].inner, self.shared) for c in chunks)
@@ -93,6 +100,11 @@ class Keeper:
             held = level.row[block.nodes]
             mine = (held >= block.rows.start) & (held < block.rows.stop)
             level.row[block.nodes[mine]] = -1
+            gone = self.gone.get(block.depth, torch.zeros(0, dtype=torch.bool))
+            if len(gone) < level.size:
+                gone = torch.cat([gone, torch.zeros(level.size - len(gone), dtype=torch.bool)])
+            gone[block.nodes[mine]] = True
+            self.gone[block.depth] = gone
             level.log_probs.drop(block.block)
             for c in block.chunks:
                 level.chunks[c] = None
