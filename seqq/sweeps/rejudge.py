@@ -5,8 +5,8 @@ without running its estimators again (Table 2's truths, docs/decisions.md §6).
 
 OVERRIDES are the sweep's own (`experiment=large_lm size=paper model=smollm2`), the new
 judge's (`ground_truth.rel_tol=0.025 ground_truth.s_high=100000`) and the shard
-(`sweep.shard=0 sweep.shards=2`). Queries go cheapest first, the horizons in turn
-(`cheapest_first`); each truth is stored as soon as it is computed in the sweep's ground-truth
+(`sweep.shard=0 sweep.shards=2`). Queries go those above the new tolerance first, each group
+cheapest first, the horizons in turn (`cheapest_first`); each truth is stored as soon as it is computed in the sweep's ground-truth
 store (keyed by its options), so a killed run loses at most the query in flight and a re-run
 resumes; shards run side by side. `--merge` then rewrites the CSV's truth
 columns and RAEs from every truth found under the new options (the rest keep the old judge's,
@@ -53,21 +53,25 @@ def _judged(specs: list[QuerySpec], table: pd.DataFrame) -> list[QuerySpec]:
     return [s for s in specs if (s.history.history_id, s.K) in wanted]
 
 
-def cheapest_first(specs: list[QuerySpec], table: pd.DataFrame) -> list[QuerySpec]:
-    """The specs by their expected cost, the horizons in turn: a run stopped early has judged
-    as many truths of each K as it could. A truth's cost to a relative SE goes as its
-    weights' squared coefficient of variation (the old truth's relative SE², its samples
-    being alike) times the K − 1 prefixes of a path."""
+def cheapest_first(specs: list[QuerySpec], table: pd.DataFrame, rel_tol: float
+                   ) -> list[QuerySpec]:
+    """The specs in the order that brings most truths under `rel_tol` soonest: first those the
+    CSV holds above it, then the rest; within each, by expected cost, the horizons in turn (a
+    run stopped early has judged as many truths of each K as it could). A truth's cost to a
+    relative SE goes as its weights' squared coefficient of variation (the old truth's
+    relative SE², its samples being alike) times the K − 1 prefixes of a path."""
     old = table.drop_duplicates(["history_id", "K"]).set_index(["history_id", "K"])
-    cost = {key: (key[1] - 1) * float(old.truth_rel_stderr.get(key, 0.0)) ** 2
-            for key in old.index}
-    keyed = sorted(specs, key=lambda s: cost.get((s.history.history_id, s.K), 0.0))
-    rank: dict[int, int] = {}
+    rel = {key: float(old.truth_rel_stderr.get(key, 0.0)) for key in old.index}
+    cost = {key: (key[1] - 1) * r**2 for key, r in rel.items()}
+    key_of = {id(s): (s.history.history_id, s.K) for s in specs}
+    keyed = sorted(specs, key=lambda s: cost.get(key_of[id(s)], 0.0))
+    rank: dict[tuple[bool, int], int] = {}
     order = []
     for s in keyed:
-        rank[s.K] = rank.get(s.K, -1) + 1
-        order.append((rank[s.K], s.K, s))
-    return [s for _, _, s in sorted(order, key=lambda t: t[:2])]
+        done = not rel.get(key_of[id(s)], math.inf) > rel_tol
+        rank[(done, s.K)] = rank.get((done, s.K), -1) + 1
+        order.append(((done, rank[(done, s.K)], s.K), s))
+    return [s for _, s in sorted(order, key=lambda t: t[0])]
 
 
 def compute(csv: Path, overrides: Sequence[str]) -> int:
@@ -75,7 +79,8 @@ def compute(csv: Path, overrides: Sequence[str]) -> int:
     spec = _spec(overrides)
     data = load_data(spec)
     table = pd.read_csv(csv)
-    specs = cheapest_first(_judged(make_specs(spec, data), table), table)
+    specs = cheapest_first(_judged(make_specs(spec, data), table), table,
+                           float(spec.ground_truth.options.get("rel_tol", 0.01)))
     model = load_sweep_model(spec, data)
     store = _store(spec, data.name, model_id(spec, data.name))
     with recorded(spec.dir, tag=f"rejudge-shard{spec.shard}of{spec.shards}",
