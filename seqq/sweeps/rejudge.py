@@ -5,12 +5,12 @@ without running its estimators again (Table 2's truths, docs/decisions.md §6).
 
 OVERRIDES are the sweep's own (`experiment=large_lm size=paper model=smollm2`), the new
 judge's (`ground_truth.rel_tol=0.025 ground_truth.s_high=100000`) and the shard
-(`sweep.shard=0 sweep.shards=2`). Queries go those above the new tolerance first, each group
-cheapest first, the horizons in turn (`cheapest_first`); each truth is stored as soon as it is computed in the sweep's ground-truth
-store (keyed by its options), so a killed run loses at most the query in flight and a re-run
-resumes; shards run side by side. `--merge` then rewrites the CSV's truth
-columns and RAEs from every truth found under the new options (the rest keep the old judge's,
-named in the `truth_rule` column), atomically.
+(`sweep.shard=0 sweep.shards=2`). Queries whose truth the CSV holds above the new tolerance go
+first, each group cheapest first, the horizons in turn (`cheapest_first`); each truth is stored
+as soon as it is computed in the sweep's ground-truth store (keyed by its options), so a killed
+run loses at most the query in flight and a re-run resumes; shards run side by side. `--merge`
+then rewrites the CSV's truth columns and RAEs from every truth found under the new options
+(the rest keep the old judge's, named in the `truth_rule` column), atomically.
 """
 
 from __future__ import annotations
