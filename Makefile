@@ -141,8 +141,13 @@ bench-lm-judges: venv  ## the judge's calls at equal relative SE and peak memory
 # shard of the committed CSV's queries (SHARD=i SHARDS=n, one process each, side by side), each
 # truth stored as it is computed, so a rerun resumes; then `make table2-rejudge MERGE=1` writes
 # them into the CSV and `make reproduction-claims REDRAW=table2` redraws its block and figure.
+# The truths computed so far are committed (TABLE2_TRUTHS, one Parquet file) and copied into the
+# sweep first, so a fresh clone resumes where the last run stopped.
 TABLE2_CSV = $(REPRODUCTION)/table2_wikitext_smollm2.csv
+TABLE2_TRUTHS = $(REPRODUCTION)/ground_truth/large_lm
 table2-rejudge: venv  ## Table 2's truths judged again by the trie judge (SHARD=i SHARDS=n; MERGE=1 writes the CSV)
+	mkdir -p $(SWEEPS)/large_lm-paper/ground_truth && \
+	  cp -n $(TABLE2_TRUTHS)/*.parquet $(SWEEPS)/large_lm-paper/ground_truth/ 2>/dev/null; \
 	SEQQ_THREADS=$(or $(SEQQ_THREADS),1) $(PY) -m seqq.sweeps.rejudge $(TABLE2_CSV) experiment=large_lm \
 	  size=paper model=smollm2 sweep.root=$(SWEEPS) $(if $(MERGE),--merge,sweep.shard=$(SHARD) \
 	  sweep.shards=$(or $(SHARDS),1))

@@ -73,9 +73,10 @@ def run(sweep: Path) -> Section:
     runs = peak_memory(sweep)
     if not runs.empty:
         body += ["", "Processes (`runs.jsonl`):", "",
-                 *table(["tag", "status", "threads", "wall", "CPU", "truths computed",
+                 *table(["tag", "commit", "status", "threads", "wall", "CPU", "truths computed",
                          "peak memory"],
-                        [[r.get("tag"), r.get("status"), r.get("threads"),
+                        [[r.get("tag"), str(r.get("git_commit", ""))[:7], r.get("status"),
+                          r.get("threads"),
                           f"{r.get('wall_s', 0):,.0f} s", f"{r.get('cpu_s', 0):,.0f} s",
                           r.get("truths_computed", "-"), f"{r['peak_rss_gb']:.2f} GB"]
                          for r in runs.to_dict("records")])]

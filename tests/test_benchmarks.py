@@ -482,3 +482,27 @@ def test_lm_cost_shards_add_their_rows_over_the_slower_ones_time():
         "stock at batch 8 × history 4 skipped: too big"]
     texts = [list(range(10)), list(range(10, 30))]
     assert windows(texts, 3, 5) == [[0, 1, 2, 3, 4], [12, 13, 14, 15, 16], [25, 26, 27, 28, 29]]
+
+
+def test_lm_judges_section_prices_each_truth_through_the_trie_and_rolled_out(tmp_path):
+    """(m) reads a sweep's importance-sampled truths: the rolled-out cost at the same samples is
+    (K − 1)·S + 1 calls, the trie's the truth's own; processes' peak memory from runs.jsonl."""
+    import json
+
+    from benchmarks import lm_judges
+
+    folder = tmp_path / "ground_truth"
+    folder.mkdir()
+    pd.DataFrame({"label": ["tau(5)=3", "tau(7)=5", "tau(1)=4"], "kind": "surrogate",
+                  "value": [0.1, 0.01, 0.5], "samples": [4000, 10000, 0],
+                  "rel_stderr": [0.02, 0.024, 0.0], "model_calls": [2000, 20000, 1]}
+                 ).to_parquet(folder / "part.parquet")
+    (tmp_path / "runs.jsonl").write_text(json.dumps(
+        {"tag": "rejudge-shard0of1", "git_commit": "abcdef123", "status": "complete",
+         "threads": 1, "wall_s": 10.0, "cpu_s": 9.0, "truths_computed": 2,
+         "peak_rss_gb": 6.5}) + "\n")
+    rows = lm_judges.truths(tmp_path)
+    assert list(rows.K) == [3, 5] and list(rows.rolled_out) == [8001, 40001]
+    body = "\n".join(lm_judges.run(tmp_path).body)
+    assert "| 3 | 1 | 4,000 |" in body and "4.00×" in body and "2.00×" in body
+    assert "6.50 GB" in body and "abcdef1" in body

@@ -93,7 +93,21 @@ def caption(runs: Sequence[ModelRun]) -> str:
     return ("*Table 2: median RAE of importance sampling, beam search and uniform MC at the "
             "calls of 1,000 importance samples, and the mean restricted entropy H(q), by K — "
             "seqq (solid, 95 % bootstrap intervals over the histories) beside the paper's GPT-2 "
-            "medium (hollow, dashed).*")
+            f"medium (hollow, dashed).{judged(runs[0].rows)}*")
+
+
+def judged(rows: pd.DataFrame) -> str:
+    """Where the truths come from two judges (a re-judging under way): how many each gave,
+    and the median relative SE by K, for the caption and the summary row; else ""."""
+    truth = rows.drop_duplicates(["history_id", "K"])
+    if "truth_rule" not in truth or truth.truth_rule.nunique() < 2:
+        return ""
+    counts = truth.truth_rule.value_counts()
+    finer = truth.groupby("truth_rule").truth_rel_stderr.median().idxmin()
+    noise = truth.groupby("K").truth_rel_stderr.median()
+    return (f" Only {counts[finer]} of {len(truth)} truths are judged again by the finer judge so "
+            f"far (the rest are the earlier judge's, below); median relative SE "
+            + ", ".join(f"{noise[k]:.3f} (K = {k})" for k in noise.index) + ".")
 
 
 def section(run: ModelRun, csv: str) -> list[str]:
@@ -204,5 +218,6 @@ EXPERIMENT = Experiment(
     columns=(*FIG3_COLUMNS, "truth_rule", "entropy", "vocab_size"),
     figure=figure, caption=caption, section=section, claims=table(checks, "Table 2"),
     # an analogue: another model and tokenizer, with half the paper's restricted entropy
-    verdict=verdict(checks, analogue="SmolLM2"), models="smollm2", histories="test",
+    verdict=lambda runs: verdict(checks, analogue="SmolLM2")(runs) + judged(runs[0].rows),
+    models="smollm2", histories="test",
     pending="not run yet: `make table2 SIZE=paper LARGE_LM=smollm2` (the `large_lm` preset)")
