@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from seqq.errors import ConfigError
 from seqq.estimators import Estimate, auto, driver, registry
 from seqq.estimators.auto import Chooser
 from seqq.estimators.driver import check_method
@@ -48,11 +49,20 @@ def estimate_many(
     and a one-sentence `warning` when they say it may be far off. `method="auto"` picks a
     method per task and says why in each estimate's `note` (`seqq.estimators.auto`).
     """
+    check_arguments(budget, options)
     if method in CHOOSERS:
         return CHOOSERS[method].estimate_many(model, histories, queries, budget, seed, level,
                                               replicates, **options)
     return driver.estimate_many(model, histories, queries, method, budget, seed, level,
                                 replicates, **options)
+
+
+def check_arguments(budget: object, options: dict) -> None:
+    """Both `samples` and `budget` is a mistake (a budget buys as many samples as it can,
+    docs/decisions.md §2, so one of them would be ignored): refused in one line."""
+    if budget is not None and options.get("samples") is not None:
+        raise ConfigError("give samples= or budget=, not both: a budget buys as many samples as "
+                          "it can")
 
 
 def estimate(model: SequenceModel, history: Sequence[int], query: Query, method: str,

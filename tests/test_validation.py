@@ -1,5 +1,7 @@
 """Bad input to the library gets one clear error up front, never a silently wrong answer."""
 
+import re
+
 import pytest
 import torch
 from oracles import random_markov
@@ -159,3 +161,22 @@ def test_new_methods_options_are_checked_before_any_model_call(method, options, 
 
     with pytest.raises(QueryError, match=message):
         check_method(method, options)
+
+
+@pytest.mark.parametrize("history, kwargs, said", [
+    (0, {}, "history 0 must be a sequence of integer symbol ids, got 0"),
+    ([0], {"samples": 10, "budget": 100}, "give samples= or budget=, not both"),
+])
+def test_python_argument_mistakes_get_one_line_errors(history, kwargs, said):
+    """`history=0` was a bare TypeError and samples= beside budget= was silently accepted
+    (issue 61); lists, tuples, arrays and tensors of ids still pass."""
+    import numpy as np
+
+    from seqq.errors import SeqqError
+
+    model = random_markov(6, 1, seed=5)
+    with pytest.raises(SeqqError, match=re.escape(said)):
+        seqq.estimate(model, history, Q.hitting_time(2, 4), "importance", seed=0, **kwargs)
+    for ids in ([0, 1], (0, 1), np.array([0, 1]), torch.tensor([0, 1])):
+        assert seqq.estimate(model, ids, Q.hitting_time(2, 4), "importance", samples=10,
+                             seed=0).value > 0

@@ -258,7 +258,8 @@ def _check_queries(queries: Sequence[object]) -> None:
 
 def _check_histories(histories: Sequence[Sequence[int]], vocab_size: int) -> None:
     for i, history in enumerate(histories):
-        if isinstance(history, (str, bytes)) or not all(is_int(s) for s in history):
+        if (isinstance(history, (str, bytes)) or not hasattr(history, "__iter__")
+                or not all(is_int(s) for s in history)):
             raise QueryError(f"history {i} must be a sequence of integer symbol ids, got "
                              f"{history!r:.60}; map tokens to ids with the model's vocabulary")
         bad = [int(s) for s in history if not 0 <= operator.index(s) < vocab_size]
