@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from seqq.errors import ConfigError
+from seqq.errors import ConfigError, QueryError
 from seqq.estimators import Estimate, auto, driver, registry
 from seqq.estimators.auto import Chooser
 from seqq.estimators.driver import check_method
@@ -91,8 +91,8 @@ def hitting_time_distribution(model: SequenceModel, history: Sequence[int], a: S
     paid once."""
     if registry.get(method).horizons is None:
         shared = sorted(n for n, m in registry.METHODS.items() if m.horizons)
-        raise ValueError(f"hitting_time_distribution needs a method that answers every K from "
-                         f"one pass ({', '.join(shared)}); {method!r} does not")
+        raise QueryError(f"every horizon from one pass needs a method that answers every K "
+                         f"from one pass ({', '.join(shared)}); {method!r} does not")
     options = {} if budget is not None or samples is None else {"samples": samples}
     return estimate_many(model, [history] * K, [hitting_time(a, k, vocab) for k in range(1, K + 1)],
                          method, budget, seed, level, **options)

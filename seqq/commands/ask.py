@@ -327,23 +327,18 @@ def answer_every_horizon(model: SequenceModel, history: Sequence[int], question:
     `method` (one that declares `horizons`): the distribution of when A first happens, each k
     with its interval, and the cumulative p(τ(A) ≤ k)."""
     import seqq
-    from seqq.queries import hitting_time
 
     query = seqq.parse(question, getattr(model, "vocab", None), getattr(model, "tokenizer", None))
     if query.first_passage is None:
         raise QueryError(f"--every-horizon answers a hitting time, e.g. 'tau(\".\") = 30'; "
                          f"{question!r} is not one")
-    if registry.get(method).horizons is None:
-        shared = sorted(n for n, m in registry.METHODS.items() if m.horizons)
-        raise QueryError(f"--every-horizon needs a method that answers every K from one pass "
-                         f"({', '.join(shared)}); {method!r} does not")
     if hasattr(model, "check_fits"):
         model.check_fits(len(history), query.horizon)
     ks = range(1, query.horizon + 1)
     start = time.perf_counter()
-    estimates = seqq.estimate_many(model, [history] * len(ks),
-                                   [hitting_time(query.first_passage, k) for k in ks], method,
-                                   budget, seed)
+    estimates = seqq.hitting_time_distribution(model, history, query.first_passage,
+                                               query.horizon, samples=None, seed=seed,
+                                               method=method, budget=budget)
     seconds = time.perf_counter() - start
     cumulative = 0.0
     rows = []
