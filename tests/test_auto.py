@@ -12,7 +12,7 @@ from oracles import random_markov
 
 import seqq
 from seqq import queries as Q
-from seqq.errors import QueryError
+from seqq.errors import BudgetError, QueryError
 from seqq.estimators.auto import (
     AUTO_EXACT_CALLS,
     DISTILL_CALLS,
@@ -116,3 +116,25 @@ def test_auto_refuses_options_it_picks_itself() -> None:
         seqq.estimate(model, [0], Q.hitting_time(2, K=3), "auto", samples=10)
     with pytest.raises(QueryError, match="sets its own replicates"):
         seqq.estimate(model, [0], Q.hitting_time(2, K=3), "auto", replicates=4)
+
+
+def test_a_budget_that_cannot_buy_one_path_is_refused_at_pricing_naming_the_budget_given(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """K = 3,000 at 2,500 calls a task: refused from the pricing pass alone (the model never
+    steps, although four such tasks' budgets would pay for distilling a surrogate first), and
+    the error names the budget as given and what one path costs with the pricing call
+    (SMC's own error said "a budget of 1999" beside the CLI's "2,000"). One call more answers."""
+    model = random_markov(V=6, seed=5)
+    query = Q.occurs_within(3, K=3000)
+
+    def no_step(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the model stepped before the refusal")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(model, "step", no_step)
+        with pytest.raises(BudgetError) as refused:
+            seqq.estimate_many(model, [[0]] * 4, query, "auto", budget=2500, seed=0)
+    assert str(refused.value) == ("auto (smc): a budget of 2,500 model calls cannot buy one "
+                                  "path (that needs 3,001); raise the budget (budget=)")
+    enough = seqq.estimate(model, [0], query, "auto", budget=3001, seed=0)
+    assert enough.method == "smc" and enough.model_calls <= 3001

@@ -29,9 +29,10 @@ from dataclasses import dataclass
 
 import torch
 
-from seqq.errors import QueryError
+from seqq.errors import BudgetError, QueryError
 from seqq.estimators import driver, registry
 from seqq.estimators.engine.batch import prepare, tree_calls
+from seqq.estimators.engine.budget import cannot_buy
 from seqq.estimators.estimate import Estimate
 from seqq.estimators.surrogates import distill_surrogate, model_symbols, twistable
 from seqq.models.automaton import ContextAutomaton
@@ -113,11 +114,13 @@ def estimate_many(model: SequenceModel, histories: Sequence[Sequence[int]],
                          "a method (seqq.estimators.METHODS lists them)")
     limits = list(budgets or [AUTO_EXACT_CALLS] * len(histories))
     with torch.inference_mode():
-        cost = tree_calls(prepare(model, histories, queries, seed)).tolist()
+        priced = prepare(model, histories, queries, seed)
+        cost, one_path = tree_calls(priced).tolist(), tree_calls(priced, 1).tolist()
     picks = [choose(q.horizon, c, limit, surrogate is not None)
              for q, c, limit in zip(queries, cost, limits, strict=True)]
     calls = [limits[i] if budgets or p.method == registry.exact_method().name else AUTO_BUDGET
              for i, p in enumerate(picks)]  # what each task may spend, pricing included
+    _check_one_path(picks, calls, one_path)
     spent = [PRICING_CALLS] * len(histories)
     if surrogate is None and distill:
         surrogate = _distilled(model, histories, [q.horizon for q in queries], picks, calls,
@@ -146,6 +149,18 @@ def estimate_many(model: SequenceModel, histories: Sequence[Sequence[int]],
             out[i] = dataclasses.replace(e, model_calls=e.model_calls + spent[i],
                                          note=picks[i].why)
     return out  # type: ignore[return-value]
+
+
+def _check_one_path(picks: Sequence[Pick], calls: Sequence[int], one_path: Sequence[float]
+                    ) -> None:
+    """Refuse, at pricing time, a task whose budget cannot pay for its pricing call and one
+    path of its query: before any distilling or sampling (a long horizon on a large model
+    otherwise did work first), and naming the budget as given, pricing included (the method
+    would have named what pricing left, one call less)."""
+    for pick, budget, least in zip(picks, calls, one_path, strict=True):
+        needs = PRICING_CALLS + int(least)
+        if pick.method != registry.exact_method().name and budget < needs:
+            raise BudgetError(f"auto ({pick.method}): {cannot_buy(budget, needs, 'one path')}")
 
 
 def _distilled(model: SequenceModel, histories: Sequence[Sequence[int]], horizons: list[int],

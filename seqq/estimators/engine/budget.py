@@ -41,8 +41,8 @@ T = TypeVar("T")
 
 def cannot_buy(budget: int, needs: int, what: str = "one sample") -> BudgetError:
     """The error when a budget cannot pay for the least a method can do."""
-    return BudgetError(f"a budget of {budget} model calls cannot buy {what} (that needs "
-                       f"{needs}); raise the budget (budget=)")
+    return BudgetError(f"a budget of {budget:,} model calls cannot buy {what} (that needs "
+                       f"{needs:,}); raise the budget (budget=)")
 
 
 @dataclass
