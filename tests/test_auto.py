@@ -138,3 +138,24 @@ def test_a_budget_that_cannot_buy_one_path_is_refused_at_pricing_naming_the_budg
                                   "path (that needs 3,001); raise the budget (budget=)")
     enough = seqq.estimate(model, [0], query, "auto", budget=3001, seed=0)
     assert enough.method == "smc" and enough.model_calls <= 3001
+
+
+def test_a_warning_auto_did_not_follow_says_why_no_surrogate_was_distilled() -> None:
+    """Warnings advise "a larger budget or a surrogate"; an answer auto gave untwisted says why
+    it distilled none (a user who raised the budget and got none could not tell whether a
+    larger one would bring one): the budget under DISTILL_MIN_CALLS past LONG_HORIZON, a short
+    horizon, or distilling turned off. A twisted answer keeps the warning as it was."""
+    model = random_markov(V=6, seed=2)
+    far, near = Q.count(1, n=6, K=15, op=">="), Q.count(1, n=5, K=8, op=">=")
+    long = seqq.estimate(model, [0], far, "auto", budget=2000, seed=0)
+    assert long.warning.endswith("; auto distilled no surrogate: the budget, 2,000 calls, is "
+                                 "under the 8,000 from which distilling one pays (decisions §44)")
+    short = seqq.estimate(model, [0], near, "auto", budget=2000, seed=0)
+    assert short.warning.endswith("; auto distilled no surrogate: at K = 8 ≤ 10 one did not "
+                                  "pay (decisions §44)")
+    off = seqq.estimate(model, [0], near, "auto", budget=2000, seed=0, distill=False)
+    assert off.warning.endswith("auto distilled no surrogate: distilling one was turned off "
+                                "(distill=False; seqq ask --surrogate none)")
+    twisted = seqq.estimate(model, [0], far, "auto", budget=2000, seed=0,
+                            surrogate=random_markov(V=6, seed=11))
+    assert twisted.warning is None or "auto distilled" not in twisted.warning

@@ -51,6 +51,7 @@ DISTILL_CALLS = (4_096, 16_384)  # … but at least and at most this many calls,
 DISTILL_STEPS = 16  # each continuation at least this long, or as the longest horizon (rows =
 # calls / steps) …
 DISTILL_ORDER = 2  # … to fit an HPYP n-gram of this order
+DISTILL_OFF = "distilling one was turned off (distill=False; seqq ask --surrogate none)"
 
 
 @dataclass(frozen=True)
@@ -122,9 +123,10 @@ def estimate_many(model: SequenceModel, histories: Sequence[Sequence[int]],
              for i, p in enumerate(picks)]  # what each task may spend, pricing included
     _check_one_path(picks, calls, one_path)
     spent = [PRICING_CALLS] * len(histories)
+    refusal = DISTILL_OFF
     if surrogate is None and distill:
-        surrogate = _distilled(model, histories, [q.horizon for q in queries], picks, calls,
-                               spent, seed)
+        surrogate, refusal = _distilled(model, histories, [q.horizon for q in queries], picks,
+                                        calls, spent, seed)
         if surrogate is not None:
             made = surrogate.info["model_calls"]
             for i, (q, c) in enumerate(zip(queries, cost, strict=True)):
@@ -147,7 +149,8 @@ def estimate_many(model: SequenceModel, histories: Sequence[Sequence[int]],
                                         level=level, **spend, **twist)
         for i, e in zip(tasks, answered, strict=True):
             out[i] = dataclasses.replace(e, model_calls=e.model_calls + spent[i],
-                                         note=picks[i].why)
+                                         note=picks[i].why, warning=_unfollowed(
+                                             e.warning, twisted, queries[i].horizon, refusal))
     return out  # type: ignore[return-value]
 
 
@@ -163,9 +166,21 @@ def _check_one_path(picks: Sequence[Pick], calls: Sequence[int], one_path: Seque
             raise BudgetError(f"auto ({pick.method}): {cannot_buy(budget, needs, 'one path')}")
 
 
+def _unfollowed(warning: str | None, twisted: bool, horizon: int, refusal: str) -> str | None:
+    """A warning on an untwisted answer, which advises a surrogate or a larger budget, with why
+    auto distilled no surrogate itself: without it, a user who raised the budget and got no
+    surrogate could not tell whether a larger one still would bring one (issue 61).
+    `refusal` is `_distilled`'s reason for the tasks past LONG_HORIZON."""
+    if warning is None or twisted:
+        return warning
+    why = (f"at K = {horizon} ≤ {LONG_HORIZON} one did not pay (decisions §44)"
+           if horizon <= LONG_HORIZON and refusal != DISTILL_OFF else refusal)
+    return f"{warning}; auto distilled no surrogate: {why}"
+
+
 def _distilled(model: SequenceModel, histories: Sequence[Sequence[int]], horizons: list[int],
                picks: list[Pick], calls: list[int], spent: list[int], seed: int | None
-               ) -> ContextAutomaton | None:
+               ) -> tuple[ContextAutomaton | None, str]:
     """A surrogate distilled from the model for the tasks past LONG_HORIZON steps that SMC
     would run untwisted (it misses their rare events), where their calls together reach
     DISTILL_MIN_CALLS and twisting can steer at all: it costs DISTILL_SHARE of those calls,
@@ -174,12 +189,17 @@ def _distilled(model: SequenceModel, histories: Sequence[Sequence[int]], horizon
     horizons it did not pay (decisions §44). Its rows start from `<BOS>` where the model's
     vocabulary names one (the model's own text, as diverse as it is), else from those tasks'
     histories, and run as far as their horizons (at least DISTILL_STEPS). None where it would
-    not pay, or where the continuations would overrun the model's context."""
+    not pay, or where the continuations would overrun the model's context; and why not in
+    words ('' beside a surrogate)."""
     steered = [i for i, p in enumerate(picks) if p.method == "smc" and horizons[i] > LONG_HORIZON]
     total = sum(calls[i] - spent[i] for i in steered)
-    if (not steered or sum(calls[i] for i in steered) < DISTILL_MIN_CALLS
-            or not twistable(model.vocab_size)):
-        return None
+    given = sum(calls[i] for i in steered)
+    if given < DISTILL_MIN_CALLS:  # none steered included
+        together = " of the long-horizon tasks together" if len(steered) > 1 else ""
+        return None, (f"the budget{together}, {given:,} calls, is under the "
+                      f"{DISTILL_MIN_CALLS:,} from which distilling one pays (decisions §44)")
+    if not twistable(model.vocab_size):
+        return None, f"the model's {model.vocab_size:,} symbols are too many for one to steer"
     budget = min(max(int(DISTILL_SHARE * total), DISTILL_CALLS[0]), DISTILL_CALLS[1])
     starts = [histories[i] for i in steered]
     steps = max(DISTILL_STEPS, *(horizons[i] for i in steered))  # as far as the queries ask
@@ -187,7 +207,8 @@ def _distilled(model: SequenceModel, histories: Sequence[Sequence[int]], horizon
         try:
             model.check_fits(max(map(len, starts)), steps)
         except QueryError:
-            return None
+            return None, (f"its {steps}-token samples after the history would overrun the "
+                          "model's context")
     vocab, bos = model_symbols(model)
     surrogate = distill_surrogate(model, vocab, bos, DISTILL_ORDER, budget, seed=seed or 0,
                                   starts=starts, rows=max(1, budget // steps), keep=None)
@@ -196,7 +217,7 @@ def _distilled(model: SequenceModel, histories: Sequence[Sequence[int]], horizon
     shares = [made * r // total for r in room]  # ∝ calls: the same fraction of each task's
     for n, i in enumerate(steered):  # the rounding's few calls on the first tasks
         spent[i] += shares[n] + (n < made - sum(shares))
-    return surrogate
+    return surrogate, ""
 
 
 AUTO = Chooser("auto", AUTO_BUDGET, estimate_many)
