@@ -4,6 +4,7 @@ unaccounted probability exactly as plotted."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -12,8 +13,10 @@ import pandas as pd
 import pytest
 from result_frames import RULE, panel_rows, results
 
+from seqq.estimators.estimate import Estimate
+from seqq.estimators.uncertainty import warning_for, with_uncertainty
 from seqq.reports import tables
-from seqq.reports.build import RAE_DEFINITION, write_report
+from seqq.reports.build import OTHER_REASON, RAE_DEFINITION, flag_reason, write_report
 from seqq.reports.figures import FIGURES
 from seqq.results.schema import BUDGET_FROM_SAMPLES
 
@@ -113,11 +116,36 @@ def test_summary_states_the_truths_noise_floor_and_marks_medians_below_it(tmp_pa
     assert "| hybrid | 3 | 0.02† |" in median and "| importance | 3 | 0.6 |" in median
 
 
+@pytest.mark.parametrize("diagnostics, reason", [
+    ({"pareto_k": 2.9}, "heavy weights"),
+    ({"ess": 4.0, "nonzero": 9}, "few effective samples"),
+    ({"replicate_rel_se": 0.63}, "replicates disagree"),
+])
+def test_each_estimator_warning_has_its_reason(diagnostics: dict, reason: str) -> None:
+    """The summary's breakdown of flagged runs reads the reason of each warning the estimators
+    write (their own words, from `warning_for` and `with_uncertainty`)."""
+    assert flag_reason(warning_for(diagnostics, "smc")) == reason
+
+
+def test_interval_warnings_have_their_reasons() -> None:
+    wide = with_uncertainty(Estimate("importance", 0.05, math.log(0.05), 0.06, 100, False),
+                            "log-normal", 0.95)
+    assert flag_reason(wide.warning) == "wide interval", wide.warning
+    zero = with_uncertainty(Estimate("importance", 0.0, -math.inf, 0.0, 100, False,
+                                     num_samples=40), "log-normal", 0.95)
+    assert flag_reason(zero.warning) == "zero draws", zero.warning
+    assert flag_reason("a single run of smc gives no interval") == "no interval"
+    assert flag_reason("something new") == OTHER_REASON
+
+
 def test_summary_counts_flagged_estimates_per_method(tmp_path: Path) -> None:
     table = results(panel_rows(histories=4, ks=(3,), levels=(10,)))
     flagged = (table.method == "importance") & (table.history_id < 3)
     table.loc[flagged, "warning"] = "the weights are heavy-tailed"
+    table.loc[flagged & (table.history_id == 0), "warning"] = (
+        "its 95% interval [0.01, 0.5] spans a factor of 50, so the answer is not known")
     text = _summary(table, tmp_path)
-    assert "Flagged estimates" in text and "importance 3 of 4" in text
+    assert ("Flagged estimates (their `warning` says why; treat their intervals as unreliable): "
+            "importance 3 of 4 (heavy weights 2, wide interval 1)") in text
     assert "hybrid 0" not in text
     assert "| 3 of 12 |" in text  # the overview's column for the panel

@@ -128,12 +128,38 @@ def _rae_sections(results: pd.DataFrame, summary: pd.DataFrame) -> list[str]:
     return sections
 
 
+FLAG_REASONS = {  # a warning's reason, by words each kind of warning holds (the estimators'
+    # warnings: seqq/estimators/uncertainty.py and driver.py); the first that matches names it
+    "heavy weights": "weights are heavy-tailed",
+    "few effective samples": "effective samples carry",
+    "replicates disagree": "replicates disagree",
+    "wide interval": "spans a factor of",
+    "zero draws": "none of the",
+    "every draw hit": "all of the",
+    "no interval": "gives no interval",
+}
+OTHER_REASON = "other"
+
+
+def flag_reason(warning: str) -> str:
+    """The reason a warning flags its estimate, in two or three words (`FLAG_REASONS`), so a
+    summary can say why runs were flagged, not only how many."""
+    return next((reason for reason, words in FLAG_REASONS.items() if words in warning),
+                OTHER_REASON)
+
+
 def _flagged(results: pd.DataFrame, key: tuple) -> str:
-    """Per method, how many of a panel's estimates carry a warning ("" if none do)."""
+    """Per method, how many of a panel's estimates carry a warning, and how many for each
+    reason ("" if none do)."""
     block = results[(results[tables.PANEL] == pd.Series(key, index=tables.PANEL)).all(axis=1)]
-    counts = block.groupby("method").warning.agg(lambda w: int((w != "").sum()))
-    sizes = block.groupby("method").size()
-    return ", ".join(f"{m} {counts[m]} of {sizes[m]}" for m in counts.index if counts[m])
+    parts = []
+    for method, rows in block.groupby("method"):
+        warnings = rows.warning[rows.warning != ""]
+        if len(warnings):
+            reasons = warnings.map(flag_reason).value_counts()
+            parts.append(f"{method} {len(warnings)} of {len(rows)} ("
+                         + ", ".join(f"{r} {n}" for r, n in reasons.items()) + ")")
+    return ", ".join(parts)
 
 
 def _marked_below_floor(table: pd.DataFrame, floor: dict[int, float]) -> pd.DataFrame:
