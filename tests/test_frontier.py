@@ -41,9 +41,19 @@ def test_winners_name_the_best_method_and_its_ratio_to_the_hybrid():
     assert table.loc[10, "ratio_to_hybrid"] == pytest.approx(0.1 / 0.3)
     assert table.loc[100, "winner"] == "hybrid"
     assert table.loc[100, "ratio_to_hybrid"] == pytest.approx(0.2 / 0.03)
+    mixed = results.assign(rae=results.rae.where(  # one history now favours the hybrid
+        ~((results.history_id == 2) & (results.method == "importance")), 0.9))
+    tie = frontier.winners(mixed).set_index("S").loc[10]
+    assert tie.ratio_80_low < 1 < tie.ratio_80_high and tie.winner == frontier.TIE
     for S in (10, 100):  # a bootstrap over histories brackets the ratio of the medians
         assert table.loc[S, "ratio_80_low"] <= table.loc[S, "ratio_to_hybrid"]
         assert table.loc[S, "ratio_80_high"] >= table.loc[S, "ratio_to_hybrid"]
+
+
+@pytest.mark.parametrize("low, high, named", [(0.2, 0.9, "importance"), (1.1, 3.0, "hybrid"),
+                                               (0.5, 1.5, frontier.TIE), (1.0, 2.0, frontier.TIE)])
+def test_a_winner_is_named_only_where_the_ratios_interval_excludes_one(low, high, named):
+    assert frontier.winner("importance", low, high) == named
 
 
 def test_the_ratio_interval_resamples_whole_histories():

@@ -31,6 +31,7 @@ RAE_FLOOR = 1e-4  # plotted instead of 0 (an exact answer) on the log axis
 CELL = [*PANEL, "K", "budget_level"]  # one model (panel), horizon and budget
 WRAP = 4  # panels per row when the figure shows one model
 BOOTSTRAP = 1000  # resamples of histories for the interval of a winner's ratio to the hybrid
+TIE = "tie (not distinguishable)"  # a cell whose ratio's interval spans 1
 
 
 def applies(results: pd.DataFrame) -> bool:
@@ -62,8 +63,8 @@ def points(results: pd.DataFrame) -> pd.DataFrame:
 
 def winners(results: pd.DataFrame) -> pd.DataFrame:
     """Per (model, K, S): the hybrid's median RAE and calls, the best other method and the ratio
-    of its median RAE to the hybrid's, and the winner of the cell (empty where the results hold
-    no frontier)."""
+    of its median RAE to the hybrid's with its 80 % interval, and the winner of the cell
+    (`winner`; empty where the results hold no frontier)."""
     if not applies(results):
         return pd.DataFrame()
     table, titles = points(results), panels(results)
@@ -82,9 +83,18 @@ def winners(results: pd.DataFrame) -> pd.DataFrame:
                      "calls": round(float(hybrid.calls)), "hybrid_rae": float(hybrid.median_rae),
                      "best_other": best.method, "best_other_rae": float(best.median_rae),
                      "ratio_to_hybrid": float(ratio), "ratio_80_low": low, "ratio_80_high": high,
-                     "winner": best.method if ratio < 1 else BASELINE,
+                     "winner": winner(best.method, low, high),
                      "histories": int(hybrid.histories), "runs": int(hybrid.runs)})
     return pd.DataFrame(rows)
+
+
+def winner(best: str, low: float, high: float) -> str:
+    """The method that wins a cell, named only where the interval [low, high] of the best
+    other method's RAE ratio to the hybrid excludes 1 (a ratio of medians from a few
+    histories can fall either side of 1 by chance); TIE otherwise."""
+    if high < 1:
+        return best
+    return BASELINE if low > 1 else TIE
 
 
 def ratio_interval(cell: pd.DataFrame, method: str, resamples: int = BOOTSTRAP,
