@@ -375,3 +375,27 @@ def test_fig1_exports_its_csv_figure_block_and_summary_row(tmp_path: Path) -> No
     row = next(line for line in _block(doc.read_text(), "summary").splitlines()
                if line.startswith("| Fig. 1 |"))
     assert "**reproduced**" not in row, row  # no variance reduction: the 6× claim fails
+
+
+@pytest.mark.parametrize("runs, says", [(4, True), (20, False)])
+def test_fig1_at_quick_size_says_its_intervals_are_too_wide_and_to_use_paper_size(
+        tmp_path: Path, runs: int, says: bool) -> None:
+    """Quick size runs 4 replicates a method, whose variance-ratio intervals span a factor of
+    about 240 (0.03–14 around a ratio of 1): its summary and its figure's title say so and
+    name `make fig1 SIZE=paper`; the paper's 20 runs (a factor of 6.4) say nothing."""
+    from seqq.reports import sentence_end
+    from seqq.results.store import PartStore
+
+    PartStore(tmp_path / "runs", ["prefix", "method", "replicate", "K"]).write(
+        sentence_end_runs(runs=runs), "p")
+    out = sentence_end.write_sentence_end_report([tmp_path / "runs"], tmp_path / "report")
+    summary = (out / "summary.md").read_text()
+    assert ("make fig1 SIZE=paper" in summary) == says
+    if says:
+        assert f"With 4 runs per method each variance ratio's 95% interval spans a factor of " \
+               f"{sentence_end.interval_factor(4):,.0f}" in summary
+        assert 200 < sentence_end.interval_factor(4) < 300
+    assert sentence_end.interval_factor(20) < sentence_end.WIDE_FACTOR
+    rows = sentence_end.load_runs([tmp_path / "runs"])
+    figure = sentence_end.figure(rows, sentence_end.variance_ratios(rows))
+    assert ("SIZE=paper" in figure._suptitle.get_text().replace("\n", " ")) == says

@@ -26,6 +26,7 @@ from seqq.results.store import read_parts
 KEY = ["prefix", "method", "replicate", "K"]
 LEVEL = 0.95
 METHODS = ("importance", "naive")
+WIDE_FACTOR = 10.0  # a ratio's interval spanning more than this factor cannot tell 6× from 1×
 
 
 def load_runs(paths: Iterable[str | Path]) -> pd.DataFrame:
@@ -58,6 +59,24 @@ def variance_ratios(rows: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
     for column in ("ratio", "ratio_low", "ratio_high"):
         table[f"paths_{column}"] = table[column] * scale
     return table
+
+
+def interval_factor(runs: int, level: float = LEVEL) -> float:
+    """high / low of a variance ratio's F interval from `runs` runs of each method."""
+    tail = (1 - level) / 2
+    return float(stats.f.ppf(1 - tail, runs - 1, runs - 1) / stats.f.ppf(tail, runs - 1, runs - 1))
+
+
+def too_few_runs(runs: int) -> str | None:
+    """What to say where the runs per method leave each variance ratio's interval too wide to
+    test the paper's 6× (the quick size's 4 runs: a factor of about 240), else None: a reader
+    of the quick figure would otherwise take its spread for a finding."""
+    factor = interval_factor(runs)
+    if factor <= WIDE_FACTOR:
+        return None
+    return (f"With {runs} runs per method each variance ratio's {LEVEL:.0%} interval spans a "
+            f"factor of {factor:,.0f}, too wide to tell the paper's 6× from no gain: this is "
+            "the quick size; run `make fig1 SIZE=paper` for intervals that can.")
 
 
 def summary(ratios: pd.DataFrame) -> pd.DataFrame:
@@ -112,9 +131,10 @@ def figure(rows: pd.DataFrame, ratios: pd.DataFrame) -> Figure:
         bottom.set_title(f"naive draws {r.paths_naive.iloc[0] / r.paths_importance.iloc[0]:.2f}× "
                          "IS's paths" if len(r) else "", fontsize=8)
         integer_ticks(bottom)
+    wide = too_few_runs(rows.replicate.nunique())
     suptitle(fig, "Fig. 1: when will the sentence end? SmolLM2-135M on WikiText prefixes; "
                   "importance sampling vs naive sampling, variance ratio at equal calls and "
-                  "at equal paths")
+                  "at equal paths" + (f"\n{wide}" if wide else ""))
     legend(fig, axes)
     return fig
 
@@ -151,9 +171,11 @@ def write_sentence_end_report(paths: Iterable[str | Path], out: str | Path) -> P
     save(figure(rows, ratios), out, "sentence_end")
     per_k = ratios[["kind", "K", "ratio", "ratio_low", "ratio_high"]].assign(
         prefix=[_short(p) for p in ratios.prefix])
+    runs = rows.replicate.nunique()
+    wide = too_few_runs(runs)
     text = ["# Fig. 1: when will the sentence end?", "",
-            f"{rows.replicate.nunique()} runs per method and prefix; "
-            f"{LEVEL:.0%} F intervals.", "", summary_markdown(summary(ratios)), "",
+            f"{runs} runs per method and prefix; {LEVEL:.0%} F intervals."
+            + (f" **{wide}**" if wide else ""), "", summary_markdown(summary(ratios)), "",
             "![Fig. 1](sentence_end.png)", "", "## Variance ratio per K", "",
             to_markdown(per_k.round(3)), ""]
     (out / "summary.md").write_text("\n".join(text))
