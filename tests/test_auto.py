@@ -150,10 +150,10 @@ def test_a_warning_auto_did_not_follow_says_why_no_surrogate_was_distilled() -> 
     long = seqq.estimate(model, [0], far, "auto", budget=2000, seed=0)
     assert long.warning.endswith("; auto distilled no surrogate: the budget, 2,000 calls, is "
                                  "under the 8,000 from which distilling one pays (decisions §44)")
-    short = seqq.estimate(model, [0], near, "auto", budget=2000, seed=0)
+    short = seqq.estimate(model, [0], near, "auto", budget=300, seed=0)
     assert short.warning.endswith("; auto distilled no surrogate: at K = 8 ≤ 10 one did not "
                                   "pay (decisions §44)")
-    off = seqq.estimate(model, [0], near, "auto", budget=2000, seed=0, distill=False)
+    off = seqq.estimate(model, [0], near, "auto", budget=300, seed=0, distill=False)
     assert off.warning.endswith("auto distilled no surrogate: distilling one was turned off "
                                 "(distill=False; seqq ask --surrogate none)")
     twisted = seqq.estimate(model, [0], far, "auto", budget=2000, seed=0,

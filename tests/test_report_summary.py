@@ -4,17 +4,17 @@ unaccounted probability exactly as plotted."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
+from oracles import random_markov
 from result_frames import RULE, panel_rows, results
 
-from seqq.estimators.estimate import Estimate
-from seqq.estimators.uncertainty import warning_for, with_uncertainty
+import seqq
+from seqq import queries as Q
 from seqq.reports import tables
 from seqq.reports.build import OTHER_REASON, RAE_DEFINITION, flag_reason, write_report
 from seqq.reports.figures import FIGURES
@@ -116,26 +116,35 @@ def test_summary_states_the_truths_noise_floor_and_marks_medians_below_it(tmp_pa
     assert "| hybrid | 3 | 0.02† |" in median and "| importance | 3 | 0.6 |" in median
 
 
-@pytest.mark.parametrize("diagnostics, reason", [
-    ({"pareto_k": 2.9}, "heavy weights"),
-    ({"ess": 4.0, "nonzero": 9}, "few effective samples"),
-    ({"replicate_rel_se": 0.63}, "replicates disagree"),
+@pytest.mark.parametrize("warning, reason", [
+    ("the weights are heavy-tailed (Pareto k̂ = 2.89 > 0.7), so the estimate ...", "heavy weights"),
+    ("only 4.0 effective samples carry the estimate, so its interval is a guess",
+     "few effective samples"),
+    ("only 70 paths were drawn, too few for the interval to be trusted", "few draws"),
+    ("the smc replicates disagree (relative standard error 0.63); try ...", "replicates disagree"),
+    ("its 95% interval [0.00197, 1] spans a factor of 507, so the answer ...", "wide interval"),
+    ("none of the 40 draws reached the query, so only p ≤ 0.09 is known", "zero draws"),
+    ("all of the 40 draws reached the query, so only p ≥ 0.91 is known", "every draw hit"),
+    ("the budget was too small to split into replicates, so smc gives no interval",
+     "no interval"),
+    ("something new", OTHER_REASON),
 ])
-def test_each_estimator_warning_has_its_reason(diagnostics: dict, reason: str) -> None:
-    """The summary's breakdown of flagged runs reads the reason of each warning the estimators
-    write (their own words, from `warning_for` and `with_uncertainty`)."""
-    assert flag_reason(warning_for(diagnostics, "smc")) == reason
+def test_each_warning_has_its_reason(warning: str, reason: str) -> None:
+    assert flag_reason(warning) == reason
 
 
-def test_interval_warnings_have_their_reasons() -> None:
-    wide = with_uncertainty(Estimate("importance", 0.05, math.log(0.05), 0.06, 100, False),
-                            "log-normal", 0.95)
-    assert flag_reason(wide.warning) == "wide interval", wide.warning
-    zero = with_uncertainty(Estimate("importance", 0.0, -math.inf, 0.0, 100, False,
-                                     num_samples=40), "log-normal", 0.95)
-    assert flag_reason(zero.warning) == "zero draws", zero.warning
-    assert flag_reason("a single run of smc gives no interval") == "no interval"
-    assert flag_reason("something new") == OTHER_REASON
+def test_every_warning_the_estimators_write_has_a_reason() -> None:
+    """The summary's breakdown reads the estimators' own words: every warning a few small runs
+    write (few draws, no interval, wide intervals, disagreeing replicates) has a reason, not
+    OTHER_REASON; a new kind of warning fails here until FLAG_REASONS names it."""
+    model = random_markov(V=6, seed=2)
+    warnings = [e.warning for q in (Q.count(1, n=5, K=8, op=">="), Q.hitting_time(1, K=6))
+                for method in ("importance", "smc", "randomized_beam", "wor")
+                for budget in (30, 300)
+                for e in [seqq.estimate(model, [0], q, method, budget=budget, seed=0)]
+                if e.warning]
+    assert len(warnings) >= 3
+    assert [w for w in warnings if flag_reason(w) == OTHER_REASON] == []
 
 
 def test_summary_counts_flagged_estimates_per_method(tmp_path: Path) -> None:

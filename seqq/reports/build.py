@@ -132,6 +132,7 @@ FLAG_REASONS = {  # a warning's reason, by words each kind of warning holds (the
     # warnings: seqq/estimators/uncertainty.py and driver.py); the first that matches names it
     "heavy weights": "weights are heavy-tailed",
     "few effective samples": "effective samples carry",
+    "few draws": "paths were drawn, too few",
     "replicates disagree": "replicates disagree",
     "wide interval": "spans a factor of",
     "zero draws": "none of the",
