@@ -27,7 +27,6 @@ from dataclasses import replace
 from typing import Literal
 
 import torch
-from tqdm.auto import tqdm
 
 from seqq.estimators.driver import run_prepared
 from seqq.estimators.engine.batch import Batch, prepare, subset, tree_calls
@@ -45,6 +44,7 @@ from seqq.estimators.registry import adaptive_method, exact_method, until_method
 from seqq.estimators.surrogates import distilled, model_symbols, twistable
 from seqq.models.automaton import ContextAutomaton
 from seqq.models.protocol import SequenceModel
+from seqq.progress import progress_bar
 from seqq.queries import Query
 
 RULES = ("absolute", "relative", "twisted", "sampled")
@@ -101,8 +101,9 @@ def ground_truth_many(
     no_paths = torch.bincount(batch.branch_task, minlength=batch.num_tasks) == 0  # exactly 0
     cheap = (tree_calls(batch) <= exact_max_calls) | no_paths
     results: list[GroundTruth | None] = [None] * batch.num_tasks
-    bar = tqdm(total=batch.num_tasks, desc="ground truth", unit="query",
-               disable=not (progress if progress is not None else bool((~cheap).any())))
+    bar = progress_bar(total=batch.num_tasks, desc="ground truth", unit="query",
+                       disable=not (progress if progress is not None
+                                    else bool((~cheap).any())))
     if cheap.any():
         tasks = cheap.nonzero().flatten()
         before = batch.counter.calls.clone()

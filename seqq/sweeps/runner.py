@@ -22,13 +22,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
-from tqdm.auto import tqdm
 
 import seqq
 from seqq.errors import BudgetError, ConfigError
 from seqq.estimators.estimate import GroundTruth
 from seqq.estimators.registry import budget_setter
 from seqq.models import SequenceModel
+from seqq.progress import progress_bar
 from seqq.results.schema import (
     BUDGET_FROM_SAMPLES,
     BUDGET_FROM_SETTER,
@@ -184,8 +184,9 @@ class SweepRunner:
         done, setter_calls = self._stored()
         chunks = [specs[i:i + plan.chunk_size] for i in range(0, len(specs), plan.chunk_size)]
         written = 0
-        bar = tqdm(total=self.part_count(specs), disable=not self.progress,
-                   desc=f"{plan.dataset}/{plan.model} T={plan.temperature}", unit="part")
+        bar = progress_bar(total=self.part_count(specs), disable=not self.progress,
+                           desc=f"{plan.dataset}/{plan.model} T={plan.temperature}",
+                           unit="part")
         for index, chunk in enumerate(chunks):
             todo = {
                 (repeat, level, method): [s for s in chunk

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
-from tqdm.auto import tqdm
 
 import seqq
 from seqq.data.base import require
@@ -28,6 +27,7 @@ from seqq.data.text import WIKITEXT_URL, wikitext_articles
 from seqq.errors import ConfigError
 from seqq.models import SequenceModel
 from seqq.paths import find_data
+from seqq.progress import progress_bar
 from seqq.queries import hitting_time
 from seqq.queries.named import named_tokens
 from seqq.results.store import PartStore
@@ -121,7 +121,7 @@ def run(model: SequenceModel, prefixes: Sequence[Prefix], event: Sequence[int],
     store = PartStore(out, KEY)
     saved = store.read()
     done = set(saved["prefix"]) if len(saved) else set()
-    for prefix in tqdm(prefixes, desc="Fig. 1 prefixes", disable=not progress):
+    for prefix in progress_bar(prefixes, desc="Fig. 1 prefixes", disable=not progress):
         if prefix.text not in done:
             store.write(run_prefix(model, prefix, event, spec, seed + _stable_hash(prefix.text)),
                         f"prefix-{_stable_hash(prefix.text)}")

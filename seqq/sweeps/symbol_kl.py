@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
 from seqq.models import SequenceModel
+from seqq.progress import progress_bar
 from seqq.results.schema import KL_KEY
 from seqq.results.store import PartStore
 from seqq.sweeps.histories import History
@@ -109,8 +109,8 @@ def run_histories(model: SequenceModel, histories: Sequence[History], spec: Symb
     todo = [h for h in histories
             if any((dataset, model_name, h.history_id, length, samples, spec.truth_paths) not in done
                    for length in spec.lengths for samples in spec.samples)]
-    for history in tqdm(todo, desc=f"{dataset}/{model_name} KL", unit="history",
-                        disable=not progress):
+    for history in progress_bar(todo, desc=f"{dataset}/{model_name} KL", unit="history",
+                                disable=not progress):
         rows = pd.DataFrame(history_rows(model, history, spec, seed))
         rows.insert(0, "model", model_name)
         rows.insert(0, "dataset", dataset)

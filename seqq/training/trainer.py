@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import nn
-from tqdm import tqdm
 
 from seqq.data import SequenceDataset
 from seqq.data.windows import IGNORE, batches, window_starts
@@ -24,6 +23,7 @@ from seqq.errors import CheckpointError, DataError
 from seqq.models.checkpoint import net_from_payload, read_checkpoint, save_checkpoint
 from seqq.models.device import resolve_device
 from seqq.models.lstm import LSTMNet
+from seqq.progress import progress_bar
 
 
 @dataclass
@@ -156,9 +156,10 @@ class Trainer:
         pairs = rng.permutation(pairs)[: self.steps_per_epoch * cfg.batch_size]
         self.net.train()
         loss_sum, correct, count, done = 0.0, 0, 0, 0
-        with tqdm(batches(ds.train, pairs, self.window, ds.bos_id, cfg.batch_size),
-                  total=self.steps_per_epoch, desc=f"epoch {self.epoch + 1}/{cfg.max_epochs}",
-                  disable=not cfg.progress, leave=False, dynamic_ncols=True) as bar:
+        with progress_bar(batches(ds.train, pairs, self.window, ds.bos_id, cfg.batch_size),
+                          total=self.steps_per_epoch,
+                          desc=f"epoch {self.epoch + 1}/{cfg.max_epochs}",
+                          disable=not cfg.progress, leave=False, dynamic_ncols=True) as bar:
             for x, y in bar:
                 if self._limit_hit(deadline):
                     return loss_sum / max(count, 1), correct / max(count, 1), done, False
