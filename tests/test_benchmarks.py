@@ -346,7 +346,8 @@ def test_calibration_runs_end_to_end_at_a_tiny_size(tmp_path, monkeypatch):
         assert set(rows) == set(calibration.budgeted_methods())
         for method, row in rows.items():  # every method ran every run of this decade
             assert int(row[1]) == in_decade[start], (method, row)
-        assert f"100 % of {in_decade[start]}" in rows["beam"][9]  # certain bounds hold
+        assert f"100 % of {in_decade[start]}" in rows["beam"][10]  # certain bounds hold
+        assert rows["importance"][9][0] in "+-"  # mean signed error of its unflagged runs
     assert "| auto | 200–999 |" in h and "| precision | recall | false alarms |" in h
     assert "| importance | normal |" in h and "| importance | bootstrap |" in h
     assert (tmp_path / "figures" / "calibration_coverage.png").is_file()

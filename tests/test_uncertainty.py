@@ -22,7 +22,7 @@ def _binomial_limits(p: float, n: int) -> tuple[float, float]:
     return p - half, p + half
 
 
-@pytest.mark.parametrize("method, budget", [("importance", 300), ("hybrid", 300), ("wor", 300),
+@pytest.mark.parametrize("method, budget", [("importance", 300), ("hybrid", 300), ("wor", 700),
                                             ("smc", 400), ("randomized_beam", 400)])
 def test_intervals_cover_the_exact_value_as_claimed(method: str, budget: int) -> None:
     """RUNS independent estimates (one batch): the 95 % interval of unflagged runs covers the
@@ -208,3 +208,33 @@ def test_an_estimate_prints_as_one_line_a_person_reads() -> None:
     assert text.startswith("Estimate(importance: p = ") and "\n" not in text
     assert "95% interval [" in text and "model calls)" in text and "diagnostics" not in text
     assert "(exact)" in repr(seqq.estimate(model, [1], Q.hitting_time(2, K=4), "exact"))
+
+
+def test_unflagged_answers_are_unbiased_given_not_flagged() -> None:
+    """Issue 58's GRU case: count(11) = 2 within 4 steps (p = 0.0162) by `wor` at 200–600
+    calls. When few *effective* samples flagged, the flag fired on the runs that drew the rare
+    heavy paths, and the runs left unflagged were those that missed them: at 200 calls all 90
+    unflagged of 400 were low (mean signed error −45 %, 3 % covered). Flags now come from
+    the number of draws, whatever their weights, so unflagged answers average p."""
+    from benchmarks.calibration_oracles import RandomGRU
+
+    model, history, query = RandomGRU(), [2, 1, 6], Q.count(11, n=2, K=4)
+    p = seqq.exact(model, history, query)
+    budgets = [200, 300, 400, 500, 600] * 80
+    runs = seqq.estimate_many(model, [history] * len(budgets), query, "wor", budget=budgets,
+                              seed=7)
+    unflagged = [e for e in runs if e.warning is None]
+    errors = np.array([(e.value - p) / p for e in unflagged])
+    assert len(unflagged) >= 100
+    assert abs(errors.mean()) < 3 * errors.std(ddof=1) / math.sqrt(len(errors)), errors.mean()
+    assert np.mean([e.ci_low <= p <= e.ci_high for e in unflagged]) >= 0.9
+
+
+def test_too_few_draws_flag_whatever_their_weights() -> None:
+    """The draws' count flags (MIN_DRAWS), not how they are weighted: light and heavy weights
+    alike warn below it, and few effective samples among many draws do not flag."""
+    from seqq.estimators.uncertainty import MIN_DRAWS, warning_for
+
+    assert "too few" in warning_for({"draws": MIN_DRAWS - 1, "ess": 150.0}, "wor")
+    assert warning_for({"draws": 10 * MIN_DRAWS, "nonzero": 10 * MIN_DRAWS, "ess": 3.0},
+                       "wor") is None

@@ -131,7 +131,6 @@ def _rae_sections(results: pd.DataFrame, summary: pd.DataFrame) -> list[str]:
 FLAG_REASONS = {  # a warning's reason, by words each kind of warning holds (the estimators'
     # warnings: seqq/estimators/uncertainty.py and driver.py); the first that matches names it
     "heavy weights": "weights are heavy-tailed",
-    "few effective samples": "effective samples carry",
     "few draws": "paths were drawn, too few",
     "replicates disagree": "replicates disagree",
     "wide interval": "spans a factor of",
