@@ -12,11 +12,17 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from seqq.estimators import METHODS, Method
+from seqq.estimators import METHODS, Guarantee, Method
+from seqq.reports.presentation import presentation
+
+# how the table's "unbiased" column words each guarantee
+UNBIASED = {Guarantee.UNBIASED: "yes", Guarantee.EXACT: "exact",
+            Guarantee.LOWER_BOUND: "lower bound"}
 
 
 def methods_table() -> str:
-    """The table of methods, one row per registered method, in the registry's order."""
+    """The table of methods, one row per registered method, in the registry's order: what it
+    guarantees and takes from the registry, its words from the reports' presentation table."""
     head = ("| method | what it computes | unbiased | bounds `lower`/`upper` | options |\n"
             "|---|---|---|---|---|")
     return "\n".join([head, *(_row(m) for m in METHODS.values())])
@@ -24,8 +30,9 @@ def methods_table() -> str:
 
 def _row(method: Method) -> str:
     options = ", ".join(f"`{n}`" for n in method.option_names())
-    return (f"| `{method.name}` | {method.computes} | {method.guarantee.wording} | "
-            f"{method.bounds} | {options} |")
+    shown = presentation(method.name)
+    return (f"| `{method.name}` | {shown.computes} | {UNBIASED[method.guarantee]} | "
+            f"{shown.bounds} | {options} |")
 
 
 BLOCKS: dict[str, Callable[[], str]] = {"the registry": methods_table}

@@ -1,7 +1,7 @@
 """Config stops at the entry points: models, estimators, ground truth, queries, data loaders and
 training never import OmegaConf/Hydra or take a `DictConfig`; the entry points hand them typed,
 frozen specs (`seqq/sweeps/specs.py`, `seqq/models/spec.py`). Sweeps and reports meet
-only in the results package."""
+only in the results package, which reads a results table without torch or any estimator."""
 
 from __future__ import annotations
 
@@ -76,6 +76,14 @@ def test_sweeps_and_reports_meet_only_in_results(module: str) -> None:
             "found = [m for m in sys.modules if m.startswith(tuple(sys.argv[2:]))]; "
             "assert not found, f'{sys.argv[1]} imports {found}'")
     subprocess.run([sys.executable, "-c", code, module, *APART[module]], cwd=REPO, check=True)
+
+
+@pytest.mark.parametrize("module", ["seqq.results.schema", "seqq.results.store"])
+def test_results_read_without_torch_or_the_estimators(module: str) -> None:
+    code = ("import importlib, sys; importlib.import_module(sys.argv[1]); "
+            "found = [m for m in ('torch', 'seqq.estimators') if m in sys.modules]; "
+            "assert not found, f'{sys.argv[1]} imports {found}'")
+    subprocess.run([sys.executable, "-c", code, module], cwd=REPO, check=True)
 
 
 def test_a_sweep_config_becomes_one_frozen_spec(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """The method registry is the one place a method is declared: every method is held against the
 oracles through it (a new method is tested with no test edit), the README's table is its, the
-layout keeps methods apart from each other, a module placed in `methods/` is found, and a toy
-method registered from outside runs through the API, a sweep and a report."""
+layout keeps methods apart from each other and from the reports, a module placed in `methods/`
+is found, and a toy method registered from outside runs through the API, a sweep and a report."""
 
 from __future__ import annotations
 
@@ -22,7 +22,9 @@ from seqq.commands import query_sweep
 from seqq.estimators import METHODS, Guarantee, register, unregister
 from seqq.estimators.registry import discover
 from seqq.readme import regenerate
+from seqq.reports.presentation import PRESENTATION, UNLISTED, presentation
 from seqq.reports.tables import load_results
+from seqq.results.schema import BUDGET_SETTER, LEVEL_OPTION
 from tests.oracles import random_markov
 
 ESTIMATORS = REPO / "seqq" / "estimators"
@@ -75,7 +77,7 @@ def test_the_readme_is_as_make_readme_writes_it() -> None:
 def test_a_module_placed_in_methods_is_found_after_the_others(monkeypatch, tmp_path) -> None:
     """Adding a method is one file: `tests/toy_method.py` beside the method modules (here, in a
     folder added to the package's path) is found after them, which keep the README's order, and
-    `make readme` gives it the table's last row."""
+    `make readme` gives it the table's last row, in the words of an unlisted method."""
     shutil.copy(REPO / "tests" / "toy_method.py", tmp_path / "toy_method.py")
     monkeypatch.setattr(method_modules, "__path__", [*method_modules.__path__, str(tmp_path)])
     try:
@@ -86,7 +88,21 @@ def test_a_module_placed_in_methods_is_found_after_the_others(monkeypatch, tmp_p
     monkeypatch.setitem(METHODS, TOY.name, found[-1])
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     rows = regenerate(readme).split("<!-- generated from the registry")[1].split("\n\n")[0]
-    assert rows.splitlines()[-1] == f"| `{TOY.name}` | {TOY.computes} | yes |  | `pairs` |"
+    assert rows.splitlines()[-1] == f"| `{TOY.name}` |  | yes |  | `pairs` |"
+
+
+def test_every_method_has_a_presentation_and_every_row_a_method() -> None:
+    """The reports' table (`seqq.reports.presentation`) shows every built-in method and no
+    method that is gone; a method registered elsewhere is shown as `UNLISTED`."""
+    assert list(PRESENTATION) == list(METHODS)
+    assert all(p.computes for p in PRESENTATION.values())
+    assert presentation(TOY.name) is UNLISTED
+
+
+def test_the_sweeps_budget_setter_is_a_method_taking_the_level() -> None:
+    """The results schema names the budget setter without importing the registry: it must be a
+    registered method whose `LEVEL_OPTION` a sweep's level S sets."""
+    assert LEVEL_OPTION in METHODS[BUDGET_SETTER].option_names()
 
 
 
@@ -120,6 +136,13 @@ def test_no_method_module_imports_another_and_the_engine_imports_none() -> None:
     methods = sorted((ESTIMATORS / "methods").glob("*.py"))
     for path in [*methods, *sorted((ESTIMATORS / "engine").rglob("*.py"))]:
         imported = {n for n in _imports(path) if n.startswith("seqq.estimators.methods")}
+        assert imported == set(), f"{path.relative_to(REPO)} imports {sorted(imported)}"
+
+
+def test_the_estimators_import_nothing_from_the_reports() -> None:
+    """Estimators compute; how their answers are shown is the reports' (`presentation.py`)."""
+    for path in sorted(ESTIMATORS.rglob("*.py")):
+        imported = {n for n in _imports(path) if n.startswith("seqq.reports")}
         assert imported == set(), f"{path.relative_to(REPO)} imports {sorted(imported)}"
 
 

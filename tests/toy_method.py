@@ -37,6 +37,5 @@ def paired(batch, budgets, options: PairedOptions, twist) -> Answer:
     return Answer(BranchResult(log_value, variance, count.long(), None))
 
 
-TOY = Method(name="toy_paired", run=paired, options=PairedOptions,
-             computes="naive Monte Carlo in pairs (a test's toy)", guarantee=Guarantee.UNBIASED)
+TOY = Method(name="toy_paired", run=paired, options=PairedOptions, guarantee=Guarantee.UNBIASED)
 METHODS = (TOY,)

@@ -2,11 +2,13 @@
 
 A method is a name, a typed options class (defaults and valid values in one place), a run
 function, what it guarantees (`Guarantee`) and what it can do: answer a union from its parts,
-take a surrogate twist, return bounds that hold with certainty, spend a budget, set the budget
-of a sweep, sample until a relative standard error. The API's validation, the sweep's budget
-setter, ground truth's sampler, the reports' baseline and colours and the README's table all
-ask the registry (`seqq.estimators.registry`) for these declarations, so adding a method is one
-module in `seqq/estimators/methods/` and `make readme`.
+take a surrogate twist, return bounds that hold with certainty, spend a budget, sample until a
+relative standard error. The API's validation, ground truth's sampler and the README's options
+column ask the registry (`seqq.estimators.registry`) for these declarations, so adding a method
+is one module in `seqq/estimators/methods/`. How a method is shown (colour, the paper's methods,
+its figures, the README's words) is the reports' concern, kept by name in
+`seqq.reports.presentation`; which method sets a sweep's budget is the results schema's
+(`seqq.results.schema.BUDGET_SETTER`).
 
 A run function gets the prepared `Batch`, the budgets (model calls per task, or None), its
 options and the twist (`Messages` of a surrogate, or None); it returns an `Answer` per branch,
@@ -124,42 +126,32 @@ class Adaptive:
 
 class Guarantee(Enum):
     """What a method's value promises about p(Q): it chooses the method's intervals and the
-    oracle the registry-wide tests hold it to. The value is the README table's wording."""
+    oracle the registry-wide tests hold it to."""
 
-    UNBIASED = "yes"
+    UNBIASED = "unbiased"
     EXACT = "exact"
     LOWER_BOUND = "lower bound"
-
-    @property
-    def wording(self) -> str:
-        """How the README's "unbiased" column says it."""
-        return self.value
 
 
 @dataclass(frozen=True, kw_only=True)
 class Method:
-    """One estimator, as the rest of seqq sees it (declared with keywords only)."""
+    """One estimator: what it computes with, guarantees and takes (declared with keywords
+    only). Nothing here is about showing it: that is `seqq.reports.presentation`'s."""
 
     name: str
     run: Run
     options: type[Options]
-    computes: str  # one line for the README's table: what it computes
     guarantee: Guarantee
-    bounds: str = ""  # what `lower` / `upper` are, if any (README)
     surrogate: SurrogateUse = "none"  # a twist it takes (`surrogate=`), passed by the driver
     by_part: bool = False  # answers unions built with `union(..., compile=False)` by parts
     certain_bounds: bool = False  # `lower` ≤ p ≤ `upper` with certainty (untwisted)
     takes_budget: bool = True  # spends at most `budget=` calls (else refuses or ignores one)
     cost_cap: str | None = None  # without a budget, its option refusing a costlier query
-    level_option: str | None = None  # set to a sweep's level S; its calls = the others' budget
     until: Until | None = None  # samples until a relative SE (ground truth's `rule="relative"`)
     adaptive: Adaptive | None = None  # ground truth's `absolute` and `sampled` rules
     horizons: HorizonsRun | None = None  # answers τ(A) = k for every k ≤ K from one set of paths
-    in_paper: bool = False  # one of the paper's three methods (Fig. 3-11)
     replicates: int = 0  # independent copies the driver runs inside the budget, for an interval
     log_replicates: bool = False  # its replicates' interval is Cox's on their logs (RESULTS (h))
-    color: str | None = None  # its colour in every figure (else one from a spare palette)
-    figures: tuple[str, ...] = ()  # report figures drawn from its runs alone (seqq.reports.figures)
 
     @property
     def interval_kind(self) -> str:

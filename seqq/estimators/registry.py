@@ -3,10 +3,11 @@
 Each module there ends with `METHODS = (Method(...), ...)`; the registry imports every module of
 that package and registers what it declares, so adding a method is one new module (and `make
 readme` for the README's table). `register` adds one from anywhere else (a user's own method, a
-test's toy). Everything that lists, validates, colours or documents methods reads `METHODS`
-here, and code that needs a method in a role (the exact one, the sweep's budget setter, ground
-truth's sampler) asks the functions below rather than naming it: `ROLES` says what each role's
-method declares, and `discover` checks that exactly one method of `methods/` declares it.
+test's toy). Everything that lists, validates or documents methods reads `METHODS` here, and
+code that needs a method in a role (the exact one, ground truth's sampler) asks the functions
+below rather than naming it: `ROLES` says what each role's method declares, and `discover`
+checks that exactly one method of `methods/` declares it. How methods are shown is the reports'
+table (`seqq.reports.presentation`), which nothing here imports.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ ORDER = ("exact", "montecarlo", "beam", "hybrid", "smc", "randomized_beam", "wor
 METHODS: dict[str, Method] = {}
 ROLES: dict[str, Callable[[Method], bool]] = {
     "exact": lambda m: m.guarantee is Guarantee.EXACT,  # seqq.exact, ground truth's enumeration
-    "budget setter": lambda m: m.level_option is not None,  # a sweep's budgets
     "until": lambda m: m.until is not None,  # ground truth's rule="relative"
     "adaptive": lambda m: m.adaptive is not None,  # ground truth's rules "absolute", "sampled"
 }
@@ -83,12 +83,6 @@ def exact_method() -> Method:
     return _the_one("exact", METHODS.values())
 
 
-def budget_setter() -> Method:
-    """The method whose calls at S samples (its `level_option`) set every other method's budget
-    in a sweep."""
-    return _the_one("budget setter", METHODS.values())
-
-
 def until_method() -> Method:
     """The method that samples until a relative standard error (its `until`): ground truth's
     `rule="relative"`."""
@@ -100,11 +94,3 @@ def adaptive_method() -> Method:
     `rule="absolute"` and `rule="sampled"`."""
     return _the_one("adaptive", METHODS.values())
 
-
-def drawn_in(figure: str) -> list[str]:
-    """The methods whose runs alone `figure` draws (their `figures`)."""
-    return [m.name for m in METHODS.values() if figure in m.figures]
-
-
-def paper_methods() -> list[str]:
-    return [m.name for m in METHODS.values() if m.in_paper]

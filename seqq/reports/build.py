@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from seqq.estimators.registry import budget_setter
 from seqq.reports import frontier, tables
 from seqq.reports.figures import FIGURES
 from seqq.reports.plotting import NotApplicable, save
-from seqq.results.schema import BUDGET_FROM_SAMPLES, BUDGET_FROM_SETTER, NO_BUDGET
+from seqq.results.schema import BUDGET_FROM_SAMPLES, BUDGET_FROM_SETTER, BUDGET_SETTER, NO_BUDGET
 
 QUERY_KINDS = {
     "hitting_time": "`hitting_time`: p(τ(a) = K), the first a is the K-th next symbol "
@@ -25,7 +24,7 @@ QUERY_KINDS = {
     "count": "`count`: p(N_A(K) = n), A occurs n times among the next K symbols",
     "a_before_b": "`a_before_b`: p(τ(A) < τ(B), τ(A) ≤ K), A occurs before B within K steps",
 }
-SETTER = budget_setter().name  # the method whose calls at S set the others' budget
+SETTER = BUDGET_SETTER  # the method whose calls at S set the others' budget
 BUDGET_RULES = {
     BUDGET_FROM_SETTER: f"**budget: {SETTER}** — the {SETTER} runs with S tail samples, and its "
                         "model calls on a query are every other method's budget on that query",

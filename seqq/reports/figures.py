@@ -24,7 +24,6 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
-from seqq.estimators.registry import drawn_in, paper_methods
 from seqq.reports import frontier
 from seqq.reports.plotting import (
     NotApplicable,
@@ -38,6 +37,7 @@ from seqq.reports.plotting import (
     suptitle,
     wrapped,
 )
+from seqq.reports.presentation import drawn_in, paper_methods
 from seqq.reports.tables import PANEL, Panel, finite, panels, unaccounted_summary
 
 PANELS_PER_ROW = 3  # panels per row where a figure with one row of panels would grow too wide

@@ -23,19 +23,19 @@ from matplotlib.ticker import (  # noqa: E402
     NullLocator,
 )
 
-from seqq.estimators.registry import METHODS  # noqa: E402
+from seqq.reports.presentation import colours  # noqa: E402
 
 SPARE = ("C7", "C8", "C9", "indigo", "goldenrod", "teal", "black", "slategray", "lime",
-         "saddlebrown", "magenta", "navy")  # distinct from each other and from the registered
-# colours, except black (exact's), which only a seventh extra method gets: the frontier's, which
+         "saddlebrown", "magenta", "navy")  # distinct from each other and from the methods'
+# own colours, except black (exact's), which only a seventh extra method gets: the frontier's, which
 # plots no `exact`
 
 
 def method_colors(methods: Iterable[str]) -> dict[str, str]:
-    """One colour per method, the same in every panel of a figure: a method with a registered
-    colour (`Method.color`) keeps it; any other (a labelled variant such as `smc_twisted`, a
-    method without one) takes a spare colour in name order."""
-    style = {m.name: m.color for m in METHODS.values() if m.color}
+    """One colour per method, the same in every panel of a figure: a method with its own
+    colour (`seqq.reports.presentation`) keeps it; any other (a labelled variant such as
+    `smc_twisted`, a method without one) takes a spare colour in name order."""
+    style = colours()
     others = sorted(set(methods) - set(style))
     spare = [SPARE[i % len(SPARE)] for i in range(len(others))]
     return {**style, **dict(zip(others, spare, strict=True))}

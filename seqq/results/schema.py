@@ -3,7 +3,10 @@ method is a seqq method or a labelled variant of one (`estimator.variants`, name
 column).
 
 The runner writes `ResultRow`s, the store reads parts back keyed by `KEY`, and every table and
-figure reads the columns named here, so the three can only disagree by failing loudly.
+figure reads the columns named here, so the three can only disagree by failing loudly. Reading a
+table needs pandas alone: this package imports no estimator (nor torch), so the method that sets
+a sweep's budget is named here, not asked of the registry (a test checks it is registered and
+takes `LEVEL_OPTION`).
 """
 
 from __future__ import annotations
@@ -13,8 +16,6 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import pandas as pd
-
-from seqq.estimators.registry import budget_setter
 
 # what determines a model's answer, a query, and a row (the store keeps one row per KEY): the
 # budget rule is part of it, as the same S is another budget with or without the hybrid
@@ -27,9 +28,13 @@ KL_KEY = ("dataset", "model", "history_id", "length", "samples", "truth_paths")
 # key columns added after results were first stored, and the value older parts read as
 KEY_DEFAULTS = {"repeat": 0}
 
+# The paper's budget rule: at a sweep's level S the budget setter runs with its LEVEL_OPTION = S,
+# and its calls on a query are every other method's budget there
+BUDGET_SETTER = "hybrid"
+LEVEL_OPTION = "samples"
+
 # how a budget level S became a per-query model-call budget (`budget_rule` column)
-BUDGET_FROM_SETTER = budget_setter().name  # the budget setter (the hybrid) ran with S samples;
-# its calls are the budget
+BUDGET_FROM_SETTER = BUDGET_SETTER  # the budget setter ran with S samples; its calls are the budget
 BUDGET_FROM_SAMPLES = "samples"  # no hybrid: the calls of S IS samples, 1 + S·(K−1)
 NO_BUDGET = "none"  # level 0: each method runs on its own options
 

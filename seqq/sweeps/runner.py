@@ -26,14 +26,15 @@ import pandas as pd
 import seqq
 from seqq.errors import BudgetError, ConfigError
 from seqq.estimators.estimate import GroundTruth
-from seqq.estimators.registry import budget_setter
 from seqq.models import SequenceModel
 from seqq.progress import progress_bar
 from seqq.results.schema import (
     BUDGET_FROM_SAMPLES,
     BUDGET_FROM_SETTER,
+    BUDGET_SETTER,
     CONTEXT,
     KEY,
+    LEVEL_OPTION,
     NO_BUDGET,
     QUERY,
     ResultRow,
@@ -47,8 +48,6 @@ from seqq.sweeps.method_runs import MethodRun
 from seqq.sweeps.query_specs import QuerySpec
 from seqq.sweeps.truth_store import GroundTruthStore, NoGroundTruth, digest
 
-BUDGET_SETTER = budget_setter().name  # its calls at S samples are the others' budget
-LEVEL_OPTION = budget_setter().level_option  # the setter's option that a budget level S sets
 # the budget setter's calls per query, level and repeat, in one context
 BUDGET_KEY = (*QUERY, "budget_level", "repeat")
 

@@ -74,16 +74,11 @@ def tail(batch: Batch, budgets: Budgets, options: TailOptions, twist: None) -> A
     return lower_bound(batch, TailSplit(widths_for_budget(batch, budgets, options.max_width)))
 
 
-BOUNDS = "p(B), p(B) + 1 − q(B)"
 METHODS = (
-    Method(name="beam", run=top_b, options=TopOptions, computes="top-B beam search",
-           guarantee=Guarantee.LOWER_BOUND, bounds=BOUNDS, certain_bounds=True, in_paper=True,
-           color="C2"),
+    Method(name="beam", run=top_b, options=TopOptions, guarantee=Guarantee.LOWER_BOUND,
+           certain_bounds=True),
     Method(name="coverage_beam", run=coverage, options=CoverageOptions,
-           computes="coverage beam search (Thm. 1)", guarantee=Guarantee.LOWER_BOUND,
-           bounds=BOUNDS, certain_bounds=True, takes_budget=False, color="C5",
-           figures=("beam_sizes",)),
-    Method(name="tail_beam", run=tail, options=TailOptions,
-           computes="tail-splitting beam search", guarantee=Guarantee.LOWER_BOUND,
-           bounds=BOUNDS, certain_bounds=True, color="C6"),
+           guarantee=Guarantee.LOWER_BOUND, certain_bounds=True, takes_budget=False),
+    Method(name="tail_beam", run=tail, options=TailOptions, guarantee=Guarantee.LOWER_BOUND,
+           certain_bounds=True),
 )

@@ -101,7 +101,5 @@ def _enumerate(batch: Batch, branch: Tensor, nodes: Tensor, log_probs: Tensor,
 
 
 METHODS = (Method(
-    name="exact", run=exact, options=ExactOptions,
-    computes="enumeration of Q, refused above `max_calls` (the cost is known in advance)",
-    guarantee=Guarantee.EXACT, bounds="= value", certain_bounds=True, takes_budget=False,
-    cost_cap="max_calls", color="k"),)
+    name="exact", run=exact, options=ExactOptions, guarantee=Guarantee.EXACT,
+    certain_bounds=True, takes_budget=False, cost_cap="max_calls"),)

@@ -68,8 +68,5 @@ def _beam_entropy(levels: list[Level], num_branches: int) -> Tensor:
 
 
 METHODS = (Method(
-    name="hybrid", run=hybrid, options=HybridOptions,
-    computes="the paper's beam + IS hybrid (App. D), tail samples through the trie",
-    guarantee=Guarantee.UNBIASED, bounds="p(B), p(B) + 1 − q(B) (untwisted)",
-    surrogate="optional", certain_bounds=True, level_option="samples", in_paper=True,
-    color="C0"),)
+    name="hybrid", run=hybrid, options=HybridOptions, guarantee=Guarantee.UNBIASED,
+    surrogate="optional", certain_bounds=True),)

@@ -104,17 +104,13 @@ def naive(batch: Batch, budgets: Budgets, options: SampleOptions, twist: None) -
 
 
 METHODS = (
-    Method(name="naive", run=naive, options=SampleOptions, computes="Monte Carlo from p",
-           guarantee=Guarantee.UNBIASED, horizons=_every_horizon("model"), color="C4"),
-    Method(name="uniform", run=uniform, options=SampleOptions,
-           computes="Monte Carlo uniform over Q (Eq. 7)", guarantee=Guarantee.UNBIASED,
-           horizons=_every_horizon("uniform"), color="C3"),
+    Method(name="naive", run=naive, options=SampleOptions, guarantee=Guarantee.UNBIASED,
+           horizons=_every_horizon("model")),
+    Method(name="uniform", run=uniform, options=SampleOptions, guarantee=Guarantee.UNBIASED,
+           horizons=_every_horizon("uniform")),
     Method(name="importance", run=importance, options=SampleOptions,
-           computes="IS under the query-restricted proposal q (paper Eq. 5–9), drawn through "
-           "the prefix trie", guarantee=Guarantee.UNBIASED, in_paper=True,
-           horizons=_every_horizon("proposal"), color="C1",
+           guarantee=Guarantee.UNBIASED, horizons=_every_horizon("proposal"),
            adaptive=Adaptive(adaptive_importance, streamed_importance, every_horizon_truths)),
-    Method(name="twisted", run=importance, options=SampleOptions,
-           computes="IS steered by a surrogate's backward messages (exact weights), through "
-           "the prefix trie", guarantee=Guarantee.UNBIASED, surrogate="required"),
+    Method(name="twisted", run=importance, options=SampleOptions, guarantee=Guarantee.UNBIASED,
+           surrogate="required"),
 )

@@ -201,6 +201,4 @@ def _next_beam(batch: Batch, depth: int, branch: Tensor, log_w: Tensor, log_prob
 
 METHODS = (Method(
     name="randomized_beam", run=randomized_beam, options=RandomizedBeamOptions,
-    computes="randomized beam search: top-K1 kept, K2 sampled from the rest (randomized DP)",
-    guarantee=Guarantee.UNBIASED, surrogate="optional", replicates=8,
-    log_replicates=True),)
+    guarantee=Guarantee.UNBIASED, surrogate="optional", replicates=8, log_replicates=True),)

@@ -287,7 +287,5 @@ def _resample(branch: Tensor, count: Tensor, log_w: Tensor, resample: Tensor, pa
 
 
 METHODS = (Method(
-    name="smc", run=smc, options=SMCOptions,
-    computes="SMC on q (or on the twisted proposal) with ESS-triggered systematic resampling",
-    guarantee=Guarantee.UNBIASED, surrogate="optional", replicates=8,
-    log_replicates=True),)
+    name="smc", run=smc, options=SMCOptions, guarantee=Guarantee.UNBIASED,
+    surrogate="optional", replicates=8, log_replicates=True),)

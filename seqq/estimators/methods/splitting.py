@@ -189,7 +189,5 @@ def _simulate(batch: Batch, scorer: SurrogateTwist, branch: Tensor, forced: Tens
 
 
 METHODS = (Method(
-    name="gams", run=gams, options=SplittingOptions,
-    computes="generalised adaptive multilevel splitting: paths from the model, cut and copied "
-    "by a score (the surrogate's, else uniform), no weights",
-    guarantee=Guarantee.UNBIASED, surrogate="optional", replicates=8, log_replicates=True),)
+    name="gams", run=gams, options=SplittingOptions, guarantee=Guarantee.UNBIASED,
+    surrogate="optional", replicates=8, log_replicates=True),)

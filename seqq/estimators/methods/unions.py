@@ -168,9 +168,7 @@ def _weigh(log_p: Tensor, log_ratio: Tensor, inside: Tensor, own: Tensor, weight
 
 METHODS = (
     Method(name="mixture", run=mixture, options=PartSampleOptions,
-           computes="a union too large to compile (`Q.union(..., compile=False)`): per-part "
-           "proposals, balance-heuristic MIS", guarantee=Guarantee.UNBIASED, by_part=True),
-    Method(name="klm", run=klm, options=PartSampleOptions,
-           computes="a union too large to compile: per-part proposals, Karp–Luby–Madras "
-           "weights", guarantee=Guarantee.UNBIASED, by_part=True),
+           guarantee=Guarantee.UNBIASED, by_part=True),
+    Method(name="klm", run=klm, options=PartSampleOptions, guarantee=Guarantee.UNBIASED,
+           by_part=True),
 )

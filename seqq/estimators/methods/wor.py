@@ -370,13 +370,8 @@ def _updated(final: BranchResult, result: BranchResult, branches: Tensor) -> Bra
 
 
 METHODS = (
-    Method(name="wor", run=wor, options=WorOptions,
-           computes="sampling without replacement over Q (UniqueRandomizer), sum-and-sample; "
-           "exact on exhaustion", guarantee=Guarantee.UNBIASED,
-           bounds="p(S), p(S) + 1 − q(S) (untwisted)", surrogate="optional",
-           certain_bounds=True, until=wor_until),
+    Method(name="wor", run=wor, options=WorOptions, guarantee=Guarantee.UNBIASED,
+           surrogate="optional", certain_bounds=True, until=wor_until),
     Method(name="hindsight_gumbel", run=hindsight_gumbel, options=HindsightOptions,
-           computes="Hindsight-Gumbel estimator over WOR draws, single or repeated",
-           guarantee=Guarantee.UNBIASED, bounds="p(S), p(S) + 1 − q(S)", certain_bounds=True,
-           replicates=8),
+           guarantee=Guarantee.UNBIASED, certain_bounds=True, replicates=8),
 )

@@ -12,8 +12,8 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from seqq.estimators.registry import get
 from seqq.reports.plotting import grid, integer_ticks, panel_title, suptitle
+from seqq.reports.presentation import presentation
 from seqq.reports.reproduction.claims import (
     NO,
     SIGN_TEST,
@@ -58,7 +58,7 @@ def figure(runs: Sequence[ModelRun]) -> dict[str, Figure]:
             _others_panel(ax, run, s)
     for ax, run, s in zip(axes[0], runs, stats, strict=True):
         for method in PAPER_METHODS:
-            color = get(method).color
+            color = presentation(method).colour
             ax.plot(s.K, s[method], "o-", ms=3.5, color=color, label=method)
             ax.fill_between(s.K, s[f"{method}_low"], s[f"{method}_high"], color=color,
                             alpha=0.15, lw=0)
@@ -100,7 +100,7 @@ def _others_panel(ax: Axes, run: ModelRun, s: pd.DataFrame) -> None:
     for i, method in enumerate(c for c in medians.columns if c != SETTER):
         marker, color = OTHER_STYLES[i % len(OTHER_STYLES)]
         ax.plot(ks, medians[method], marker + "--", ms=3.5, lw=1, color=color, label=method)
-    ax.plot(ks, medians[SETTER], "o-", ms=3.5, color=get(SETTER).color, label=SETTER)
+    ax.plot(ks, medians[SETTER], "o-", ms=3.5, color=presentation(SETTER).colour, label=SETTER)
     _log_rae_axes(ax, ks)
     panel_title(ax, f"{run.dataset} · other methods at the same calls · N = {n}", width=60)
 
