@@ -142,3 +142,17 @@ def test_enumeration_through_many_row_chunks_equals_brute_force(network, joinabl
         assert many.value == pytest.approx(one.value, rel=1e-6)
         assert many.entropy == pytest.approx(one.entropy, rel=1e-6)
         assert many.model_calls == one.model_calls
+
+
+def test_a_budget_given_to_exact_is_its_cost_cap() -> None:
+    """A budget means at most that many calls, for every method: `exact`, which spends no
+    budget, refuses a query costlier than it (it ran 21 calls on `budget=5` before), answers
+    within it, and refuses a budget beside its own cap as ambiguous (the rule lives once, in
+    the driver: `auto` and `seqq ask` pass budgets through it)."""
+    model, query = random_markov(V=5, seed=1), Q.hitting_time(2, K=3)
+    with pytest.raises(seqq.BudgetError, match="max_calls"):
+        seqq.estimate(model, [0], query, "exact", budget=5)
+    within = seqq.estimate(model, [0], query, "exact", budget=100)
+    assert within.exact and within.model_calls <= 100
+    with pytest.raises(seqq.QueryError, match="not both"):
+        seqq.estimate(model, [0], query, "exact", budget=100, max_calls=100)

@@ -25,7 +25,7 @@ from typing import Any, NoReturn
 
 from seqq.api import CHOOSERS, check_method
 from seqq.errors import BudgetError, CheckpointError, ConfigError, QueryError
-from seqq.estimators import Method, registry
+from seqq.estimators import registry
 from seqq.estimators.auto import (
     AUTO,
     AUTO_BUDGET,
@@ -298,23 +298,13 @@ def _estimate(model: SequenceModel, history: Sequence[int], query: Any, method: 
         if declared.cost_cap and budget is None:
             calls = getattr(declared.options(), declared.cost_cap)
             where = f"{method}'s default limit"
-        return _within(model, history, query, declared, calls, seed), "chosen with --method"
+        return (seqq.estimate(model, history, query, method, calls, seed),
+                "chosen with --method")
     except BudgetError as e:
         spent = (f"the budget in force is {calls:,} model calls, {where}" if calls
                  else "no --budget was given")
         raise BudgetError(f"{e} (seqq ask: {spent}; change it with --budget N, e.g. --budget "
                           f"{10 * (calls or AUTO_BUDGET)})") from None
-
-
-def _within(model: SequenceModel, history: Sequence[int], query: Any, method: Method,
-            calls: int | None, seed: int | None) -> Any:
-    """`method`'s estimate on at most `calls` model calls: its budget, or, for a method that
-    takes no budget, its cost cap (exact's `max_calls`: a costlier query is refused)."""
-    import seqq
-
-    if method.cost_cap:
-        return seqq.estimate(model, history, query, method.name, **{method.cost_cap: calls})
-    return seqq.estimate(model, history, query, method.name, calls, seed)
 
 
 HORIZONS_METHOD = "importance"  # what `--every-horizon` asks when the method is left to auto

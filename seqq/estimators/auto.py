@@ -52,6 +52,8 @@ DISTILL_STEPS = 16  # each continuation at least this long, or as the longest ho
 # calls / steps) …
 DISTILL_ORDER = 2  # … to fit an HPYP n-gram of this order
 DISTILL_OFF = "distilling one was turned off (distill=False; seqq ask --surrogate none)"
+SMC, WOR = registry.get("smc").name, registry.get("wor").name  # auto's picks, looked up on
+# import: a renamed method fails here, not in a user's run
 
 
 @dataclass(frozen=True)
@@ -85,14 +87,14 @@ def choose(horizon: int, enumeration_calls: float, limit: int, surrogate: bool) 
     priced = f"enumeration would cost {cost} calls, more than {limit:,}; "
     twist = " twisted by the surrogate" if surrogate else ""
     if horizon > LONG_HORIZON:
-        return Pick("smc", surrogate, priced + f"K = {horizon} > {LONG_HORIZON}: SMC{twist} "
+        return Pick(SMC, surrogate, priced + f"K = {horizon} > {LONG_HORIZON}: SMC{twist} "
                     "resamples toward the paths that can still satisfy the query, the most "
                     "accurate method on rare long-horizon events in benchmarks/RESULTS.md (j)")
     if limit < WOR_BUDGET:
-        return Pick("smc", surrogate, priced + f"{limit:,} calls < {WOR_BUDGET:,}: too few for "
+        return Pick(SMC, surrogate, priced + f"{limit:,} calls < {WOR_BUDGET:,}: too few for "
                     f"sampling without replacement's head to pay; SMC{twist} covered more often "
                     "and was flagged less at small budgets in benchmarks/RESULTS.md (h)")
-    return Pick("wor", surrogate, priced + f"K = {horizon} ≤ {LONG_HORIZON}: sampling without "
+    return Pick(WOR, surrogate, priced + f"K = {horizon} ≤ {LONG_HORIZON}: sampling without "
                 f"replacement{twist} is unbiased, exact once its draws exhaust the query, and "
                 "the best calibrated at short horizons in benchmarks/RESULTS.md (h)")
 
@@ -140,13 +142,11 @@ def estimate_many(model: SequenceModel, histories: Sequence[Sequence[int]],
     out: list[Estimate | None] = [None] * len(histories)
     for method, twisted in dict.fromkeys((p.method, p.twisted) for p in picks):
         tasks = [i for i, p in enumerate(picks) if (p.method, p.twisted) == (method, twisted)]
-        cap = registry.get(method).cost_cap  # a method without a budget: the limit caps it
-        left = [calls[i] - spent[i] for i in tasks]
-        spend = {cap: max(left)} if cap else {"budget": left}
         twist = {"surrogate": surrogate} if twisted else {}
         answered = driver.estimate_many(model, [histories[i] for i in tasks],
-                                        [queries[i] for i in tasks], method, seed=seed,
-                                        level=level, **spend, **twist)
+                                        [queries[i] for i in tasks], method,
+                                        [calls[i] - spent[i] for i in tasks], seed=seed,
+                                        level=level, **twist)
         for i, e in zip(tasks, answered, strict=True):
             out[i] = dataclasses.replace(e, model_calls=e.model_calls + spent[i],
                                          note=picks[i].why, warning=_unfollowed(
@@ -191,7 +191,7 @@ def _distilled(model: SequenceModel, histories: Sequence[Sequence[int]], horizon
     histories, and run as far as their horizons (at least DISTILL_STEPS). None where it would
     not pay, or where the continuations would overrun the model's context; and why not in
     words ('' beside a surrogate)."""
-    steered = [i for i, p in enumerate(picks) if p.method == "smc" and horizons[i] > LONG_HORIZON]
+    steered = [i for i, p in enumerate(picks) if p.method == SMC and horizons[i] > LONG_HORIZON]
     total = sum(calls[i] - spent[i] for i in steered)
     given = sum(calls[i] for i in steered)
     if given < DISTILL_MIN_CALLS:  # none steered included

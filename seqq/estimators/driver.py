@@ -55,8 +55,13 @@ def estimate_many(model: SequenceModel, histories: Sequence[Sequence[int]],
     model calls, each with a `level` confidence interval (see `seqq.estimate_many`)."""
     declared = get(method)
     surrogate = options.get("surrogate")
-    parsed = declared.parse_options(options, twisted=surrogate is not None)
     queries, budgets = check_inputs(model, histories, queries, level, budget)
+    if budgets is not None and declared.cost_cap:  # spends no budget: the budget caps it
+        if declared.cost_cap in options:
+            raise QueryError(f"{method}: give budget= or {declared.cost_cap}=, not both (a "
+                             f"budget is its {declared.cost_cap})")
+        options, budgets = {**options, declared.cost_cap: max(budgets)}, None
+    parsed = declared.parse_options(options, twisted=surrogate is not None)
     grouped = (families(histories, queries, budgets)
                if declared.horizons is not None and surrogate is None else None)
     if grouped is not None:
