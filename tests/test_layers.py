@@ -108,3 +108,16 @@ def test_model_spec_of_a_mapping_keeps_what_loaders_read() -> None:
     spec = ModelSpec.of({"type": "lstm", "hidden_size": 128, "checkpoint": None, "order": 3})
     assert spec == ModelSpec(type="lstm", order=3)
     assert ModelSpec.of(spec) is spec
+
+
+def test_every_kind_of_sweep_job_is_run_reported_and_read_by_its_folder() -> None:
+    """The job kinds (`seqq.results.jobs`) are the one list the sweep engine, `seqq
+    query-sweep`'s report and the reproduction experiments go by: each kind is reported, and
+    each experiment that reads its own rows reads a kind's folder."""
+    from seqq.commands.query_sweep import REPORTS
+    from seqq.reports.reproduction.registry import OWN_ROWS
+    from seqq.results.jobs import JOB_KINDS
+
+    assert set(REPORTS) == set(JOB_KINDS)
+    folders = {kind.folder for kind in JOB_KINDS.values()}
+    assert {experiment.results for experiment in OWN_ROWS.values()} <= folders

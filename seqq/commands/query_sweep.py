@@ -8,6 +8,7 @@ reports read it (`seqq.results`), and neither imports the other.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import hydra
@@ -22,6 +23,7 @@ from seqq.reports.build import build_report
 from seqq.reports.figures import FIGURES
 from seqq.reports.kl import write_kl_report
 from seqq.reports.sentence_end import write_sentence_end_report
+from seqq.results.jobs import QUERIES, SENTENCE_END, SYMBOL_KL
 from seqq.sweeps import config_checks as check
 from seqq.sweeps import sweep
 from seqq.sweeps.sweep_config import sweep_spec
@@ -103,6 +105,13 @@ HELP = Help(
 
 
 
+REPORTS: dict[str, Callable[[list[Path], Path, list[str] | None], object]] = {  # per job kind
+    QUERIES.name: build_report,
+    SYMBOL_KL.name: lambda rows, out, figures: write_kl_report(rows, out),
+    SENTENCE_END.name: lambda rows, out, figures: write_sentence_end_report(rows, out),
+}
+
+
 def report_figures(cfg: DictConfig) -> list[str] | None:
     """`sweep.figures`: the figures the report draws, checked against those it knows before the
     sweep runs (None: every one the results support)."""
@@ -117,12 +126,8 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> Path:
     spec = sweep_spec(cfg)
     figures = report_figures(cfg)
     sweep_dir = sweep.run(spec, run_dir=run_dir)
-    if spec.report and spec.symbol_kl is not None:
-        write_kl_report([sweep.kl_dir(sweep_dir)], sweep_dir / "report")
-    elif spec.report and spec.sentence_end is not None:
-        write_sentence_end_report([sweep.sentence_end_dir(sweep_dir)], sweep_dir / "report")
-    elif spec.report:
-        build_report([sweep.results_dir(sweep_dir)], sweep_dir / "report", figures)
+    if spec.report:
+        REPORTS[spec.job.name]([spec.job.rows(sweep_dir)], sweep_dir / "report", figures)
     return sweep_dir
 
 
@@ -137,8 +142,7 @@ def _app(cfg: DictConfig) -> None:
         # config itself, so the run's provenance records it)
         cfg.sweep.report = False
     sweep_dir = run(cfg, run_dir=hydra_cfg.runtime.output_dir)
-    results = (sweep.kl_dir if cfg.sweep.symbol_kl else sweep.sentence_end_dir
-               if cfg.sweep.sentence_end else sweep.results_dir)(sweep_dir)
+    results = sweep_spec(cfg).job.rows(sweep_dir)
     if merge_later:
         log.info("multirun job: no per-job report; run `seqq report %s` when all are done",
                  results)

@@ -22,6 +22,7 @@ from seqq.reports.figures import FIGURES
 from seqq.reports.reproduction.registry import EXPERIMENTS, OWN_ROWS, SUMMARY
 from seqq.reports.reproduction.reproduce import Experiment, OwnRows, export
 from seqq.reports.tables import load_results
+from seqq.results.jobs import JOB_KINDS
 from seqq.results.store import part_files
 
 
@@ -65,7 +66,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _default_out(first: Path) -> Path:
-    folders = ("results", *(e.results for e in OWN_ROWS.values()))
+    folders = {kind.folder for kind in JOB_KINDS.values()}  # a sweep's rows: report beside
     return (first.parent if first.name in folders else first) / "report"
 
 

@@ -21,6 +21,7 @@ from seqq.errors import ConfigError
 from seqq.models.device import resolve_device
 from seqq.models.spec import ModelSpec
 from seqq.paths import data_root, shipped
+from seqq.results.jobs import QUERIES, SENTENCE_END, SYMBOL_KL, JobKind
 from seqq.sweeps import config_checks as check
 from seqq.sweeps.method_runs import MethodRun
 from seqq.sweeps.query_specs import QueriesSpec
@@ -121,6 +122,12 @@ class SweepSpec:
     refine_truth: float | None = None  # surrogate truths' rel. SE ≤ this × smallest median RAE
     symbol_kl: SymbolKLSpec | None = None  # Tables 3–6: the KL experiment instead of queries
     sentence_end: SentenceEndSpec | None = None  # Fig. 1: when the sentence ends, instead
+
+    @property
+    def job(self) -> JobKind:
+        """What this sweep runs: queries, or the experiment whose spec is set."""
+        return (SENTENCE_END if self.sentence_end is not None else
+                SYMBOL_KL if self.symbol_kl is not None else QUERIES)
 
 
 def model_spec(cfg: DictConfig, types: Sequence[str]) -> ModelSpec:

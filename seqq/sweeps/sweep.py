@@ -24,6 +24,7 @@ from seqq.errors import CheckpointError, Interrupted, MissingRawData
 from seqq.models import SequenceModel, TemperatureModel
 from seqq.models.loading import load_model, trained_checkpoint
 from seqq.paths import data_root
+from seqq.results.jobs import QUERIES, SENTENCE_END, SYMBOL_KL
 from seqq.results.schema import KEY
 from seqq.results.store import PartStore
 from seqq.sweeps.histories import (
@@ -46,7 +47,7 @@ from seqq.sweeps.sweep_config import check_config, horizons, sweep_spec
 from seqq.sweeps.symbol_kl import run_histories as run_symbol_kl
 from seqq.sweeps.truth_store import GroundTruthStore, JudgeSurrogate, NoGroundTruth
 
-__all__ = ["QUICK_TRAINING", "check_config", "horizons", "kl_dir", "load_data",
+__all__ = ["QUICK_TRAINING", "check_config", "horizons", "load_data",
            "load_sweep_model", "make_specs", "model_id", "run", "sweep_spec", "train_command"]
 
 # What `make` trains at SIZE=quick (Makefile TRAIN_quick): minutes per LSTM instead of hours.
@@ -154,15 +155,6 @@ def make_specs(spec: SweepSpec, dataset: SequenceDataset,
     return build_specs(histories, spec.horizons, spec.query, dataset.vocab)
 
 
-def results_dir(sweep_dir: str | Path) -> Path:
-    return Path(sweep_dir) / "results"
-
-
-def kl_dir(sweep_dir: str | Path) -> Path:
-    """Where a `sweep.symbol_kl` sweep (Tables 3–6) keeps its rows: not query results."""
-    return Path(sweep_dir) / "kl"
-
-
 def _symbol_kl(spec: SweepSpec, model: SequenceModel | None, dataset: SequenceDataset | None,
                run_dir: Path) -> Path:
     """Tables 3–6: the KL of the next symbol's distribution over this shard's histories."""
@@ -176,17 +168,13 @@ def _symbol_kl(spec: SweepSpec, model: SequenceModel | None, dataset: SequenceDa
                   queries=len(histories)) as record:
         try:
             record["histories_computed"] = run_symbol_kl(
-                model, histories, spec.symbol_kl, kl_dir(spec.dir), dataset.name, name,
+                model, histories, spec.symbol_kl, SYMBOL_KL.rows(spec.dir), dataset.name, name,
                 spec.seed, spec.progress)
         except KeyboardInterrupt:
             raise Interrupted(f"interrupted: the finished histories are saved under "
-                              f"{kl_dir(spec.dir)}; re-run the same command to resume") from None
+                              f"{SYMBOL_KL.rows(spec.dir)}; re-run the same command to resume"
+                              ) from None
     return spec.dir
-
-
-def sentence_end_dir(sweep_dir: str | Path) -> Path:
-    """Where a `sweep.sentence_end` sweep (Fig. 1) keeps its runs: not query results."""
-    return Path(sweep_dir) / "sentence_end"
 
 
 def _sentence_end(spec: SweepSpec, model: SequenceModel | None, run_dir: Path) -> Path:
@@ -198,11 +186,11 @@ def _sentence_end(spec: SweepSpec, model: SequenceModel | None, run_dir: Path) -
                   queries=spec.sentence_end.per_kind * 2) as record:
         try:
             record["prefixes_computed"] = run_sentence_end(
-                model, spec.dataset.root, spec.sentence_end, sentence_end_dir(spec.dir),
+                model, spec.dataset.root, spec.sentence_end, SENTENCE_END.rows(spec.dir),
                 spec.seed, spec.shard, spec.shards, spec.progress)
         except KeyboardInterrupt:
             raise Interrupted(f"interrupted: the finished prefixes are saved under "
-                              f"{sentence_end_dir(spec.dir)}; re-run the same command to "
+                              f"{SENTENCE_END.rows(spec.dir)}; re-run the same command to "
                               "resume") from None
     return spec.dir
 
@@ -215,11 +203,11 @@ def run(cfg: DictConfig | SweepSpec, model: SequenceModel | None = None,
     Ctrl-C raises `Interrupted`, saying how many parts are saved: a re-run resumes from them.
     """
     spec = cfg if isinstance(cfg, SweepSpec) else sweep_spec(cfg)
-    if spec.sentence_end is not None:  # its prefixes come from the raw WikiText articles
-        return _sentence_end(spec, model, Path(run_dir) if run_dir else spec.dir / "logs")
-    dataset = dataset if dataset is not None else load_data(spec)
     run_dir = Path(run_dir) if run_dir else spec.dir / "logs"
-    if spec.symbol_kl is not None:
+    if spec.job is SENTENCE_END:  # its prefixes come from the raw WikiText articles
+        return _sentence_end(spec, model, run_dir)
+    dataset = dataset if dataset is not None else load_data(spec)
+    if spec.job is SYMBOL_KL:
         return _symbol_kl(spec, model, dataset, run_dir)
     if spec.histories.source == "model" or dataset is None:  # the model names the symbols
         model = model if model is not None else load_sweep_model(spec, dataset)
@@ -231,7 +219,7 @@ def run(cfg: DictConfig | SweepSpec, model: SequenceModel | None = None,
     model_name = model_id(spec, dataset.name)
     sweep_dir = spec.dir
     write_provenance(run_dir, spec.config, spec.seed)
-    results = PartStore(results_dir(sweep_dir), KEY)
+    results = PartStore(QUERIES.rows(sweep_dir), KEY)
     gt_options = dict(spec.ground_truth.options)
     tag = f"{dataset.name}-{model_name}-shard{spec.shard}of{spec.shards}"
     surrogates = sweep_dir / "surrogates"  # distilled ones, shared by methods and ground truth
