@@ -85,7 +85,7 @@ def test_a_module_dropped_in_is_an_experiment(dropped_in: list, tmp_path: Path,
         "history_id,K,method,estimate\n")
     text = doc.read_text()
     assert "*the toy caption*" in text and "toy rows in [`toy16_synthetic_reviews_markov" in text
-    assert "| the toy claim | the toy paper | N = 6 | a toy test | yes |" in text
+    assert "| the toy claim | the toy paper | N = 6 | a toy test | supported |" in text
     assert re.search(r"\| Fig\. 16 \| synthetic_reviews \(markov\) \| N = 6 .*\*\*reproduced\*\*",
                      text)
     assert "| Table 7 | a toy LLM | – | not run: waits for a GPU |" in text

@@ -25,7 +25,7 @@ from test_reproduction_experiments import (
 )
 
 from seqq.reports.reproduction import committed
-from seqq.reports.reproduction.claims import NO, PARTLY, YES
+from seqq.reports.reproduction.claims import HOLDS, MIXED, NO, YES
 from seqq.reports.reproduction.experiments import fig3, tables4_5
 from seqq.reports.reproduction.registry import EXPERIMENTS
 
@@ -76,7 +76,7 @@ NOT_BEYOND = [
     ("fig13", lambda: temperatures(rise=0.93, noise=0.1),  # 0.9 within the noise at T = 4:
      "as T rises, beam search's RAE goes"),  # a median at 0.9 or above read "yes" before
     ("fig14", lambda: pairs(scale=0.0, noise=0.05), "it falls as K grows"),
-    ("fig14", lambda: pairs(scale=0.1, noise=0.0, jitter=0.02), "it falls as K grows"),
+    ("fig14", lambda: pairs(scale=0.1, noise=0.0, jitter=0.04), "it falls as K grows"),
 ]
 
 
@@ -124,16 +124,17 @@ def test_a_summary_rows_budgets_are_those_its_claims_read(tmp_path: Path) -> Non
 
 @pytest.mark.slow
 def test_the_committed_fig3_verdict_follows_from_the_paired_tests() -> None:
-    """On the committed CSVs: the hybrid's lead over IS beyond the noise at 8 of the 18 (model,
-    K), shrinking with K: not "reproduced" (issue 49)."""
+    """On the committed CSVs: the hybrid's lead over IS beyond the noise at 7 of the 18 (model,
+    K) after Holm's correction per model (8 with each K alone), shrinking with K: not
+    "reproduced" (issue 49)."""
     runs = committed.panels(EXPERIMENTS["fig3"], FOLDER)
     checks = {run.dataset: {c.claim: c for c in fig3.checks(run)} for run in runs}
     leads = [int(re.search(r"beyond the noise in (\d+) of 9 K", c["the hybrid beats importance "
                                                                     "sampling at every K"].seqq)[1])
              for c in checks.values()]
-    assert sum(leads) == 8
+    assert sum(leads) == 7
     for found in checks.values():
-        assert found["the hybrid beats importance sampling at every K"].holds == PARTLY
+        assert found["the hybrid beats importance sampling at every K"].holds == MIXED
         assert found["…especially for large K: the hybrid's lead grows with K"].holds == NO
         assert found["the hybrid beats beam search at every K"].holds == YES
     assert _summary_row(DOC, "Fig. 3").endswith(EXPERIMENTS["fig3"].summary(runs)[3] + " |")
@@ -171,6 +172,6 @@ def test_every_committed_claim_is_judged_with_an_interval_or_a_level(block: str)
     comparison of medians or a fixed threshold any more: each test names its interval or its
     level."""
     tests = [line.rsplit(" | ", 2)[1] for line in _block(DOC, block).splitlines()
-             if line.startswith("| ") and line.endswith((" | yes |", " | partly |", " | no |"))]
+             if line.startswith("| ") and line.endswith(tuple(f" | {w} |" for w in HOLDS))]
     assert tests and not [t for t in tests if "no interval" in t]
-    assert all(re.search(r"interval|p < 0\.\d+", t) for t in tests), tests
+    assert all(re.search(r"interval|p < 0\.\d+|Holm", t) for t in tests), tests

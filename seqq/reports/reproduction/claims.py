@@ -11,15 +11,33 @@ from dataclasses import dataclass
 import pandas as pd
 
 from seqq.reports.reproduction.panels import ModelRun
-from seqq.reports.reproduction.significance import LEVEL, Tally
+from seqq.reports.reproduction.significance import (
+    CONTRADICTS,
+    LEVEL,
+    MULTIPLE_COMPARISONS,
+    SUPPORTS,
+    Cell,
+    Tally,
+    significant,
+)
 from seqq.reports.tables import to_markdown
 
-# A claim holds (YES) when its test bears it out beyond the noise in every cell it is about,
-# PARTLY in some, NO in none; UNKNOWN: these results cannot tell yet
-YES, PARTLY, NO, UNKNOWN = "yes", "partly", "no", "–"
-SIGN_TEST = (f"paired sign test of the per-query RAE per cell, two-sided, p < {LEVEL:g}")
-MEAN_TEST = (f"paired difference of the per-query RAE per cell: its {1 - LEVEL:.0%} normal "
-             "interval excludes 0")
+# What a claim's cells say, by the shares of them beyond the noise each way (after Holm's
+# correction over them, `significance.Tally`): YES (supported) in every cell, MOSTLY in more
+# than MOST of them, NO (contradicted) in every cell, MOSTLY_NOT in more than MOST the
+# opposite way, NOT_SHOWN in none either way, MIXED otherwise; UNKNOWN: these results cannot
+# tell yet. A claim about one cell is YES, NO or NOT_SHOWN.
+YES, MOSTLY, MIXED, NOT_SHOWN, MOSTLY_NOT, NO, UNKNOWN = (
+    "supported", "mostly supported", "mixed", "not shown", "mostly contradicted",
+    "contradicted", "–")
+MOST = 0.5
+HOLDS = (YES, MOSTLY, MIXED, NOT_SHOWN, MOSTLY_NOT, NO)  # the words, best first
+# "about x" claims: the (1 − LEVEL) interval of the ratio inside [x / BAND, x · BAND]
+BAND = 2.0
+SIGN_TEST = (f"paired sign test of the per-query RAE per cell, two-sided, p < {LEVEL:g} "
+             "(Holm over the cells)")
+MEAN_TEST = ("paired difference of the per-query RAE per cell: its normal-approximation "
+             f"p < {LEVEL:g} (Holm over the cells)")
 SLOPE_TEST = (f"least-squares slope with its {1 - LEVEL:.0%} bootstrap interval over the "
               "histories")
 
@@ -32,24 +50,73 @@ class Check:
     claim: str
     paper: str
     seqq: str
-    holds: str  # YES, PARTLY, NO or UNKNOWN
+    holds: str  # one of HOLDS, or UNKNOWN
     test: str = ""  # how `holds` is judged
 
 
 Checks = Callable[[ModelRun], list[Check]]
 
 
-def share(hits: int, of: int) -> str:
-    """YES when every cell bears the claim out, NO when none does, else PARTLY; UNKNOWN of
-    none."""
+def share(supports: int, contradicts: int, of: int) -> str:
+    """The claim's word from how many of its `of` cells support it and contradict it beyond the
+    noise (the rule above); UNKNOWN of none."""
     if of == 0:
         return UNKNOWN
-    return YES if hits == of else NO if hits == 0 else PARTLY
+    if supports == of:
+        return YES
+    if contradicts == of:
+        return NO
+    if supports > MOST * of:
+        return MOSTLY
+    if contradicts > MOST * of:
+        return MOSTLY_NOT
+    return MIXED if supports or contradicts else NOT_SHOWN
 
 
 def tallied(tally: Tally) -> str:
-    """`share` of the cells whose test supports the claim."""
-    return share(tally.supports, tally.cells)
+    """`share` of a claim's cells after Holm's correction over them."""
+    return share(tally.supports, tally.contradicts, tally.cells)
+
+
+def one(found: Cell | int) -> str:
+    """A claim about one cell: YES when its test supports it beyond the noise, NO when it says
+    the opposite beyond it, NOT_SHOWN otherwise (`found`: the cell's test, or its outcome
+    already judged, e.g. `significance.outcome` of an interval)."""
+    if isinstance(found, Cell):
+        (found,) = significant([found])
+    return YES if found == SUPPORTS else NO if found == CONTRADICTS else NOT_SHOWN
+
+
+def band(x: float) -> tuple[float, float]:
+    """The band of "about x": [x / BAND, x · BAND]."""
+    return x / BAND, x * BAND
+
+
+ABOUT_TEST = (f"the ratio's {1 - LEVEL:.0%} bootstrap interval inside the band "
+              f"[x / {BAND:g}, x · {BAND:g}] around the paper's x (an equivalence test)")
+
+
+def rules() -> str:
+    """The statistical rules of every claims table and verdict, stated once (the doc's
+    summary), from the constants above and `significance`'s."""
+    return (f"**Statistical rules** (`seqq/reports/reproduction/significance.py` and "
+            f"`claims.py`, each written there once). Every test is at level {LEVEL:g}, "
+            f"two-sided unless it says otherwise, every interval shown a {1 - LEVEL:.0%} one. "
+            f"A claim about several "
+            f"cells (values of K, S, T, methods, prefixes) counts its cells after "
+            f"{MULTIPLE_COMPARISONS}. A claim is **{YES}** when its test bears it out beyond "
+            f"the noise in every cell it is about, **{MOSTLY}** in more than {MOST:.0%} of "
+            f"them, **{NO}** when the test says the opposite beyond the noise in every cell, "
+            f"**{MOSTLY_NOT}** in more than {MOST:.0%}, **{NOT_SHOWN}** when no cell is beyond "
+            f"the noise either way, and **{MIXED}** otherwise. A claim of \"about x\" is "
+            f"judged by {ABOUT_TEST} (6×: [{band(6)[0]:g}, {band(6)[1]:g}]); it is {NO} where "
+            f"the interval lies wholly outside. A band written beside a claim's test replaces "
+            f"this one (Figs 10/11's \"roughly three times\" per decade), and Tables 4/5, "
+            f"which compare cells with the paper's numbers, state their rule and its band in "
+            f"their row. An experiment"
+            f" is **reproduced** when every claim is {YES}, **mostly reproduced** when every "
+            f"claim is {YES} or {MOSTLY}, **differs** when none is, **partly reproduced** "
+            "otherwise.")
 
 
 def table(checks: Checks, title: str) -> Callable[[ModelRun], str]:
@@ -78,10 +145,10 @@ def verdict(checks: Checks, analogue: str | None = None
 
 
 def judge(found: Sequence[tuple[str, Check]]) -> str:
-    """reproduced (every claim holds beyond the noise), partly (some part does not), differs
-    (no claim does), not decided yet (those that can be told hold, others cannot be told yet)
-    or not checkable yet (none can), naming the claims that do not hold, hold only in part, or
-    cannot be told yet, with their datasets."""
+    """reproduced (every claim supported), mostly reproduced (every claim supported or mostly
+    supported), differs (none is), partly reproduced (otherwise), not decided yet (those that
+    can be told are supported, others cannot be told yet) or not checkable yet (none can),
+    naming per word the claims short of supported, with their datasets."""
     def named(status: str) -> str:
         where: dict[str, list[str]] = {}
         for dataset, check in found:
@@ -90,18 +157,20 @@ def judge(found: Sequence[tuple[str, Check]]) -> str:
         return "; ".join(f"{claim} ({', '.join(d)})" for claim, d in where.items())
 
     told = [c for _, c in found if c.holds != UNKNOWN]
+    good = [c for c in told if c.holds in (YES, MOSTLY)]
     if not told:
         word = "not checkable yet"
-    elif all(c.holds == NO for c in told):
+    elif not good:
         word = "differs"
-    elif any(c.holds != YES for c in told):
-        word = "partly"
-    else:  # all that can be told holds; while a claim cannot be told yet, that is not a verdict
+    elif all(c.holds == YES for c in told):  # while a claim cannot be told yet, no verdict
         word = "reproduced" if len(told) == len(found) else "not decided yet"
-    parts = [(f"not: {named(NO)}" if any(c.holds == NO for c in told) else ""),
-             (f"in part: {named(PARTLY)}" if any(c.holds == PARTLY for c in told) else ""),
-             (f"cannot tell yet: {named(UNKNOWN)}" if len(told) < len(found) else "")]
-    detail = " · ".join(p for p in parts if p)
+    elif len(good) == len(told):
+        word = "mostly reproduced"
+    else:
+        word = "partly reproduced"
+    parts = [f"{status}: {named(status)}" for status in (*HOLDS[1:], UNKNOWN)
+             if any(c.holds == status for _, c in found)]
+    detail = " · ".join(p.replace(f"{UNKNOWN}:", "cannot tell yet:", 1) for p in parts)
     return f"**{word}**" + (f" ({detail})" if detail else "")
 
 

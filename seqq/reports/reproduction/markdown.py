@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from seqq.errors import ResultsError
+from seqq.reports.reproduction.claims import rules
 from seqq.reports.reproduction.panels import PAPER_N, SETTER, ModelRun
 from seqq.reports.reproduction.stats import (
     others_medians,
@@ -77,6 +78,7 @@ def others_section(run: ModelRun) -> list[str]:
 # ---- the summary table at the top of the doc: one row per experiment, rewritten by its export
 
 SUMMARY_BLOCK = "summary"
+RULES_BLOCK = "rules"  # the statistical rules, stated once above the summary table
 SUMMARY_HEADER = ("experiment", "models", "size run", "verdict")
 
 
@@ -130,6 +132,9 @@ def update_summary(path: Path, row: Sequence[str],
     table = to_markdown(pd.DataFrame(list(rows.values()), columns=list(SUMMARY_HEADER)))
     update_doc(path, SUMMARY_BLOCK, "\n".join([begin(SUMMARY_BLOCK), "", table, "",
                                                end(SUMMARY_BLOCK)]))
+    if begin(RULES_BLOCK) in doc:  # a doc that states the rules has them rewritten with it
+        update_doc(path, RULES_BLOCK, "\n".join([begin(RULES_BLOCK), "", rules(), "",
+                                                 end(RULES_BLOCK)]))
 
 
 # ---- what the experiments' captions and sections share

@@ -26,7 +26,6 @@ from seqq.reports.reproduction.significance import (
     LEVEL,
     Tally,
     median_slope,
-    outcome,
     sign_lead,
 )
 from seqq.reports.reproduction.stats import (
@@ -95,7 +94,7 @@ def _exponential(beams: dict[tuple[int, str], pd.DataFrame]) -> Check:
     ×1 beyond the noise."""
     growth = {key: median_slope(table.to_numpy(), table.columns.to_numpy(float))
               for key, table in beams.items()}
-    tally = Tally.of([outcome(low, high) for _, low, high in growth.values()])
+    tally = Tally.of([b.cell() for b in growth.values()])
     return Check(
         "the number of beams grows exponentially in K", "App. G.3 (Fig. 12)",
         "median beams per step, steps 1…K−1: " + "; ".join(
@@ -127,7 +126,7 @@ def _larger_alpha(beams: dict[tuple[int, str], pd.DataFrame]) -> Check:
         "median beams at the last full step: " + ", ".join(said)
         + f"; more for the larger α {tally.said('pairs of neighbouring α')}", tallied(tally),
         f"paired sign test of the beams kept per history at the last full step, per pair of "
-        f"neighbouring α, two-sided, p < {LEVEL:g}")
+        f"neighbouring α, two-sided, p < {LEVEL:g} (Holm over the pairs)")
 
 
 def _log_r2(values: pd.Series) -> float:

@@ -12,7 +12,9 @@ from seqq.reports import figures
 from seqq.reports.reproduction.claims import (
     SLOPE_TEST,
     UNKNOWN,
+    YES,
     Check,
+    one,
     share,
     table,
     verdict,
@@ -23,6 +25,7 @@ from seqq.reports.reproduction.markdown import fmt, histories, links_line, value
 from seqq.reports.reproduction.panels import PAPER_METHODS, SETTER, ModelRun
 from seqq.reports.reproduction.reproduce import Experiment
 from seqq.reports.reproduction.significance import (
+    CONTRADICTS,
     SUPPORTS,
     median_slope,
     outcome,
@@ -84,7 +87,7 @@ def checks(run: ModelRun) -> list[Check]:
               f"beam / hybrid median RAE {_ratio(median, ts[0])} (T = {ts[0]:g}) → "
               f"{_ratio(median, ts[-1])} (T = {ts[-1]:g}); slope of its log per doubling of "
               f"T {gap:+.3f} [{low:+.3f}, {high:+.3f}]",
-              share(int(outcome(low, high) == SUPPORTS), 1) if hot else UNKNOWN,
+              one(outcome(low, high)) if hot else UNKNOWN,
               SLOPE_TEST + " (above 0: beam search falls behind the hybrid)"),
     ]
 
@@ -105,10 +108,10 @@ def _goes_to(rae: pd.DataFrame, end: int, claim: str, paper: str, hot: bool) -> 
         + f" (T = {' → '.join(f'{t:g}' for t in ts)}); slope of its log per doubling of T "
         f"{trend:+.3f} [{low:+.3f}, {high:+.3f}]; at T = {ts[-1]:g}: {fmt(medians.iloc[-1])} "
         f"[{fmt(last_low)}, {fmt(last_high)}]",
-        share(parts.count(SUPPORTS), len(parts)) if hot else UNKNOWN,
+        share(parts.count(SUPPORTS), parts.count(CONTRADICTS), len(parts)) if hot else UNKNOWN,
         SLOPE_TEST + f" ({'above' if end else 'below'} 0), and the 95% interval of the median at "
-        f"the hottest T {'above' if end else 'below'} {NEAR[end]:g}; yes when both hold, partly "
-        "when one does")
+        f"the hottest T {'above' if end else 'below'} {NEAR[end]:g}; {YES} when both hold, "
+        "else by the summary's shares of the two")
 
 
 def _ratio(median: pd.DataFrame, t: float) -> str:

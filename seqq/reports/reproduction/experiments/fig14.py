@@ -10,13 +10,17 @@ import pandas as pd
 
 from seqq.reports import figures
 from seqq.reports.reproduction.claims import (
+    MOST,
+    MOSTLY,
     NO,
     SLOPE_TEST,
     UNKNOWN,
     YES,
     Check,
+    judge,
+    one,
+    share,
     table,
-    verdict,
 )
 from seqq.reports.reproduction.export import ESTIMATE_COLUMNS
 from seqq.reports.reproduction.figure import drawn
@@ -57,10 +61,17 @@ def section(run: ModelRun, csv: str) -> list[str]:
             "", to_markdown(shown), ""]
 
 
+UNDER_CLAIM = "K = 30 brings the unaccounted probability under 10%"
+PAPER_SAYS = ("\"for many datasets, a query horizon of k = 30 is largely sufficient to reduce "
+              "the remaining probability to under 10%\" (App. G.6; \"one notable exception is "
+              "the Mobile Apps dataset\")")
+
+
 def checks(run: ModelRun) -> list[Check]:
-    """Fig. 14: the unaccounted probability under 10% at K = 30 (except Mobile Apps: its mean's
-    99% interval), falling with K (the slope of the mean per decade of K, with its bootstrap
-    interval over the histories)."""
+    """Fig. 14: the unaccounted probability under 10% at K = 30 on this dataset (its mean's 99%
+    interval; the paper's "for many datasets" is judged over the datasets, `verdict`), falling
+    with K (the slope of the mean per decade of K, with its bootstrap interval over the
+    histories)."""
     stats = unaccounted_summary(run.rows)
     method = stats.method.iloc[0]
     stats = stats[stats.method == method].set_index("K")
@@ -70,24 +81,26 @@ def checks(run: ModelRun) -> list[Check]:
     per = unaccounted(run.rows[run.rows.method == method]).pivot_table(
         index="history_id", columns="K", values="unaccounted").dropna()
     decades = np.log10(per.columns.to_numpy(float))
-    trend, low, high = bootstrap(lambda idx: slope(decades, per.to_numpy()[idx].mean(0)),
-                                 len(per))
+    falls = bootstrap(lambda idx: slope(decades, per.to_numpy()[idx].mean(0)), len(per))
+    trend, low, high = falls
     return [
-        Check("K = 30 brings the unaccounted probability under 10% (except on Mobile Apps)",
-              "App. G.6 (Fig. 14, 1000 samples)",
+        Check(f"{UNDER_CLAIM} on this dataset", PAPER_SAYS,
               f"mean at K = {ks[-1]}: {at['mean']:.1%} [99% CI {at.ci99_low:.1%}, "
               f"{at.ci99_high:.1%}]; under 10% from K = "
               + (f"{under.index.min()}" if len(under) else f"– (not by K = {ks[-1]})"),
               UNKNOWN if ks[-1] < 30 else _under(at.ci99_low, at.ci99_high),
-              f"the 99% interval of the mean at K = 30 below {UNDER:.0%} (yes) or above (no); "
-              "across it: cannot tell yet"),
+              f"the 99% interval of the mean at K = 30 below {UNDER:.0%} ({YES}) or above "
+              f"({NO}); across it: cannot tell yet. \"Many datasets\": {MANY_RULE}"),
         Check("it falls as K grows", "Fig. 14",
               " → ".join(f"{m:.1%}" for m in means.iloc[[0, len(ks) // 2, -1]])
               + f" (K = {ks[0]}, {ks[len(ks) // 2]}, {ks[-1]}); slope of the mean per decade "
               f"of K {100 * trend:+.1f} [{100 * low:+.1f}, {100 * high:+.1f}] percentage points",
-              YES if outcome(low, high) == CONTRADICTS else NO,
-              SLOPE_TEST + " (below 0: falls)"),
+              one(falls.cell(falls=True)), SLOPE_TEST + " (below 0: falls)"),
     ]
+
+
+MANY_RULE = (f"over the datasets run, {YES} when under on every one, {MOSTLY} on more than "
+             f"{MOST:.0%} of them (a majority: \"many\"), else by the summary's shares")
 
 
 def _under(low: float, high: float) -> str:
@@ -97,10 +110,23 @@ def _under(low: float, high: float) -> str:
     return YES if side == CONTRADICTS else NO if side == SUPPORTS else UNKNOWN
 
 
+def verdict(runs: Sequence[ModelRun]) -> str:
+    """The summary's verdict: "for many datasets" judged once over the datasets run (`share`
+    of the datasets under 10% and over it), the other claims per dataset."""
+    found = [(run.dataset, c) for run in runs for c in checks(run)]
+    under = [(d, c) for d, c in found if c.claim.startswith(UNDER_CLAIM)]
+    told = [c.holds for _, c in under if c.holds != UNKNOWN]
+    many = Check(f"{UNDER_CLAIM} for many datasets", PAPER_SAYS, "", 
+                 share(told.count(YES), told.count(NO), len(told)) if len(told) == len(under)
+                 else UNKNOWN)
+    return judge([*[(d, c) for d, c in found if (d, c) not in under],
+                  (", ".join(d for d, _ in under), many)])
+
+
 EXPERIMENT = Experiment(
     name="fig14", title="Fig. 14", sweep="unaccounted", query="a_before_b",
     methods=("importance",), levels=(1000,), block="fig14",
     cells=("budget_level",),  # both orders of each pair: as many queries per cell as the fullest
     columns=(*ESTIMATE_COLUMNS, "query"),
     figure=figure, caption=caption, section=section, claims=table(checks, "Fig. 14"),
-    verdict=verdict(checks))
+    verdict=verdict)

@@ -12,13 +12,13 @@ import pandas as pd
 from scipy.stats import linregress
 
 from seqq.reports import figures
-from seqq.reports.reproduction.claims import NO, PARTLY, YES, Check, table, verdict
+from seqq.reports.reproduction.claims import MOSTLY, NO, YES, Check, one, table, verdict
 from seqq.reports.reproduction.export import ESTIMATE_COLUMNS
 from seqq.reports.reproduction.figure import drawn
 from seqq.reports.reproduction.markdown import links_line, model_name, values
 from seqq.reports.reproduction.panels import ModelRun
 from seqq.reports.reproduction.reproduce import Experiment
-from seqq.reports.reproduction.significance import LEVEL, SUPPORTS, Z, bootstrap, outcome
+from seqq.reports.reproduction.significance import LEVEL, Z, bootstrap, outcome
 from seqq.reports.reproduction.stats import (
     share_means,
 )
@@ -78,16 +78,16 @@ def checks(run: ModelRun) -> list[Check]:
               f"mean p̂ {first['mean']:.3f} (share {first.share:g}) → {last['mean']:.3f} "
               f"(share {last.share:g}); slope {fit.slope:+.3f} per unit share "
               f"[{fit.slope - half:+.3f}, {fit.slope + half:+.3f}] over {len(rows):,} histories",
-              YES if outcome(fit.slope - half, fit.slope + half) == SUPPORTS else NO,
+              one(outcome(fit.slope - half, fit.slope + half)),
               f"least-squares slope of p̂ against the share, its {1 - LEVEL:.0%} interval "
               "above 0"),
         Check("the trend is roughly linear", "Fig. 15",
               f"least-squares line {line:+.3f} per unit share, R² = {r2:.2f} [{r2_low:.2f}, "
               f"{r2_high:.2f}] over the {len(stats)} shares' means",
-              YES if r2_low >= 0.9 and line > 0 else PARTLY if r2_low >= 0.7 and line > 0
+              YES if r2_low >= 0.9 and line > 0 else MOSTLY if r2_low >= 0.7 and line > 0
               else NO,
               f"R² of the line through the shares' means with its {1 - LEVEL:.0%} bootstrap "
-              "interval over the histories: yes when its lower end is ≥ 0.9, partly ≥ 0.7"),
+              f"interval over the histories: {YES} when its lower end is ≥ 0.9, {MOSTLY} ≥ 0.7"),
     ]
 
 

@@ -12,16 +12,14 @@ from matplotlib.figure import Figure
 from scipy.stats import spearmanr
 
 from seqq.reports import figures
-from seqq.reports.reproduction.claims import NO, YES, Check, table, verdict
+from seqq.reports.reproduction.claims import Check, one, table, verdict
 from seqq.reports.reproduction.experiments import fig5
 from seqq.reports.reproduction.figure import only, rows_of, with_n
 from seqq.reports.reproduction.markdown import fmt, histories
 from seqq.reports.reproduction.panels import ModelRun
 from seqq.reports.reproduction.significance import (
     LEVEL,
-    SUPPORTS,
     bootstrap,
-    outcome,
     per_history,
 )
 from seqq.reports.reproduction.stats import (
@@ -89,11 +87,11 @@ def checks(run: ModelRun) -> list[Check]:
         Check("beam search's RAE correlates with the restricted entropy H(q)",
               "Fig. 4a (linear fits per method)",
               f"beam: {said(fits.loc['beam'])}; ρ [{beam[1]:.2f}, {beam[2]:.2f}]",
-              YES if outcome(beam[1], beam[2]) == SUPPORTS else NO, test + " (above 0)"),
+              one(beam.cell()), test + " (above 0)"),
         Check("…more than importance sampling's", "Fig. 4a: IS vs beam",
               f"importance: {said(fits.loc['importance'])}; ρ(beam) − ρ(importance) = "
               f"{gap[0]:+.2f} [{gap[1]:+.2f}, {gap[2]:+.2f}]",
-              YES if outcome(gap[1], gap[2]) == SUPPORTS else NO,
+              one(gap.cell()),
               test + ", of the difference (above 0)"),
     ]
 

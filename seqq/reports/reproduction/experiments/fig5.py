@@ -30,7 +30,6 @@ from seqq.reports.reproduction.significance import (
     beats,
     mean_lead,
     median_trends,
-    outcome,
     sign_lead,
     trend_said,
     where,
@@ -90,14 +89,14 @@ def checks(run: ModelRun) -> list[Check]:
             + (f" (the opposite: {where(leads, cells, CONTRADICTS)})" if tally.contradicts
                else ""), tallied(tally), test + ", against IS and beam search"))
     falls = median_trends(rows, ["method", "K"], "budget_level", math.log10)
-    tally = Tally.of([outcome(lo, hi) * -1 for _, lo, hi in falls.values()])
+    tally = Tally.of([b.cell(falls=True) for b in falls.values()])
     checks.append(Check(
         "median RAE falls as the budget S grows", "implied by Figs 5, 6 and 10, 11",
         "slope of the log median RAE per decade of S, per (method, K): "
         + trend_said(falls, "per decade") + f"; falling {tally.said('(method, K)')}",
         tallied(tally), SLOPE_TEST + " (below 0: falls)"))
     grows = median_trends(rows, ["method", "budget_level"], "K")
-    tally = Tally.of([outcome(lo, hi) for _, lo, hi in grows.values()])
+    tally = Tally.of([b.cell() for b in grows.values()])
     checks.append(Check(
         "median RAE grows with K at every budget", "§5 (Fig. 3), Figs 5, 6",
         "slope of the log median RAE per K, per (method, S): " + trend_said(grows, "per K")

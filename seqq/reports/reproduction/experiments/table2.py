@@ -12,19 +12,28 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from seqq.reports.plotting import grid, integer_ticks, legend, method_colors, suptitle
-from seqq.reports.reproduction.claims import NO, SLOPE_TEST, YES, Check, share, table, verdict
+from seqq.reports.reproduction.claims import (
+    ABOUT_TEST,
+    SLOPE_TEST,
+    UNKNOWN,
+    Check,
+    band,
+    one,
+    table,
+    tallied,
+    verdict,
+)
 from seqq.reports.reproduction.claims import SIGN_TEST as SIGN
 from seqq.reports.reproduction.export import FIG3_COLUMNS
 from seqq.reports.reproduction.markdown import fmt, links_line
 from seqq.reports.reproduction.panels import ModelRun
 from seqq.reports.reproduction.reproduce import Experiment
 from seqq.reports.reproduction.significance import (
-    SUPPORTS,
+    Boot,
     Tally,
     beats,
     bootstrap,
     median_slope,
-    outcome,
     per_history,
     where,
 )
@@ -38,7 +47,8 @@ PAPER = pd.DataFrame({
     "importance": [11.41, 13.35, 13.53], "beam": [51.25, 82.42, 93.59],
     "uniform": [99.36, 99.95, 99.99], "entropy": [12.89, 19.09, 25.23],
     "entropy_share": [41.28, 40.74, 40.38]}).set_index("K")
-PAPER_REDUCTION = 6.0  # §5: "82% vs 13%, a 6x reduction" (beam vs IS at K = 4)
+PAPER_V = 50_257  # GPT-2's vocabulary
+PAPER_REDUCTION = 6.0  # §5: beam's 82% against IS's 13% at K = 4, "a 6x reduction"
 UNIFORM_FAILS = 0.9  # uniform MC "fails": its median RAE's interval lies above this
 NOISE_FLOOR = 0.674  # median |N(0, σ²)| / σ: a truth with relative SE σ gives an exact method
 # a median RAE of about 0.674·σ (decisions §40)
@@ -48,7 +58,7 @@ def _medians(rows: pd.DataFrame) -> pd.DataFrame:
     return rows.groupby(["K", "method"]).rae.median().unstack("method")
 
 
-def _median_spans(rows: pd.DataFrame, method: str) -> list[tuple[float, float, float]]:
+def _median_spans(rows: pd.DataFrame, method: str) -> list[Boot]:
     """Per K: the method's median RAE over the histories, with its bootstrap interval."""
     table = per_history(rows[rows.method == method], ["K"]).to_numpy()
     return [bootstrap(lambda idx, j=j: float(np.nanmedian(table[idx, j])), len(table))
@@ -57,6 +67,41 @@ def _median_spans(rows: pd.DataFrame, method: str) -> list[tuple[float, float, f
 
 def _entropy(rows: pd.DataFrame) -> pd.Series:
     return rows.drop_duplicates(["history_id", "K"]).groupby("K").entropy.mean()
+
+
+def entropy_shares(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per K, H(q)'s share of its maximum K·ln V (%) both ways: the ratio of the means (mean
+    H(q) / (K·ln V)) and the mean of the per-query ratios; and the paper's: its "Entropy %"
+    column and that share computed from its own entropy column (V = 50,257)."""
+    queries = rows.drop_duplicates(["history_id", "K"]).dropna(subset=["entropy"])
+    top = queries.K * np.log(queries.vocab_size.astype(float))
+    by = queries.assign(top=top, ratio=queries.entropy / top).groupby("K")
+    out = pd.DataFrame({"ratio_of_means": 100 * by.entropy.mean() / by.top.mean(),
+                        "mean_of_ratios": 100 * by.ratio.mean()})
+    paper = PAPER.reindex(out.index)
+    out["paper_column"] = paper.entropy_share
+    out["paper_from_entropy"] = 100 * paper.entropy / (paper.index * math.log(PAPER_V))
+    return out
+
+
+def entropy_note(shares: pd.DataFrame) -> str:
+    """Which reading of "entropy %" the paper's column matches (within 0.05 points), from its
+    own numbers."""
+    k = shares.index[0]
+    first = shares.loc[k]
+    same = (shares.ratio_of_means - shares.mean_of_ratios).abs().max()
+    matches = bool(((shares.paper_column - shares.paper_from_entropy).abs() < 0.05).all())
+    return (f"H(q)'s share of K·ln V both ways: seqq's ratio of means and mean of ratios differ "
+            f"by at most {same:.2f} points (K and V are fixed per K, so the two coincide up to "
+            "the queries without an entropy). The paper's \"Entropy %\" column does not follow "
+            f"from its entropy column: {PAPER.loc[k, 'entropy']:.2f} / ({k} ln {PAPER_V:,}) = "
+            f"{first.paper_from_entropy:.1f} % at K = {k}, not {first.paper_column:.2f} "
+            "(" + ", ".join(f"K = {j}: {shares.loc[j, 'paper_from_entropy']:.1f} vs "
+                            f"{shares.loc[j, 'paper_column']:.2f}" for j in shares.index[1:])
+            + "); at a fixed K the mean of ratios equals the ratio of means, so "
+            + ("the paper's column matches both readings" if matches else
+               "its column matches neither reading")
+            + ". The comparison above is with the paper's column as printed.")
 
 
 def figure(runs: Sequence[ModelRun]) -> dict[str, Figure]:
@@ -123,8 +168,11 @@ def section(run: ModelRun, csv: str) -> list[str]:
             for k in medians.index]
     shown["H(q), nats: seqq / paper"] = [f"{entropy[k]:.2f} / {PAPER.loc[k, 'entropy']:.2f}"
                                          for k in medians.index]
-    shown["H(q) / (K·ln V): seqq / paper (%)"] = [
-        f"{100 * entropy[k] / (k * math.log(V)):.2f} / {PAPER.loc[k, 'entropy_share']:.2f}"
+    shares = entropy_shares(run.rows)
+    shown["H(q) / (K·ln V), %: seqq (ratio of means / mean of ratios) / paper (column / "
+          "from its H(q))"] = [
+        f"{shares.loc[k, 'ratio_of_means']:.2f} / {shares.loc[k, 'mean_of_ratios']:.2f} / "
+        f"{shares.loc[k, 'paper_column']:.2f} / {shares.loc[k, 'paper_from_entropy']:.2f}"
         for k in medians.index]
     shown["median calls (IS / beam / uniform)"] = [
         " / ".join(f"{calls.loc[k, m]:,.0f}" for m in METHODS) for k in medians.index]
@@ -132,7 +180,7 @@ def section(run: ModelRun, csv: str) -> list[str]:
     floor = NOISE_FLOOR * noise  # a perfect estimator's median RAE against truths this noisy
     below = [k for k in medians.index if medians.loc[k, "importance"] < floor[k]]
     return [links_line(run, csv, f"at K = {', '.join(str(k) for k in medians.index)}"), "",
-            to_markdown(shown), "", *_judge(run.rows, truth), "",
+            to_markdown(shown), "", entropy_note(shares), "", *_judge(run.rows, truth), "",
             f"V = {V:,}. The judge's truths have a median relative SE of "
             + ", ".join(f"{noise[k]:.3f} (K = {k})" for k in noise.index)
             + ": judged by them, even an exact method would show a median RAE of about "
@@ -182,7 +230,9 @@ def checks(run: ModelRun) -> list[Check]:
     wide = per_history(rows[rows.K == 4], ["method"]) if 4 in set(rows.K) else None
     ratio = (bootstrap(lambda idx: float(np.nanmedian(wide.beam.to_numpy()[idx])
                                          / np.nanmedian(wide.importance.to_numpy()[idx])),
-                       len(wide)) if wide is not None else (math.nan,) * 3)
+                       len(wide)) if wide is not None else None)
+    uniform = Tally.of([f.cell(UNIFORM_FAILS) for f in fails])
+    about = band(PAPER_REDUCTION)
     medians = _medians(rows)
     return [
         Check("importance sampling has the lowest median RAE at every K",
@@ -191,24 +241,28 @@ def checks(run: ModelRun) -> list[Check]:
               + ", ".join(f"K = {k}: IS {fmt(medians.loc[k, 'importance'])}, beam "
                           f"{fmt(medians.loc[k, 'beam'])}, uniform {fmt(medians.loc[k, 'uniform'])}"
                           for k in medians.index),
-              share(tally.supports, tally.cells), SIGN + f" (not at: {where(lead, ['K'], 0)})"
+              tallied(tally), SIGN + f" (not at: {where(lead, ['K'], 0)})"
               if tally.supports < tally.cells else SIGN),
         Check("beam search's median RAE grows with K", "Table 2: 51 → 82 → 94 %",
               f"slope {beam_trend[0]:+.3f} per step of K [{beam_trend[1]:+.3f}, "
               f"{beam_trend[2]:+.3f}]",
-              YES if outcome(beam_trend[1], beam_trend[2]) == SUPPORTS else NO,
+              one(beam_trend.cell()),
               SLOPE_TEST + " (above 0)"),
         Check("uniform Monte Carlo fails (median RAE near 100 %)", "Table 2: 99.36–99.99 %",
               "; ".join(f"K = {k}: {fmt(m)} [{lo:.3f}, {hi:.3f}]" for k, (m, lo, hi) in
                         zip(sorted(rows.K.unique()), fails, strict=True)),
-              share(sum(lo > UNIFORM_FAILS for _, lo, _ in fails), len(fails)),
-              f"per K, the median's 95 % bootstrap interval lies above {UNIFORM_FAILS:g}"),
+              tallied(uniform),
+              f"per K, the median's 95 % bootstrap interval lies above {UNIFORM_FAILS:g} (Holm "
+              "over the K)"),
         Check("at K = 4, beam search's median RAE is 6× importance sampling's",
-              "§5: \"82% vs 13%, a 6x reduction\"",
-              f"×{ratio[0]:.1f} [{ratio[1]:.1f}, {ratio[2]:.1f}]",
-              "–" if math.isnan(ratio[0]) else NO if ratio[2] < PAPER_REDUCTION else YES,
-              "the ratio of medians with its 95 % bootstrap interval over the histories; holds "
-              "unless the interval lies below 6"),
+              "§5: beam search's median RAE 82 % at K = 4; \"importance sampling's median RAE "
+              "under the same setting is 13%, a 6x reduction\"",
+              "–" if ratio is None else
+              f"×{ratio.value:.1f} [{ratio.low:.1f}, {ratio.high:.1f}]; the band "
+              f"[{about[0]:g}, {about[1]:g}]",
+              UNKNOWN if ratio is None else one(ratio.cell_within(about)),
+              f"the ratio of medians (bootstrap over the histories): {ABOUT_TEST}, here "
+              f"[{about[0]:g}, {about[1]:g}]"),
     ]
 
 

@@ -1,0 +1,214 @@
+"""The statistical rules of docs/reproduction.md, each able to fail (issue 59): Holm's correction
+changes a claim's count of cells, each share of cells gets its verdict word, a ratio inside,
+across and outside the band of "about x", the rules stated once in the doc from the code, the
+prose's numbers formatted from the CSVs (a changed CSV changes them), and every quotation marked
+as the paper's is in the committed list of the paper's sentences."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import REPO
+
+from seqq.reports.reproduction import claims
+from seqq.reports.reproduction.claims import (
+    MIXED,
+    MOSTLY,
+    MOSTLY_NOT,
+    NO,
+    NOT_SHOWN,
+    UNKNOWN,
+    YES,
+    Check,
+    band,
+    judge,
+    share,
+)
+from seqq.reports.reproduction.experiments import table2, tables4_5
+from seqq.reports.reproduction.markdown import RULES_BLOCK, begin, end
+from seqq.reports.reproduction.paper_quotes import quoted
+from seqq.reports.reproduction.registry import SUMMARY
+from seqq.reports.reproduction.significance import (
+    CONTRADICTS,
+    LEVEL,
+    SUPPORTS,
+    UNDECIDED,
+    Boot,
+    Cell,
+    Tally,
+    holm,
+)
+
+FOLDER = REPO / "docs" / "reproduction"
+DOC = (REPO / "docs" / "reproduction.md").read_text()
+
+
+def _block(text: str, name: str) -> str:
+    return text[text.index(begin(name)):text.index(end(name))]
+
+
+def _summary_row(title: str) -> str:
+    return next(line for line in _block(DOC, "summary").splitlines()
+                if line.startswith(f"| {title} |"))
+
+
+def test_holm_changes_a_count_of_significant_cells() -> None:
+    """Four cells each below 0.05 alone: Holm keeps the first (0.001 < 0.05/4) and stops at the
+    second (0.02 ≥ 0.05/3), so the claim counts 1 cell, not 4; the order of the cells does not
+    matter, and a family of one is the test alone."""
+    ps = [0.02, 0.001, 0.04, 0.03]
+    assert holm(ps) == [False, True, False, False]
+    assert holm([0.001, 0.01, 0.015, 0.04]) == [True, True, True, True]
+    tally = Tally.of([Cell(SUPPORTS, p) for p in ps])
+    assert (tally.supports, tally.uncorrected) == (1, (4, 0))
+    assert "beyond the noise in 1 of 4 cells (Holm; each cell alone: 4)" in tally.said()
+    mixed = Tally.of([Cell(SUPPORTS, 0.001), Cell(CONTRADICTS, 0.002), Cell(UNDECIDED, 0.9)])
+    assert (mixed.supports, mixed.contradicts) == (1, 1)
+    assert holm([LEVEL * 0.99]) == [True] and holm([LEVEL]) == [False]
+
+
+@pytest.mark.parametrize(("supports", "contradicts", "cells", "word"), [
+    (30, 0, 30, YES), (16, 0, 30, MOSTLY), (16, 14, 30, MOSTLY), (15, 0, 30, MIXED),
+    (4, 3, 30, MIXED), (0, 0, 30, NOT_SHOWN), (0, 15, 30, MIXED), (4, 25, 30, MOSTLY_NOT),
+    (3, 26, 30, MOSTLY_NOT), (0, 30, 30, NO), (0, 0, 0, UNKNOWN)])
+def test_a_verdict_word_per_share_of_cells(supports: int, contradicts: int, cells: int,
+                                          word: str) -> None:
+    """"Mostly" is more than half of the cells (`claims.MOST`); Figs 10/11's naive MC,
+    contradicted in 25–26 of 30 cells, reads "mostly contradicted", not "partly"."""
+    assert share(supports, contradicts, cells) == word
+
+
+def test_an_experiments_verdict_follows_its_claims_words() -> None:
+    def verdict(*words: str) -> str:
+        return judge([("d", Check(f"claim {i}", "", "", w)) for i, w in enumerate(words)])
+
+    assert verdict(YES, YES).startswith("**reproduced**")
+    assert verdict(YES, MOSTLY).startswith("**mostly reproduced** (mostly supported: claim 1")
+    assert verdict(YES, MOSTLY_NOT).startswith("**partly reproduced**")
+    assert verdict(NOT_SHOWN, NO, MOSTLY_NOT).startswith("**differs**")
+    assert verdict(YES, UNKNOWN) == "**not decided yet** (cannot tell yet: claim 1 (d))"
+
+
+def _boot(draws: np.ndarray) -> Boot:
+    return Boot.of(float(np.median(draws)), draws)
+
+
+def test_about_x_is_judged_by_its_band() -> None:
+    """6× is about 6 when its interval lies inside [6/2, 6·2]: ×4–×9 is, ×9–×17 straddles the top
+    edge (not shown either way: Table 2's ×9.7 [6.2, 17.0]), ×1.5–×2.5 lies wholly below."""
+    assert band(6.0) == (3.0, 12.0)
+    spread = np.linspace(-1, 1, 401)
+    inside = _boot(6.5 + 2.5 * spread).cell_within(band(6))
+    assert inside.way == SUPPORTS and inside.p < LEVEL
+    across = _boot(13 + 4 * spread).cell_within(band(6))
+    assert across.way == CONTRADICTS and across.p >= LEVEL
+    across = _boot(9.5 + 5 * spread).cell_within(band(6))
+    assert across.way == SUPPORTS and across.p >= LEVEL
+    below = _boot(2 + 0.5 * spread).cell_within(band(6))
+    assert below.way == CONTRADICTS and below.p < LEVEL
+    assert claims.one(below) == NO and claims.one(inside) == YES
+    assert claims.one(_boot(9.5 + 5 * spread).cell_within(band(6))) == NOT_SHOWN
+
+
+def test_a_trend_cell_inverts_its_percentile_interval() -> None:
+    """A slope whose 95 % interval excludes 0 has p < 0.05, one that straddles it does not, and
+    "falls" turns the way round."""
+    clear = _boot(np.linspace(0.1, 0.3, 400))
+    assert clear.low > 0 and clear.cell() == Cell(SUPPORTS, 0.0)
+    assert clear.cell(falls=True).way == CONTRADICTS
+    straddle = _boot(np.linspace(-0.1, 0.3, 400))
+    assert straddle.low < 0 < straddle.high and straddle.cell().p >= LEVEL
+
+
+def test_the_summary_states_the_rules_once_from_the_code() -> None:
+    """The rules block is `claims.rules()`, written by the export: the level, Holm, the words'
+    thresholds and the band; no other paragraph of the doc restates the verdict rule."""
+    block = _block(DOC, RULES_BLOCK)
+    assert claims.rules() in block
+    for said in (f"level {LEVEL:g}", "Holm", "more than 50%", "[x / 2, x · 2]", "[3, 12]"):
+        assert said in block
+    assert DOC.count("Statistical rules") == 1
+    assert "holds unless the interval lies below" not in DOC
+
+
+def test_the_committed_verdicts_use_the_rules() -> None:
+    """Figs 10/11's naive MC reads mostly contradicted and its uniform MC's coincidence is tested
+    by coincidence; the 6× claims by their band; Fig. 14's "many datasets" once over the
+    datasets, not attributed to the paper as "all but Mobile Apps"; Tables 4/5's row states its
+    threshold and the noise beside its band."""
+    assert "mostly contradicted: naive MC is consistently 0" in _summary_row("Figs 10, 11")
+    assert "uniform MC often coincides with naive MC" in _summary_row("Figs 10, 11")
+    assert "for many datasets (moocs, shakespeare)" in _summary_row("Fig. 14")
+    assert "except on Mobile Apps" not in DOC and "every dataset except Mobile Apps" not in DOC
+    row = _summary_row("Tables 4, 5")
+    assert "at least 80% of the cells are within ±25%" in row and "median standard error" in row
+    for title in ("Fig. 1", "Table 2"):
+        assert "[3, 12]" in _block(DOC, title.lower().replace(". ", "").replace(" ", ""))
+    for title in SUMMARY:  # no experiment is judged by the old lumped word
+        assert "**partly**" not in _summary_row(title)
+
+
+def test_the_hand_written_verdicts_are_the_summarys() -> None:
+    """Each section's "**Verdict: …**" names the word of its summary row."""
+    for title, heading in (("Fig. 3", "## Fig. 3"), ("Figs 5, 6", "## Figs 5 and 6"),
+                           ("Figs 10, 11", "## Figs 10 and 11"), ("Fig. 14", "## Fig. 14"),
+                           ("Fig. 1", "## Fig. 1:"), ("Table 2", "## Table 2")):
+        word = re.search(r"\*\*((?:mostly |partly )?reproduced|differs)\*\*",
+                         _summary_row(title))[1]
+        section = DOC[DOC.index(heading):]
+        assert re.search(r"\*\*Verdict: ([^*.,]+)", section)[1] == word, title
+
+
+def test_prose_numbers_come_from_the_csv(tmp_path: Path) -> None:
+    """Tables 4/5's summary row is formatted from the committed CSVs: doubling every cell's
+    standard error doubles the noise it states, and the doc's Table 2 entropy note from the CSV's
+    H(q) and the paper's own columns."""
+    doc = tmp_path / "doc.md"
+    doc.write_text(_block(DOC, "summary") + end("summary") + "\n")
+    folder = tmp_path / "csv"
+    folder.mkdir()
+    for path in FOLDER.glob("table[45]_*.csv"):
+        shutil.copy(path, folder / path.name)
+    tables4_5.rejudge(folder, doc, SUMMARY)
+    sem = re.search(r"median standard error is ([\d.]+)%", doc.read_text())[1]
+    assert f"median standard error is {sem}%" in _summary_row("Tables 4, 5")
+    for path in folder.glob("*.csv"):
+        table = pd.read_csv(path)
+        table.assign(kl_sem=2 * table.kl_sem).to_csv(path, index=False)
+    tables4_5.rejudge(folder, doc, SUMMARY)
+    doubled = re.search(r"median standard error is ([\d.]+)%", doc.read_text())[1]
+    assert float(doubled) == pytest.approx(2 * float(sem), abs=0.11)  # rounded to 0.1
+
+    rows = pd.concat([pd.read_csv(p) for p in sorted(FOLDER.glob("table2_*.csv"))])
+    shares = table2.entropy_shares(rows)
+    assert shares.loc[3, "paper_from_entropy"] == pytest.approx(39.69, abs=0.01)
+    assert np.allclose(shares.ratio_of_means, shares.mean_of_ratios)
+    assert "its column matches neither reading" in table2.entropy_note(shares)
+    changed = table2.entropy_shares(rows.assign(entropy=2 * rows.entropy))
+    assert np.allclose(changed.ratio_of_means, 2 * shares.ratio_of_means)
+
+
+def _quotes(text: str) -> list[str]:
+    """The quotations marked as the paper's: in the claims tables' "the paper" column, and in
+    the paragraphs that say what the paper says."""
+    found = []
+    for line in text.splitlines():
+        if line.startswith("| ") and line.count(" | ") >= 4:
+            found += re.findall(r'"([^"]+)"', line.split(" | ")[1])
+    for paragraph in text.split("\n\n"):
+        if paragraph.startswith("**The paper**"):
+            found += re.findall(r'"([^"]+)"', paragraph.replace("\n", " "))
+    return found
+
+
+def test_every_quote_of_the_paper_is_the_papers_text() -> None:
+    quotes = _quotes(DOC)
+    assert len(quotes) >= 10
+    assert [q for q in quotes if not quoted(q)] == []
+    assert not quoted("82% vs 13%, a 6x reduction")  # a paraphrase shown as a quote fails
+    assert not quoted("a 10× budget gives roughly a three times reduction")
