@@ -34,6 +34,8 @@ QUOTES = (
     "both importance sampling and the hybrid method.",
     "For the provided budgets, the query estimates resulting from naive model sampling are "
     "consistently 0, resulting in an RAE of 1.",
+    "This is likely because many of the ground truth probabilities for these queries have "
+    "values on the order of 10^{-1} or smaller.",
     # App. G.6, Fig. 14
     "We observe that for many datasets, a query horizon of k = 30 is largely sufficient to "
     "reduce the remaining probability to under 10%.",
