@@ -32,9 +32,8 @@ def truths(sweep: Path) -> pd.DataFrame:
     if not files:
         raise FileNotFoundError(f"no ground truth under {sweep}; run the sweep or "
                                 "`python -m seqq.sweeps.rejudge` first")
-    rows = pd.concat([pd.read_parquet(f) for f in files], ignore_index=True).drop_duplicates(
-        ["dataset", "model", "temperature", "gt_options", "history_hash", "label"])  # the
-    # committed file of re-judged truths lies beside the parts it was consolidated from
+    rows = pd.concat([pd.read_parquet(f) for f in files], ignore_index=True).drop_duplicates()
+    # (the committed file of re-judged truths lies beside the parts it was consolidated from)
     rows = rows[(rows.kind == "surrogate") & (rows.samples > 0)].copy()
     rows["K"] = rows.label.str.extract(LABEL, expand=False).astype(int)
     rows["rolled_out"] = (rows.K - 1) * rows.samples + 1

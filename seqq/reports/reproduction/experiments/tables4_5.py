@@ -114,11 +114,18 @@ def verdict(table: pd.DataFrame) -> str:
             f"KL(p̂ ‖ p̃) less its pseudo ground truth's noise (× M/(M + S)), {raw} of {cells} "
             f"without that correction (the rule: reproduced when at least {MATCHED:.0%} of the "
             f"cells are within ±{CLOSE:.0%}, partly reproduced at {PARTLY:.0%}, else differs). "
-            f"The band is wide against the measured noise: the cells' median standard error is "
-            f"{sem:.1%} of their KL, ±{CLOSE:.0%} is {CLOSE / sem:.0f} of them, and {beyond} of "
+            f"{_band_against_noise(sem)}, and {beyond} of "
             f"{cells} cells differ from the paper's by more than {SEMS} standard errors; the "
             "KL's definition (its query, distribution and direction) is inferred from the "
             "paper's numbers, which its text does not name")
+
+
+def _band_against_noise(sem: float) -> str:
+    """The ±CLOSE band in units of the cells' median standard error (relative to their KL)."""
+    if not sem > 0:
+        return "The cells report no standard error to weigh the band against"
+    return (f"The band is wide against the measured noise: the cells' median standard error is "
+            f"{sem:.1%} of their KL, ±{CLOSE:.0%} is {CLOSE / sem:.0f} of them")
 
 
 def export_kl(paths: Sequence[str | Path], out: str | Path, doc: str | Path | None = None,
