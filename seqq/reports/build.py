@@ -103,6 +103,7 @@ def _rae_sections(results: pd.DataFrame, summary: pd.DataFrame) -> list[str]:
     titles, sections = tables.panels(results), ["## RAE per panel\n"]
     histories = results.groupby(tables.PANEL).history_id.nunique()
     floors = tables.noise_floors(results)
+    runs = dict(iter(results.groupby(tables.PANEL, sort=True)))
     for key, block in summary.groupby(tables.PANEL, sort=True):
         ks = sorted(block.K.unique())
         floor = {k: floors.get((*key, k), 0.0) for k in ks}
@@ -113,7 +114,7 @@ def _rae_sections(results: pd.DataFrame, summary: pd.DataFrame) -> list[str]:
                         f"ground truth's noise floor (median RAE of a perfect estimator): "
                         + ", ".join(f"K={k}: {floor[k]:.2g}" for k in ks)
                         + f"; {BELOW_FLOOR} marks a median below it\n")
-        flagged = _flagged(results, key)
+        flagged = tables.flagged_by_method(runs[key])
         if flagged:
             sections.append(f"Flagged estimates (their `warning` says why; treat their "
                             f"intervals as unreliable): {flagged}\n")
@@ -125,40 +126,6 @@ def _rae_sections(results: pd.DataFrame, summary: pd.DataFrame) -> list[str]:
                 table = _marked_below_floor(table, floor)
             sections += [f"**{stat.replace('_rae', ' RAE')}**\n", tables.to_markdown(table), ""]
     return sections
-
-
-FLAG_REASONS = {  # a warning's reason, by words each kind of warning holds (the estimators'
-    # warnings: seqq/estimators/uncertainty.py and driver.py); the first that matches names it
-    "heavy weights": "weights are heavy-tailed",
-    "few draws": "paths were drawn, too few",
-    "replicates disagree": "replicates disagree",
-    "wide interval": "spans a factor of",
-    "zero draws": "none of the",
-    "every draw hit": "all of the",
-    "no interval": "gives no interval",
-}
-OTHER_REASON = "other"
-
-
-def flag_reason(warning: str) -> str:
-    """The reason a warning flags its estimate, in two or three words (`FLAG_REASONS`), so a
-    summary can say why runs were flagged, not only how many."""
-    return next((reason for reason, words in FLAG_REASONS.items() if words in warning),
-                OTHER_REASON)
-
-
-def _flagged(results: pd.DataFrame, key: tuple) -> str:
-    """Per method, how many of a panel's estimates carry a warning, and how many for each
-    reason ("" if none do)."""
-    block = results[(results[tables.PANEL] == pd.Series(key, index=tables.PANEL)).all(axis=1)]
-    parts = []
-    for method, rows in block.groupby("method"):
-        warnings = rows.warning[rows.warning != ""]
-        if len(warnings):
-            reasons = warnings.map(flag_reason).value_counts()
-            parts.append(f"{method} {len(warnings)} of {len(rows)} ("
-                         + ", ".join(f"{r} {n}" for r, n in reasons.items()) + ")")
-    return ", ".join(parts)
 
 
 def _marked_below_floor(table: pd.DataFrame, floor: dict[int, float]) -> pd.DataFrame:

@@ -141,9 +141,68 @@ def overview(results: pd.DataFrame) -> pd.DataFrame:
             "methods": ", ".join(sorted(block.method.unique())),
             "ground truth": ", ".join(f"{n} {kind}" for kind, n in
                                       queries.truth_kind.value_counts().items()),
-            "flagged": f"{int((block.warning != '').sum())} of {len(block)}",
+            "flagged": flagged_count(block),
         })
     return pd.DataFrame(rows)
+
+
+FLAG_REASONS = {  # a warning's reason, by words each kind of warning holds (the estimators'
+    # warnings: seqq/estimators/uncertainty.py and driver.py); the first that matches names it
+    "heavy weights": "weights are heavy-tailed",
+    "few draws": "paths were drawn, too few",
+    "replicates disagree": "replicates disagree",
+    "wide interval": "spans a factor of",
+    "zero draws": "none of the",
+    "every draw hit": "all of the",
+    "no interval": "gives no interval",
+}
+OTHER_REASON = "other"
+FEW_DRAWS = "few draws"
+
+
+def flag_reason(warning: str) -> str:
+    """The reason a warning flags its estimate, in two or three words (`FLAG_REASONS`), so a
+    summary can say why runs were flagged, not only how many."""
+    return next((reason for reason, words in FLAG_REASONS.items() if words in warning),
+                OTHER_REASON)
+
+
+def _few_draw_levels(rows: pd.DataFrame) -> pd.Series:
+    """Per row, whether every run of its method at its budget level drew too few paths for an
+    interval. The few-draws flag reads no weights (issue 58), so a level that buys fewer than
+    MIN_DRAWS paths flags all its runs: the level is what is flagged, and counting its runs
+    among the others would hide the flags that tell runs apart."""
+    few = rows.warning.map(flag_reason) == FEW_DRAWS
+    return few.groupby([rows.method, rows.budget_level]).transform("all")
+
+
+def flagged_count(rows: pd.DataFrame) -> str:
+    """"n of N" flagged runs, the runs of levels that draw too few paths named apart."""
+    by_level = _few_draw_levels(rows)
+    others = rows[~by_level]
+    text = f"{int((others.warning != '').sum()):,} of {len(others):,}"
+    return text + (f" (+{int(by_level.sum()):,} at levels drawing too few paths)"
+                   if by_level.any() else "")
+
+
+def flagged_by_method(rows: pd.DataFrame) -> str:
+    """Per method, how many runs carry a warning and for each reason; levels where every run
+    drew too few paths for an interval are named as levels ("" if nothing is flagged)."""
+    parts = []
+    by_level = _few_draw_levels(rows)
+    for method, block in rows.groupby("method"):
+        design = by_level[block.index]
+        others = block[~design]
+        warnings = others.warning[others.warning != ""]
+        if len(warnings):
+            reasons = warnings.map(flag_reason).value_counts()
+            parts.append(f"{method} {len(warnings)} of {len(others)} ("
+                         + ", ".join(f"{r} {n}" for r, n in reasons.items()) + ")")
+        if design.any():
+            levels = ", ".join(map(str, sorted(block[design].budget_level.unique())))
+            parts.append(f"{method} at S = {levels}: every run drew too few paths for an "
+                         "interval")
+    return "; ".join(parts)
 
 
 def noise_floor(rel_stderr: np.ndarray) -> float:
