@@ -12,11 +12,10 @@ from seqq.reports import figures
 from seqq.reports.reproduction.claims import (
     SLOPE_TEST,
     UNKNOWN,
-    YES,
     Check,
     one,
-    share,
     table,
+    tallied,
     verdict,
 )
 from seqq.reports.reproduction.export import FIG3_COLUMNS
@@ -25,10 +24,9 @@ from seqq.reports.reproduction.markdown import fmt, histories, links_line, value
 from seqq.reports.reproduction.panels import PAPER_METHODS, SETTER, ModelRun
 from seqq.reports.reproduction.reproduce import Experiment
 from seqq.reports.reproduction.significance import (
-    CONTRADICTS,
-    SUPPORTS,
+    Tally,
+    majority,
     median_slope,
-    outcome,
     per_history,
     ratio_slope,
 )
@@ -76,7 +74,7 @@ def checks(run: ModelRun) -> list[Check]:
            for m in ("beam", "importance", SETTER)}
     ts = rae["beam"].columns.to_numpy(float)
     hot = ts.max() > 1.0  # the claims are about tempering above T = 1, flattening the model
-    gap, low, high = ratio_slope(rae["beam"].to_numpy(), rae[SETTER].to_numpy(), np.log2(ts))
+    gap = ratio_slope(rae["beam"].to_numpy(), rae[SETTER].to_numpy(), np.log2(ts))
     median = pivot(run.rows, ["temperature"])
     return [
         _goes_to(rae["beam"], 1, "as T rises, beam search's RAE goes to 1",
@@ -86,32 +84,36 @@ def checks(run: ModelRun) -> list[Check]:
         Check("temperature induces beam-search error", "Fig. 13 (all datasets)",
               f"beam / hybrid median RAE {_ratio(median, ts[0])} (T = {ts[0]:g}) → "
               f"{_ratio(median, ts[-1])} (T = {ts[-1]:g}); slope of its log per doubling of "
-              f"T {gap:+.3f} [{low:+.3f}, {high:+.3f}]",
-              one(outcome(low, high)) if hot else UNKNOWN,
+              f"T {gap.value:+.3f} [{gap.low:+.3f}, {gap.high:+.3f}]",
+              one(gap.cell()) if hot else UNKNOWN,
               SLOPE_TEST + " (above 0: beam search falls behind the hybrid)"),
     ]
 
 
 def _goes_to(rae: pd.DataFrame, end: int, claim: str, paper: str, hot: bool) -> Check:
-    """A median RAE that goes to `end` (1 or 0) as T rises: its log falls (to 0) or rises (to
-    1) per doubling of T beyond the noise, and at the hottest T its median lies beyond
-    `NEAR[end]` beyond the noise (the median's 95% interval); yes when both hold."""
-    toward = 1 if end else -1  # the sign of the slope and of the last median's side
+    """A median RAE that goes to `end` (1 or 0) as T rises, judged in two cells: its log rises
+    (to 1) or falls (to 0) per doubling of T (the slope's bootstrap interval), and at the
+    hottest T the median lies beyond `NEAR[end]` (the sign test of the median against it);
+    the two cells are counted after Holm's correction over them, as every claim's cells."""
     ts = rae.columns.to_numpy(float)
-    trend, low, high = median_slope(rae.to_numpy(), np.log2(ts))
-    last_low, last_high = median_ci(rae.to_numpy()[:, -1])
-    parts = [toward * outcome(low, high), toward * outcome(last_low, last_high, NEAR[end])]
+    trend = median_slope(rae.to_numpy(), np.log2(ts))
+    hottest = rae.to_numpy()[:, -1]
+    hottest = hottest[np.isfinite(hottest)]
+    last_low, last_high = median_ci(hottest)
+    beyond = hottest > NEAR[end] if end else hottest < NEAR[end]
+    tally = Tally.of([trend.cell(falls=not end), majority(beyond)])
     medians = rae.median()
+    side = "above" if end else "below"
     return Check(
         claim, paper,
         "median RAE " + " → ".join(fmt(v) for v in medians)
         + f" (T = {' → '.join(f'{t:g}' for t in ts)}); slope of its log per doubling of T "
-        f"{trend:+.3f} [{low:+.3f}, {high:+.3f}]; at T = {ts[-1]:g}: {fmt(medians.iloc[-1])} "
-        f"[{fmt(last_low)}, {fmt(last_high)}]",
-        share(parts.count(SUPPORTS), parts.count(CONTRADICTS), len(parts)) if hot else UNKNOWN,
-        SLOPE_TEST + f" ({'above' if end else 'below'} 0), and the 95% interval of the median at "
-        f"the hottest T {'above' if end else 'below'} {NEAR[end]:g}; {YES} when both hold, "
-        "else by the summary's shares of the two")
+        f"{trend.value:+.3f} [{trend.low:+.3f}, {trend.high:+.3f}]; at T = {ts[-1]:g}: "
+        f"{fmt(medians.iloc[-1])} [{fmt(last_low)}, {fmt(last_high)}]; "
+        + tally.said("cells (slope, hottest median)"),
+        tallied(tally) if hot else UNKNOWN,
+        SLOPE_TEST + f" ({side} 0), and the sign test of the median at the hottest T {side} "
+        f"{NEAR[end]:g} (Holm over the two cells)")
 
 
 def _ratio(median: pd.DataFrame, t: float) -> str:
