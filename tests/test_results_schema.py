@@ -94,3 +94,11 @@ def test_one_provenance_writer_for_runs(tmp_path: Path) -> None:
     assert record["seed"] == 7 and record["config"] == {"a": 1}
     assert record["command"] == "seqq train" and record["scores"] == {"accuracy": 0.5}
     assert "torch" in record["versions"] and "git_commit" in record and record["host"]
+
+
+def test_one_folder_given_as_a_string_is_one_path(tmp_path: Path) -> None:
+    """`read_results("outputs/…/results")` reads that folder: a string iterated by character
+    searched from "/" and read another package's Parquet files."""
+    frame = to_frame(panel_rows(histories=2, ks=(3,), levels=(10,)))
+    frame.to_parquet(tmp_path / "part.parquet")
+    assert len(read_results(str(tmp_path))) == len(read_results(tmp_path)) == len(frame)

@@ -34,9 +34,16 @@ def part_files(root: str | Path) -> list[Path]:
     return sorted(p for p in root.rglob(f"*{PART_SUFFIX}") if not p.name.startswith("."))
 
 
-def read_parts(paths: Iterable[str | Path], key: Sequence[str] | None = None) -> pd.DataFrame:
+def _listed(paths: str | Path | Iterable[str | Path]) -> list[str | Path]:
+    """One path or several: a single string is one path, not its characters (read from "/"
+    on, `rglob` would search the whole disk)."""
+    return [paths] if isinstance(paths, (str, Path)) else list(paths)
+
+
+def read_parts(paths: str | Path | Iterable[str | Path],
+               key: Sequence[str] | None = None) -> pd.DataFrame:
     """Concatenate part files (and directories of them); drop repeated keys, keeping the first."""
-    paths = list(paths)
+    paths = _listed(paths)
     files = [f for p in paths for f in part_files(p)]
     frames = [pd.read_parquet(f) for f in files]
     for file, frame in zip(files, frames, strict=True):
@@ -57,10 +64,10 @@ def read_parts(paths: Iterable[str | Path], key: Sequence[str] | None = None) ->
     return table
 
 
-def read_results(paths: Iterable[str | Path]) -> pd.DataFrame:
-    """The results table stored under `paths` (part files or folders, e.g. one per SLURM job),
-    one row per `schema.KEY`, in the schema's columns."""
-    paths = list(paths)
+def read_results(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
+    """The results table stored under `paths` (a part file or folder, or several, e.g. one per
+    SLURM job), one row per `schema.KEY`, in the schema's columns."""
+    paths = _listed(paths)
     table = read_parts(paths, schema.KEY)
     if table.empty:
         raise FileNotFoundError(f"no result parts (*{PART_SUFFIX}) under "
