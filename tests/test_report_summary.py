@@ -159,19 +159,20 @@ def test_summary_counts_flagged_estimates_per_method(tmp_path: Path) -> None:
     assert "| 3 of 12 |" in text  # the overview's column for the panel
 
 
-def test_levels_that_draw_too_few_paths_are_named_as_levels(tmp_path: Path) -> None:
+def test_runs_that_drew_too_few_paths_are_counted_by_level(tmp_path: Path) -> None:
     """The few-draws flag reads no weights (issue 58), so a level that buys fewer than
-    MIN_DRAWS paths flags every run there: the summary names that level once and counts the
-    flags that tell runs apart on their own, which "800 of 800" hid."""
+    MIN_DRAWS paths flags nearly every run there: the summary counts those by level, apart
+    from the flags that tell runs apart, which "800 of 800" hid (make demo)."""
     table = results(panel_rows(histories=4, ks=(3,), levels=(10, 100)))
     few = "only 9 paths were drawn, too few for the interval to be trusted"
     table.loc[(table.method == "importance") & (table.budget_level == 10), "warning"] = few
     table.loc[(table.method == "importance") & (table.budget_level == 100)
-              & (table.history_id == 0), "warning"] = few  # one of four: a run, not a level
+              & (table.history_id == 0), "warning"] = few
+    table.loc[(table.method == "importance") & (table.budget_level == 100)
+              & (table.history_id == 1), "warning"] = "the weights are heavy-tailed"
     table.loc[(table.method == "hybrid") & (table.history_id == 1), "warning"] = (
         "the weights are heavy-tailed")
     text = _summary(table, tmp_path)
-    assert ("importance 1 of 4 (few draws 1); importance at S = 10: every run drew too few "
-            "paths for an interval") in text
-    assert "hybrid 2 of 8 (heavy weights 2)" in text
-    assert "| 3 of 20 (+4 at levels drawing too few paths) |" in text
+    assert ("hybrid 2 of 8 (heavy weights 2); importance 1 of 3 (heavy weights 1); importance "
+            "drew too few paths for an interval at S = 10 (all 4), S = 100 (1 of 4)") in text
+    assert "| 3 of 19 (+5 with too few paths) |" in text

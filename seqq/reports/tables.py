@@ -167,41 +167,39 @@ def flag_reason(warning: str) -> str:
                 OTHER_REASON)
 
 
-def _few_draw_levels(rows: pd.DataFrame) -> pd.Series:
-    """Per row, whether every run of its method at its budget level drew too few paths for an
-    interval. The few-draws flag reads no weights (issue 58), so a level that buys fewer than
-    MIN_DRAWS paths flags all its runs: the level is what is flagged, and counting its runs
-    among the others would hide the flags that tell runs apart."""
-    few = rows.warning.map(flag_reason) == FEW_DRAWS
-    return few.groupby([rows.method, rows.budget_level]).transform("all")
+def _too_few_draws(rows: pd.DataFrame) -> pd.Series:
+    """Per row, whether its run drew too few paths for an interval. That flag reads no weights
+    (issue 58), so a level that buys fewer than MIN_DRAWS paths flags nearly all its runs: it
+    says what the level can claim, and is counted by level, apart from the flags that tell
+    runs apart."""
+    return rows.warning.map(flag_reason) == FEW_DRAWS
 
 
 def flagged_count(rows: pd.DataFrame) -> str:
-    """"n of N" flagged runs, the runs of levels that draw too few paths named apart."""
-    by_level = _few_draw_levels(rows)
-    others = rows[~by_level]
+    """"n of N" runs flagged among those that drew enough paths, and how many did not."""
+    few = _too_few_draws(rows)
+    others = rows[~few]
     text = f"{int((others.warning != '').sum()):,} of {len(others):,}"
-    return text + (f" (+{int(by_level.sum()):,} at levels drawing too few paths)"
-                   if by_level.any() else "")
+    return text + (f" (+{int(few.sum()):,} with too few paths)" if few.any() else "")
 
 
 def flagged_by_method(rows: pd.DataFrame) -> str:
-    """Per method, how many runs carry a warning and for each reason; levels where every run
-    drew too few paths for an interval are named as levels ("" if nothing is flagged)."""
+    """Per method, how many runs that drew enough paths carry a warning, by reason, and per
+    level S how many drew too few paths for an interval ("" if nothing is flagged)."""
     parts = []
-    by_level = _few_draw_levels(rows)
     for method, block in rows.groupby("method"):
-        design = by_level[block.index]
-        others = block[~design]
+        few = _too_few_draws(block)
+        others = block[~few]
         warnings = others.warning[others.warning != ""]
         if len(warnings):
             reasons = warnings.map(flag_reason).value_counts()
             parts.append(f"{method} {len(warnings)} of {len(others)} ("
                          + ", ".join(f"{r} {n}" for r, n in reasons.items()) + ")")
-        if design.any():
-            levels = ", ".join(map(str, sorted(block[design].budget_level.unique())))
-            parts.append(f"{method} at S = {levels}: every run drew too few paths for an "
-                         "interval")
+        if few.any():
+            levels = few.groupby(block.budget_level).agg(["sum", "size"])
+            parts.append(f"{method} drew too few paths for an interval at " + ", ".join(
+                f"S = {level} ({'all' if n == size else f'{n} of'} {size})"
+                for level, (n, size) in levels[levels["sum"] > 0].iterrows()))
     return "; ".join(parts)
 
 
