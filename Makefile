@@ -51,7 +51,7 @@ own = $(if $(filter authors,$(MODELS)),,$(1))
 
 FIGURES := fig1 fig3 fig3-exact fig4 fig5 fig6 fig7-9 fig10 fig11 fig12 fig13 fig14 fig14-exact fig15 table2 tables3-6
 .PHONY: help venv test test-all lint readme bench bench-e2e bench-judge bench-lm bench-lm-judges table2-rejudge bench-paper-slice bench-paper-run calibration demo paper slurm-local fig-frontier \
-	reproduction reproduction-claims paper-sweeps fig3-frontier fig3-paper-resume fig3-paper-save $(FIGURES)
+	reproduction reproduction-claims paper-sweeps paper-sweep fig3-frontier fig3-paper-resume fig3-paper-save $(FIGURES)
 
 help:  ## list targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -206,23 +206,18 @@ reproduction-claims: venv  ## docs/reproduction.md's claims and verdicts judged 
 # by side, one thread each: OMP_NUM_THREADS=1), the shards' results landing in the same folders.
 SHARDS ?=
 SHARD ?= 0
-PAPER_ARGS = sweep.refine_truth=null $(if $(SHARDS),sweep.shard=$(SHARD) sweep.shards=$(SHARDS))
+SHARD_ARGS = $(if $(SHARDS),sweep.shard=$(SHARD) sweep.shards=$(SHARDS))
 TRUTH_SWEEPS := fig3 horizons budgets temperature
 paper-sweeps: venv  ## SIZE=paper: the sweeps of every reproduced experiment on the authors' LSTMs, from the committed truths (SHARD=i SHARDS=n)
 	$(if $(filter paper,$(SIZE)),,$(error paper-sweeps runs at SIZE=paper))
 	$(foreach s,$(TRUTH_SWEEPS),mkdir -p $(SWEEPS)/$(s)-paper/ground_truth && \
 		cp -n $(GT_SAVED)/*.parquet $(SWEEPS)/$(s)-paper/ground_truth/ &&) true
-	$(call authors,fig3,$(PAPER_ARGS))
-	$(call authors,horizons,$(PAPER_ARGS))
-	$(call authors,budgets,$(PAPER_ARGS))
-	$(call authors,temperature,$(PAPER_ARGS))
-	$(call authors,unaccounted,$(PAPER_ARGS))
-	$(call sweep,coverage,shakespeare,model=authors $(PAPER_ARGS) \
-		estimator.options.coverage_beam.alpha=0.95$(comma)0.75$(comma)0.5)
-	$(call sweep,case_study,moocs,model=authors $(PAPER_ARGS))
-	$(call authors,kl,$(PAPER_ARGS))
-	$(call sweep,fig1,wikitext,$(LM_ARGS))
-	$(call sweep,large_lm,wikitext,$(LM_ARGS))
+	@set -e; $(PY) -m seqq.reports.reproduction.registry --sweeps | while read -r preset on args; do \
+	  $(MAKE) --no-print-directory paper-sweep PRESET=$$preset ON=$$on ARGS="$$args"; done
+# one sweep of the registry's list (`<preset> <where> <overrides>`, as its experiments declare it)
+paper-sweep:
+	$(if $(filter authors,$(ON)),$(call authors,$(PRESET),$(ARGS) $(SHARD_ARGS)),\
+		$(call sweep,$(PRESET),$(ON),$(ARGS) $(SHARD_ARGS)))
 
 # The paper-size sweeps across sessions: their ground truth (99 % of the cost) travels in git
 GT_SAVED := docs/reproduction/ground_truth

@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
+from reproduction_doc import doc_block
 from result_frames import beam_extras, panel_rows, results
 
 from seqq.commands import report
@@ -187,10 +188,6 @@ def _doc(path: Path) -> Path:
     return path
 
 
-def _block(text: str, name: str) -> str:
-    return text[text.index(begin(name)):text.index(end(name))]
-
-
 def _export(experiment: Experiment, table: pd.DataFrame, tmp_path: Path) -> tuple[list[Path], str]:
     tmp_path.mkdir(parents=True, exist_ok=True)
     doc = _doc(tmp_path / "doc.md")
@@ -222,7 +219,7 @@ def test_every_experiment_exports_its_csvs_figures_block_and_summary_row(
         for suffix in (".png", ".pdf"):
             path = tmp_path / "out" / f"{stem}_authors{suffix}"
             assert path in written and path.stat().st_size > 0
-    block = _block(text, experiment.block)
+    block = doc_block(text, experiment.block)
     assert "\nold\n" not in block and "hand-written" in text
     for stem in FIGURES[name]:
         assert f"(out/{stem}_authors.png)" in block
@@ -233,7 +230,7 @@ def test_every_experiment_exports_its_csvs_figures_block_and_summary_row(
         assert linked == (name != "fig4a" or "_S100." in path.name)
     # every claim here holds by construction: the summary row says so, with N per model
     assert "| holds |" in block and "| contradicted |" not in block
-    summary = _block(text, "summary")
+    summary = doc_block(text, "summary")
     row = next(line for line in summary.splitlines()
                if line.startswith(f"| {experiment.title} |"))
     assert f"N = {n:,} ({datasets[0]})" in row and "**reproduced**" in row, row
@@ -249,24 +246,24 @@ def test_the_numbers_are_the_frames(tmp_path: Path) -> None:
     """The claims' numbers as the frames were built: √10 per decade, beams ×3 and ×2 per
     step, unaccounted 0.6/K, p̂ = 0.3 + 0.4·share."""
     _, text = _export(EXPERIMENTS["fig10"], budgets(), tmp_path)
-    block = _block(text, "fig10")
+    block = doc_block(text, "fig10")
     assert ("hybrid ×3.16 [×3.16, ×3.16] (K = 3)" in block
             and "importance ×3.16 [×3.16, ×3.16] (K = 3)" in block)
     assert "median RAE 1 in 12 of 12 (K, S)" in block  # naive
     assert "| 10000 | " in block and "uniform" in block
     _, text = _export(EXPERIMENTS["fig12"], coverage(), tmp_path / "c")
-    block = _block(text, "fig12")
+    block = doc_block(text, "fig12")
     assert "α = 0.95: ×3.0 per step" in block and "α = 0.5: ×2.0 per step" in block
     assert "| 4 | 81 | 16 |" in block
     csv = pd.read_csv(tmp_path / "c" / "out" / "fig12_shakespeare_authors.csv")
     assert set(csv.alpha) == {0.95, 0.5} and set(csv.method) == {"coverage_beam"}
     assert set(csv.beam_sizes) == {"3 9 27 81", "2 4 8 16"}
     _, text = _export(EXPERIMENTS["fig14"], pairs(), tmp_path / "p")
-    assert f"| 30 | importance | 1000 | {N - 1} | 1.60% [" in _block(text, "fig14")
+    assert f"| 30 | importance | 1000 | {N - 1} | 1.60% [" in doc_block(text, "fig14")
     csv = pd.read_csv(tmp_path / "p" / "out" / "fig14_moocs_authors.csv")
     assert (csv.groupby(["history_id", "K"]).size() == 2).all()  # both orders of every pair
     _, text = _export(EXPERIMENTS["fig15"], mixtures(), tmp_path / "m")
-    block = _block(text, "fig15")
+    block = doc_block(text, "fig15")
     assert "least-squares line +0.400 per unit share, R² = 1.00" in block
     assert "A = symbols 1, 2, B = symbols 6, 7" in block
     csv = pd.read_csv(tmp_path / "m" / "out" / "fig15_moocs_authors.csv")
@@ -297,7 +294,7 @@ def test_claims_that_do_not_hold_say_so(tmp_path: Path) -> None:
     # temperatures only up to T = 1: Fig. 4b's claims cannot be told yet, and say so
     cold = temperatures()
     _, text = _export(EXPERIMENTS["fig13"], cold[cold.temperature <= 1.0], tmp_path / "t")
-    assert "**not checkable yet**" in _block(text, "summary")
+    assert "**not checkable yet**" in doc_block(text, "summary")
 
 
 @pytest.mark.slow
@@ -309,7 +306,7 @@ def test_experiments_that_share_rows_link_their_owners_csvs(tmp_path: Path) -> N
     assert not [p for p in shared if p.suffix == ".csv"]
     assert all(p.read_bytes() == data for p, data in before.items())
     # Fig. 4a's table reads the S = 100 file, beam search's error rising with H(q), IS's less
-    block = _block(text, "fig4a")
+    block = doc_block(text, "fig4a")
     assert "fig5_moocs_authors_S100.csv" in block and "_S10.csv" not in block
     assert f"| beam | {5 * (N - 1)} | " in block and f"| importance | {5 * (N - 1)} | " in block
     csv = pd.read_csv(tmp_path / "out" / "fig5_moocs_authors_S10.csv")
@@ -323,7 +320,7 @@ def test_experiments_that_share_rows_link_their_owners_csvs(tmp_path: Path) -> N
                      "--experiment", "fig5,fig4a,fig7-9"]) == 0
     text = doc.read_text()
     for block in ("fig5", "fig4a", "fig7-9"):
-        assert f"N = {N - 1}" in _block(text, block)
+        assert f"N = {N - 1}" in doc_block(text, block)
     assert sorted(p.name for p in (tmp_path / "cli").glob("*.csv")) == sorted(
         p.name for p in before)
 
@@ -366,16 +363,16 @@ def test_fig1_exports_its_csv_figure_block_and_summary_row(tmp_path: Path) -> No
     names = {p.name for p in written}
     assert {"fig1_wikitext_smollm2.csv", "fig1_smollm2.png", "fig1_smollm2.pdf"} <= names
     text = doc.read_text()
-    block = _block(text, "fig1")
+    block = doc_block(text, "fig1")
     assert "F test" in block and "bootstrap interval over the runs" in block
-    row = next(line for line in _block(text, "summary").splitlines()
+    row = next(line for line in doc_block(text, "summary").splitlines()
                if line.startswith("| Fig. 1 |"))
     # a 9× spread in variance beats 6× and is beyond the noise at most K: not "differs"
     assert "2 prefixes" in row and "20 runs" not in row and "differs" not in row, row
     equal = sentence_end_runs(ratio=1.0)
     PartStore(tmp_path / "flat", ["prefix", "method", "replicate", "K"]).write(equal, "p")
     fig1.export([tmp_path / "flat"], tmp_path / "out2", doc, [], SUMMARY)
-    row = next(line for line in _block(doc.read_text(), "summary").splitlines()
+    row = next(line for line in doc_block(doc.read_text(), "summary").splitlines()
                if line.startswith("| Fig. 1 |"))
     assert "**reproduced**" not in row, row  # no variance reduction: the 6× claim fails
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import REPO
+from reproduction_doc import DOC, FOLDER, doc_block, summary_line
 
 from seqq.reports.reproduction import claims
 from seqq.reports.reproduction.claims import (
@@ -30,7 +30,7 @@ from seqq.reports.reproduction.claims import (
     share,
 )
 from seqq.reports.reproduction.experiments import table2, tables4_5
-from seqq.reports.reproduction.markdown import RULES_BLOCK, begin, end
+from seqq.reports.reproduction.markdown import RULES_BLOCK, end
 from seqq.reports.reproduction.paper_quotes import quoted
 from seqq.reports.reproduction.registry import SUMMARY
 from seqq.reports.reproduction.significance import (
@@ -43,18 +43,6 @@ from seqq.reports.reproduction.significance import (
     Tally,
     holm,
 )
-
-FOLDER = REPO / "docs" / "reproduction"
-DOC = (REPO / "docs" / "reproduction.md").read_text()
-
-
-def _block(text: str, name: str) -> str:
-    return text[text.index(begin(name)):text.index(end(name))]
-
-
-def _summary_row(title: str) -> str:
-    return next(line for line in _block(DOC, "summary").splitlines()
-                if line.startswith(f"| {title} |"))
 
 
 def test_holm_changes_a_count_of_significant_cells() -> None:
@@ -128,7 +116,7 @@ def test_a_trend_cell_inverts_its_percentile_interval() -> None:
 def test_the_summary_states_the_rules_once_from_the_code() -> None:
     """The rules block is `claims.rules()`, written by the export: the level, Holm, the words'
     thresholds and the band; no other paragraph of the doc restates the verdict rule."""
-    block = _block(DOC, RULES_BLOCK)
+    block = doc_block(DOC, RULES_BLOCK)
     assert claims.rules() in block
     for said in (f"level {LEVEL:g}", "Holm", "more than 50%", "[x / 2, x · 2]", "[3, 12]"):
         assert said in block
@@ -141,16 +129,16 @@ def test_the_committed_verdicts_use_the_rules() -> None:
     by coincidence; the 6× claims by their band; Fig. 14's "many datasets" once over the
     datasets, not attributed to the paper as "all but Mobile Apps"; Tables 4/5's row states its
     threshold and the noise beside its band."""
-    assert "mostly contradicted: naive MC is consistently 0" in _summary_row("Figs 10, 11")
-    assert "uniform MC often coincides with naive MC" in _summary_row("Figs 10, 11")
-    assert "for many datasets (moocs, shakespeare)" in _summary_row("Fig. 14")
+    assert "mostly contradicted: naive MC is consistently 0" in summary_line(DOC, "Figs 10, 11")
+    assert "uniform MC often coincides with naive MC" in summary_line(DOC, "Figs 10, 11")
+    assert "for many datasets (moocs, shakespeare)" in summary_line(DOC, "Fig. 14")
     assert "except on Mobile Apps" not in DOC and "every dataset except Mobile Apps" not in DOC
-    row = _summary_row("Tables 4, 5")
+    row = summary_line(DOC, "Tables 4, 5")
     assert "at least 80% of the cells are within ±25%" in row and "median standard error" in row
     for title in ("Fig. 1", "Table 2"):
-        assert "[3, 12]" in _block(DOC, title.lower().replace(". ", "").replace(" ", ""))
+        assert "[3, 12]" in doc_block(DOC, title.lower().replace(". ", "").replace(" ", ""))
     for title in SUMMARY:  # no experiment is judged by the old lumped word
-        assert "**partly**" not in _summary_row(title)
+        assert "**partly**" not in summary_line(DOC, title)
 
 
 def test_the_hand_written_verdicts_are_the_summarys() -> None:
@@ -159,7 +147,7 @@ def test_the_hand_written_verdicts_are_the_summarys() -> None:
                            ("Figs 10, 11", "## Figs 10 and 11"), ("Fig. 14", "## Fig. 14"),
                            ("Fig. 1", "## Fig. 1:"), ("Table 2", "## Table 2")):
         word = re.search(r"\*\*((?:mostly |partly )?reproduced|differs)\*\*",
-                         _summary_row(title))[1]
+                         summary_line(DOC, title))[1]
         section = DOC[DOC.index(heading):]
         assert re.search(r"\*\*Verdict: ([^*.,]+)", section)[1] == word, title
 
@@ -169,14 +157,14 @@ def test_prose_numbers_come_from_the_csv(tmp_path: Path) -> None:
     standard error doubles the noise it states, and the doc's Table 2 entropy note from the CSV's
     H(q) and the paper's own columns."""
     doc = tmp_path / "doc.md"
-    doc.write_text(_block(DOC, "summary") + end("summary") + "\n")
+    doc.write_text(doc_block(DOC, "summary") + end("summary") + "\n")
     folder = tmp_path / "csv"
     folder.mkdir()
     for path in FOLDER.glob("table[45]_*.csv"):
         shutil.copy(path, folder / path.name)
     tables4_5.rejudge(folder, doc, SUMMARY)
     sem = re.search(r"median standard error is ([\d.]+)%", doc.read_text())[1]
-    assert f"median standard error is {sem}%" in _summary_row("Tables 4, 5")
+    assert f"median standard error is {sem}%" in summary_line(DOC, "Tables 4, 5")
     for path in folder.glob("*.csv"):
         table = pd.read_csv(path)
         table.assign(kl_sem=2 * table.kl_sem).to_csv(path, index=False)

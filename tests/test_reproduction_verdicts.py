@@ -12,9 +12,8 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
-from conftest import REPO
+from reproduction_doc import DOC, FOLDER, doc_block, summary_line
 from test_reproduction_experiments import (
-    _block,
     _export,
     budgets,
     coverage,
@@ -29,19 +28,11 @@ from seqq.reports.reproduction.claims import HOLDS, MIXED, NO, YES
 from seqq.reports.reproduction.experiments import fig3, tables4_5
 from seqq.reports.reproduction.registry import EXPERIMENTS
 
-FOLDER = REPO / "docs" / "reproduction"
-DOC = (REPO / "docs" / "reproduction.md").read_text()
-
 
 @pytest.fixture(autouse=True)
 def _close_figures():
     yield
     plt.close("all")
-
-
-def _summary_row(text: str, title: str) -> str:
-    return next(line for line in _block(text, "summary").splitlines()
-                if line.startswith(f"| {title} |"))
 
 
 @pytest.mark.slow
@@ -59,8 +50,8 @@ def test_a_lead_within_the_noise_is_not_reproduced(tmp_path: Path) -> None:
     table.loc[importance, "rae"] = (table.estimate - table.truth).abs()[importance] / \
         table.truth[importance]
     _, text = _export(EXPERIMENTS["fig5"], table, tmp_path)
-    assert "**reproduced**" not in _summary_row(text, "Figs 5, 6")
-    assert "| paired sign test of the per-query RAE per cell" in _block(text, "fig5")
+    assert "**reproduced**" not in summary_line(text, "Figs 5, 6")
+    assert "| paired sign test of the per-query RAE per cell" in doc_block(text, "fig5")
 
 
 # a frame whose trend is not beyond the noise, and the claim of that trend, per experiment:
@@ -100,25 +91,25 @@ def test_a_trend_within_the_noise_does_not_hold(name: str, frame: Callable[[], p
     if experiment.csv:  # its owner writes the CSVs it links
         _export(EXPERIMENTS[experiment.csv], table, tmp_path / "owner")
     _, text = _export(experiment, table, tmp_path)
-    block = _block(text, experiment.block)
+    block = doc_block(text, experiment.block)
     found = _holds(block, claim)
     assert found and YES not in found, found
-    assert "**reproduced**" not in _summary_row(text, experiment.title)
+    assert "**reproduced**" not in summary_line(text, experiment.title)
     assert "(no interval)" not in block
 
 
 def test_an_analogue_reads_analogue(tmp_path: Path) -> None:
     _, text = _export(EXPERIMENTS["fig15"], mixtures(), tmp_path)
-    assert "| **analogue**, its claims **reproduced** |" in _summary_row(text, "Fig. 15")
+    assert "| **analogue**, its claims **reproduced** |" in summary_line(text, "Fig. 15")
 
 
 def test_a_summary_rows_budgets_are_those_its_claims_read(tmp_path: Path) -> None:
     """Fig. 4a reads the S = 100 rows of Figs 5/6's CSVs: its row lists S = 100 alone."""
     _, text = _export(EXPERIMENTS["fig4a"], horizons(), tmp_path)
-    row = _summary_row(text, "Fig. 4a")
+    row = summary_line(text, "Fig. 4a")
     assert "; S = 100 |" in row and "S = 10," not in row
     for title in ("Fig. 4a", "Figs 5, 6"):  # and so does the committed doc
-        levels = re.search(r"; S = ([\d, ]+) \|", _summary_row(DOC, title)).group(1)
+        levels = re.search(r"; S = ([\d, ]+) \|", summary_line(DOC, title)).group(1)
         assert levels == ("100" if title == "Fig. 4a" else "10, 100, 1000")
 
 
@@ -137,11 +128,11 @@ def test_the_committed_fig3_verdict_follows_from_the_paired_tests() -> None:
         assert found["the hybrid beats importance sampling at every K"].holds == MIXED
         assert found["…especially for large K: the hybrid's lead grows with K"].holds == NO
         assert found["the hybrid beats beam search at every K"].holds == YES
-    assert _summary_row(DOC, "Fig. 3").endswith(EXPERIMENTS["fig3"].summary(runs)[3] + " |")
+    assert summary_line(DOC, "Fig. 3").endswith(EXPERIMENTS["fig3"].summary(runs)[3] + " |")
 
 
 def test_tables_4_5_row_gives_the_raw_count_and_the_inferred_definition() -> None:
-    row = _summary_row(DOC, "Tables 4, 5")
+    row = summary_line(DOC, "Tables 4, 5")
     tables = pd.concat([pd.read_csv(p) for p in sorted(FOLDER.glob("table[45]_*.csv"))])
     raw = int(((tables.kl / tables.paper_kl - 1).abs() <= tables4_5.CLOSE).sum())
     assert raw == 154 and f"{raw} of 160 without that correction" in row and "inferred" in row
@@ -171,7 +162,7 @@ def test_every_committed_claim_is_judged_with_an_interval_or_a_level(block: str)
     """No claims table of these experiments in the committed doc judges a claim by a bare
     comparison of medians or a fixed threshold any more: each test names its interval or its
     level."""
-    tests = [line.rsplit(" | ", 2)[1] for line in _block(DOC, block).splitlines()
+    tests = [line.rsplit(" | ", 2)[1] for line in doc_block(DOC, block).splitlines()
              if line.startswith("| ") and line.endswith(tuple(f" | {w} |" for w in HOLDS))]
     assert tests and not [t for t in tests if "no interval" in t]
     assert all(re.search(r"interval|p < 0\.\d+|Holm", t) for t in tests), tests

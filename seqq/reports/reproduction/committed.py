@@ -6,7 +6,6 @@ every per-query number the claims' tests read, so a referee can rerun them from 
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from collections.abc import Sequence
@@ -34,7 +33,8 @@ def panels(experiment: Experiment, folder: Path) -> list[ModelRun]:
         dataset, _, model = slug.rpartition("_")
         if experiment.datasets and dataset not in experiment.datasets:
             continue
-        rows = _as_results(pd.concat([pd.read_csv(p) for p in paths], ignore_index=True))
+        rows = experiment.from_csv(_as_results(pd.concat([pd.read_csv(p) for p in paths],
+                                                         ignore_index=True)))
         rows = rows.assign(dataset=dataset, model=model, repeat=0, query=experiment.query,
                            budget_rule="")
         if experiment.levels is not None:
@@ -44,21 +44,14 @@ def panels(experiment: Experiment, folder: Path) -> list[ModelRun]:
 
 
 def _as_results(csv: pd.DataFrame) -> pd.DataFrame:
-    """A CSV's rows with the results' column names the claims read (`export.COLUMNS` reversed)."""
+    """A CSV's rows with the results' column names the claims read (`export.COLUMNS` reversed);
+    what an experiment's own columns say more, its `from_csv` restores."""
     rows = csv.rename(columns={"S": "budget_level", "query": "label"})
     if "budget_level" not in rows:
         rows["budget_level"] = 0
     if "temperature" not in rows:
         rows["temperature"] = 1.0
     rows["options"] = "{}"
-    if "alpha" in rows:  # coverage beam search: one method per α, as in the results
-        rows["options"] = rows.alpha.map(lambda a: json.dumps({"alpha": a}))
-        rows["method"] = rows.method + " " + rows.options
-    if "beam_sizes" in rows:
-        rows["extras"] = rows.beam_sizes.map(
-            lambda b: json.dumps({"beam_sizes": [[int(x) for x in str(b).split()]]}))
-    if "share" in rows:
-        rows["group"] = rows.share.map(lambda s: f"share={s:g}")
     return rows
 
 

@@ -37,9 +37,14 @@ def fmt(x: float) -> str:
     return f"{x:.3f}" if x >= 0.01 else f"{x:.4f}"
 
 
-def update_doc(path: Path, block: str, text: str) -> None:
-    """Replace the marked block `block` (markers included) in `path` with `text`."""
+def update_doc(path: Path, block: str, text: str, title: str = "") -> None:
+    """Replace the marked block `block` (markers included) in `path` with `text`; with `title`
+    (an experiment's), a doc without the block gets it at its end, under a `## <title>`
+    heading, so that a new experiment's first export needs no hand-written markers."""
     doc = path.read_text()
+    if title and begin(block) not in doc:
+        path.write_text(f"{doc.rstrip()}\n\n## {title}\n\n{text}\n")
+        return
     start, stop = find_block(path, block, doc)
     path.write_text(doc[:start] + text + doc[stop + len(end(block)):])
 

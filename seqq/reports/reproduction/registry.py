@@ -5,8 +5,9 @@ results), an `OwnRows` (read from rows of its own: a `kl` sweep's KL rows, a `fi
 runs) or a `NotRun` (only its summary row).
 The registry imports every module of that package, as `seqq/estimators/registry.py` does for
 methods, so adding an experiment is one new module: its declaration, claims, figure, caption
-and section. `seqq report --experiment`, the summary table's rows and `make reproduction`
-(`python -m seqq.reports.reproduction.registry`) all read what is found here.
+and section. `seqq report --experiment`, the summary table's rows, `make reproduction`
+(`python -m seqq.reports.reproduction.registry`), `make paper-sweeps` (`… --sweeps`) and
+`make reproduction-claims` all read what is found here.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import re
+import sys
 from collections.abc import Sequence
 
 import seqq.reports.reproduction.experiments as experiment_modules
@@ -60,10 +62,26 @@ def make_entries(declared: Sequence[Declared]) -> list[str]:
             + f":{kept}" for (sweep, folder, kept), group in by_sweep.items()]
 
 
+def sweep_entries(declared: Sequence[Declared]) -> list[str]:
+    """`<preset> <where> <overrides>` per sweep, for `make paper-sweeps`: where it runs (the
+    authors' LSTMs, or datasets) and its overrides, as the experiments reading it declare them
+    (they must agree)."""
+    runs: dict[str, tuple[str, str]] = {}
+    for e in declared:
+        if isinstance(e, NotRun):
+            continue
+        run = (e.sweep_on, e.sweep_args)
+        if runs.setdefault(e.sweep, run) != run:
+            raise ValueError(f"the experiments reading the {e.sweep} sweep declare it run two "
+                             f"ways: {runs[e.sweep]} and {run} ({e.title}); make them agree")
+    return [f"{sweep} {on} {args}".rstrip() for sweep, (on, args) in runs.items()]
+
+
 DECLARED = discover()
 EXPERIMENTS = {e.name: e for e in DECLARED if isinstance(e, Experiment)}
 OWN_ROWS = {e.name: e for e in DECLARED if isinstance(e, OwnRows)}
 SUMMARY = summary_rows(DECLARED)
 
-if __name__ == "__main__":
-    print("\n".join(make_entries(DECLARED)))
+if __name__ == "__main__":  # --sweeps: `make paper-sweeps`'s list; else `make reproduction`'s
+    print("\n".join(sweep_entries(DECLARED) if "--sweeps" in sys.argv[1:]
+                    else make_entries(DECLARED)))

@@ -31,6 +31,15 @@ from seqq.reports.reproduction.panels import ModelRun, model_slug, select
 from seqq.reports.tables import load_results
 
 NOT_RUN = "not run yet at paper size"  # a summary row's verdict until the first export
+# Where `make paper-sweeps` runs an experiment's sweep: on the authors' LSTMs (Shakespeare and
+# MOOCs, `AUTHORS`) or on the datasets named, with these overrides (the paper-size sweeps keep
+# their estimated truths as computed)
+AUTHORS = "authors"
+PAPER_OVERRIDES = "sweep.refine_truth=null"
+
+
+def _same_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    return rows
 
 
 @dataclass(frozen=True)
@@ -64,6 +73,8 @@ class OwnRows:
     rejudge: Callable[..., None]  # (folder, doc, summary): its summary row from its CSVs
     pending: str = NOT_RUN
     kept: str = "authors_lstm"  # the models `make reproduction` keeps (`--models`)
+    sweep_on: str = AUTHORS  # where `make paper-sweeps` runs its sweep
+    sweep_args: str = PAPER_OVERRIDES  # and with which overrides
 
     @property
     def pending_row(self) -> tuple[str, str, str]:
@@ -99,6 +110,11 @@ class Experiment:
     pending: str = NOT_RUN  # the summary row's verdict until its first export
     results: str = "results"  # the sweep's folder it reads
     models: str = "authors_lstm"  # the models `make reproduction` keeps (`--models`)
+    sweep_on: str = AUTHORS  # where `make paper-sweeps` runs its sweep
+    sweep_args: str = PAPER_OVERRIDES  # and with which overrides
+    # its CSV's rows (`committed.py`, columns already named as the results') back into the
+    # results' shape where its own columns say more (Fig. 12's α and beams per step)
+    from_csv: Callable[[pd.DataFrame], pd.DataFrame] = _same_rows
     histories: str = ""  # where its histories come from ("test"), for panels rebuilt from its
     # CSVs, which do not say (`committed.py`); "" where it varies by dataset
 
@@ -135,10 +151,8 @@ def export(experiment: Experiment, results: pd.DataFrame, out: str | Path,
            doc: str | Path | None = None, models: Sequence[str] = (),
            summary: Mapping[str, Sequence[str]] | None = None) -> list[Path]:
     """`reproduce` from a results table."""
-    if doc is not None:  # refuse a doc without the markers before writing anything
-        find_block(Path(doc), experiment.block)
-        if summary is not None:
-            find_block(Path(doc), SUMMARY_BLOCK)
+    if doc is not None and summary is not None:  # refuse a doc without a summary table
+        find_block(Path(doc), SUMMARY_BLOCK)  # before writing anything
     return write_runs(experiment, experiment.runs(results, models), out, doc, summary)
 
 
@@ -166,7 +180,7 @@ def write_runs(experiment: Experiment, runs: Sequence[ModelRun], out: str | Path
     if doc is not None:
         folder = Path(os.path.relpath(out.resolve(), Path(doc).resolve().parent)).as_posix()
         update_doc(Path(doc), experiment.block,
-                   _doc_block(experiment, runs, list(figures), csvs, folder))
+                   _doc_block(experiment, runs, list(figures), csvs, folder), experiment.title)
         if summary is not None:
             update_summary(Path(doc), experiment.summary(runs),
                            {t: (t, *row) for t, row in summary.items()})

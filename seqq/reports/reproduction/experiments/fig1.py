@@ -144,10 +144,8 @@ def export_fig1(paths: Sequence[str | Path], out: str | Path, doc: str | Path | 
     """Write the CSV, the figure and (with `doc`) its block and summary row; return the files.
     `models` is accepted for the common signature: a `fig1` sweep runs one model."""
     out = Path(out)
-    if doc is not None:  # refuse a doc without the markers before writing anything
-        find_block(Path(doc), NAME)
-        if summary_rows is not None:
-            find_block(Path(doc), SUMMARY_BLOCK)
+    if doc is not None and summary_rows is not None:  # refuse a doc without a summary table
+        find_block(Path(doc), SUMMARY_BLOCK)  # before writing anything
     rows = load_runs(paths).sort_values(["kind", "prefix", "method", "replicate", "K"])
     out.mkdir(parents=True, exist_ok=True)
     csv = out / "fig1_wikitext_smollm2.csv"
@@ -162,7 +160,7 @@ def _draw(rows: pd.DataFrame, out: Path, csv: Path, doc: str | Path | None,
     written = save(figure(rows, ratios), out, "fig1_smollm2")
     if doc is not None:
         folder = Path(os.path.relpath(out.resolve(), Path(doc).resolve().parent)).as_posix()
-        update_doc(Path(doc), NAME, _block(rows, ratios, folder, csv))
+        update_doc(Path(doc), NAME, _block(rows, ratios, folder, csv), TITLE)
         if summary_rows is not None:
             update_summary(Path(doc), _summary_row(rows),
                            {t: (t, *r) for t, r in summary_rows.items()})
@@ -209,5 +207,6 @@ def _summary_row(rows: pd.DataFrame) -> tuple[str, str, str, str]:
 
 EXPERIMENT = OwnRows(
     name=NAME, title=TITLE, sweep="fig1", models=MODELS, results="sentence_end", reads=reads,
+    sweep_on="wikitext", sweep_args="model=smollm2",
     report=write_sentence_end_report, export=export_fig1, rejudge=rejudge, kept="smollm2",
     pending="not run yet: `make fig1 SIZE=paper` (the `fig1` preset, SmolLM2 on WikiText)")

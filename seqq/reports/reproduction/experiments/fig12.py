@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 
@@ -21,7 +22,7 @@ from seqq.reports.reproduction.claims import (
 from seqq.reports.reproduction.figure import drawn
 from seqq.reports.reproduction.markdown import histories, links_line, values
 from seqq.reports.reproduction.panels import ModelRun
-from seqq.reports.reproduction.reproduce import Experiment
+from seqq.reports.reproduction.reproduce import PAPER_OVERRIDES, Experiment
 from seqq.reports.reproduction.significance import (
     LEVEL,
     Tally,
@@ -36,6 +37,7 @@ from seqq.reports.reproduction.stats import (
 from seqq.reports.tables import to_markdown
 
 figure = drawn("fig12", figures.beam_sizes)  # beams kept per step, per α
+ALPHAS = (0.95, 0.75, 0.5)  # the paper's coverage levels (App. G.3)
 
 
 def caption(runs: Sequence[ModelRun]) -> str:
@@ -122,7 +124,7 @@ def _larger_alpha(beams: dict[tuple[int, str], pd.DataFrame]) -> Check:
                     f"{_at(k, beams)}, step {kept.columns[-1]})")
     tally = Tally.of(leads)
     return Check(
-        "a larger α needs more beams", "Fig. 12 (α = 0.95, 0.75, 0.5)",
+        "a larger α needs more beams", f"Fig. 12 (α = {', '.join(map(str, ALPHAS))})",
         "median beams at the last full step: " + ", ".join(said)
         + f"; more for the larger α {tally.said('pairs of neighbouring α')}", tallied(tally),
         f"paired sign test of the beams kept per history at the last full step, per pair of "
@@ -143,9 +145,21 @@ def _at(k: int, beams: dict[tuple[int, str], pd.DataFrame]) -> str:
     return f", K = {k}" if len({key[0] for key in beams}) > 1 else ""
 
 
+def from_csv(rows: pd.DataFrame) -> pd.DataFrame:
+    """Its CSV's rows as results: one method per α (`coverage_beam {"alpha": 0.95}`), and the
+    beams kept per step back in `extras`."""
+    options = rows.alpha.map(lambda a: json.dumps({"alpha": a}))
+    extras = rows.beam_sizes.map(
+        lambda b: json.dumps({"beam_sizes": [[int(x) for x in str(b).split()]]}))
+    return rows.assign(options=options, method=rows.method + " " + options, extras=extras)
+
+
 EXPERIMENT = Experiment(
-    name="fig12", title="Fig. 12", sweep="coverage", query="event_at",
+    name="fig12", title="Fig. 12", sweep="coverage", query="event_at", sweep_on="shakespeare",
+    sweep_args=f"model=authors {PAPER_OVERRIDES} "
+               f"estimator.options.coverage_beam.alpha={','.join(map(str, ALPHAS))}",
     methods=("coverage_beam",), levels=None, block="fig12",
     columns=("history_id", "K", "method", "alpha", "model_calls", "estimate", "beam_sizes"),
+    from_csv=from_csv,
     figure=figure, caption=caption, section=section, claims=table(checks, "Fig. 12"),
     verdict=verdict(checks))

@@ -17,7 +17,7 @@ from seqq.reports.reproduction.export import ESTIMATE_COLUMNS
 from seqq.reports.reproduction.figure import drawn
 from seqq.reports.reproduction.markdown import links_line, model_name, values
 from seqq.reports.reproduction.panels import ModelRun
-from seqq.reports.reproduction.reproduce import Experiment
+from seqq.reports.reproduction.reproduce import PAPER_OVERRIDES, Experiment
 from seqq.reports.reproduction.significance import LEVEL, Z, bootstrap, outcome
 from seqq.reports.reproduction.stats import (
     share_means,
@@ -91,6 +91,11 @@ def checks(run: ModelRun) -> list[Check]:
     ]
 
 
+def _shares(rows: pd.DataFrame) -> pd.DataFrame:
+    """Its CSV's rows as results: the share of A back in the histories' group."""
+    return rows.assign(group=rows.share.map(lambda s: f"share={s:g}"))
+
+
 def _r2_of_means(share: np.ndarray, estimate: np.ndarray) -> float:
     """R² of the least-squares line through the mean estimate at each share."""
     frame = pd.DataFrame({"share": share, "estimate": estimate}).groupby("share").estimate.mean()
@@ -105,7 +110,8 @@ def _r2_of_means(share: np.ndarray, estimate: np.ndarray) -> float:
 # an analogue, not a reproduction: MOOCs with arbitrary symbol sets A and B stand in for the
 # paper's Mobile Apps and its app categories, so its verdict reads "analogue" (issue 49)
 EXPERIMENT = Experiment(
-    name="fig15", title="Fig. 15", sweep="case_study", query="a_before_b",
+    name="fig15", title="Fig. 15", sweep="case_study", query="a_before_b", sweep_on="moocs",
+    sweep_args=f"model=authors {PAPER_OVERRIDES}", from_csv=_shares,
     methods=("importance",), levels=(1000,), block="fig15",
     columns=(*ESTIMATE_COLUMNS, "share"),
     figure=figure, caption=caption, section=section, claims=table(checks, "Fig. 15"),

@@ -268,6 +268,7 @@ def checks(run: ModelRun) -> list[Check]:
 
 EXPERIMENT = Experiment(
     name="table2", title="Table 2", sweep="large_lm", query="hitting_time", methods=METHODS,
+    sweep_on="wikitext", sweep_args="model=smollm2",
     levels=(LEVEL_S,), block="table2",
     columns=(*FIG3_COLUMNS, "truth_rule", "entropy", "vocab_size"),
     figure=figure, caption=caption, section=section, claims=table(checks, "Table 2"),

@@ -133,10 +133,8 @@ def export_kl(paths: Sequence[str | Path], out: str | Path, doc: str | Path | No
               summary: Mapping[str, Sequence[str]] | None = None) -> list[Path]:
     """Write the CSVs, the figure and (with `doc`) its block and summary row; return the files."""
     out = Path(out)
-    if doc is not None:  # refuse a doc without the markers before writing anything
-        find_block(Path(doc), NAME)
-        if summary is not None:
-            find_block(Path(doc), SUMMARY_BLOCK)
+    if doc is not None and summary is not None:  # refuse a doc without a summary table
+        find_block(Path(doc), SUMMARY_BLOCK)  # before writing anything
     rows = load_kl(paths)
     if models:
         rows = rows[rows.model.isin(models)]
@@ -155,7 +153,7 @@ def export_kl(paths: Sequence[str | Path], out: str | Path, doc: str | Path | No
     written += save(kl_figure(table, paper, LENGTHS, column="kl_m_corrected"), out, stem)
     if doc is not None:
         folder = Path(os.path.relpath(out.resolve(), Path(doc).resolve().parent)).as_posix()
-        update_doc(Path(doc), NAME, _block(table, folder, stem, csvs))
+        update_doc(Path(doc), NAME, _block(table, folder, stem, csvs), TITLE)
         if summary is not None:
             update_summary(Path(doc), _summary_row(table), {t: (t, *r) for t, r in
                                                            summary.items()})
@@ -164,10 +162,13 @@ def export_kl(paths: Sequence[str | Path], out: str | Path, doc: str | Path | No
 
 
 def rejudge(folder: Path, doc: Path, summary: Mapping[str, Sequence[str]]) -> None:
-    """Its summary row from the committed `table<n>_<dataset>_<model>.csv` alone."""
+    """Its summary row from the committed `table<n>_<dataset>_<model>.csv` alone; without any
+    yet, the row is kept."""
     tables = [pd.read_csv(path).assign(dataset=dataset, model=path.stem.rsplit("_", 1)[1])
               for dataset, (number, _) in PAPER.items()
               for path in sorted(folder.glob(f"table{number}_{dataset}_*.csv"))]
+    if not tables:
+        return
     update_summary(doc, _summary_row(pd.concat(tables, ignore_index=True)),
                    {t: (t, *r) for t, r in summary.items()})
 
