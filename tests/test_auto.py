@@ -8,7 +8,7 @@ import re
 
 import pytest
 import torch
-from oracles import random_markov
+from oracles import PrefixRecording, random_markov
 
 import seqq
 from seqq import queries as Q
@@ -19,7 +19,6 @@ from seqq.estimators.auto import (
     DISTILL_MIN_CALLS,
     DISTILL_SHARE,
     LONG_HORIZON,
-    PRICING_CALLS,
     WOR_BUDGET,
     choose,
 )
@@ -28,7 +27,8 @@ from seqq.models import MarkovModel
 
 def test_choose_prefers_exact_then_the_horizon_twisted_by_a_surrogate() -> None:
     assert choose(4, 999, 1000, surrogate=True).method == "exact"
-    assert choose(4, 1000, 1000, surrogate=False).method != "exact"  # + the pricing call
+    assert choose(4, 1000, 1000, surrogate=False).method == "exact"  # encoding included
+    assert choose(4, 1001, 1000, surrogate=False).method != "exact"
     for surrogate in (True, False):
         short = choose(4, 10**6, WOR_BUDGET, surrogate)
         assert (short.method, short.twisted) == ("wor", surrogate)
@@ -46,7 +46,7 @@ def test_choose_prefers_exact_then_the_horizon_twisted_by_a_surrogate() -> None:
 def test_auto_answers_each_task_by_its_pick_in_order_within_the_budget() -> None:
     """A batch mixing a cheap query (enumerated), a short and a long expensive one: each gets
     its pick, the answers come back in the given order, the exact one equals `seqq.exact`,
-    and no task spends more than the budget (the pricing call included)."""
+    and no task spends more than the budget."""
     model = random_markov(V=6, seed=5)
     queries = [Q.hitting_time(2, K=2), Q.count(1, n=3, K=8, op=">="), Q.occurs_within(3, K=14)]
     histories = [[1], [0, 2], [3]]
@@ -107,7 +107,21 @@ def test_auto_twists_smc_by_a_surrogate_and_defaults_without_a_budget() -> None:
     assert e.method == "smc" and "surrogate" in e.note and e.model_calls <= 2000
     cheap = seqq.estimate(model, [0], Q.hitting_time(2, K=3), "auto")
     assert cheap.exact and f"{AUTO_EXACT_CALLS:,}" in cheap.note
-    assert cheap.model_calls > PRICING_CALLS
+
+
+def test_auto_runs_its_picks_on_the_batch_it_priced_and_reports_the_calls_made() -> None:
+    """Each history is encoded once, to price enumeration and to run the pick (a second
+    encoding used to be charged as auto's "pricing call"), and the calls reported add up to
+    the calls the model served, whatever the pick: exact, wor, and SMC's replicates sharing
+    one encoding."""
+    model = PrefixRecording(random_markov(V=6, seed=5))
+    queries = [Q.hitting_time(2, K=2), Q.count(1, n=3, K=8, op=">="), Q.occurs_within(3, K=14)]
+    histories = [[1], [0, 2], [3]]
+    got = seqq.estimate_many(model, histories, queries, "auto", budget=1500, seed=0)
+    assert [e.method for e in got] == ["exact", "wor", "smc"]
+    assert [model.evaluated.count(tuple(h)) for h in histories] == [1, 1, 1]
+    assert sum(e.model_calls for e in got) == model.rows
+    assert all(e.model_calls <= 1500 for e in got)
 
 
 def test_auto_refuses_options_it_picks_itself() -> None:
@@ -122,8 +136,9 @@ def test_a_budget_that_cannot_buy_one_path_is_refused_at_pricing_naming_the_budg
         monkeypatch: pytest.MonkeyPatch) -> None:
     """K = 3,000 at 2,500 calls a task: refused from the pricing pass alone (the model never
     steps, although four such tasks' budgets would pay for distilling a surrogate first), and
-    the error names the budget as given and what one path costs with the pricing call
-    (SMC's own error said "a budget of 1999" beside the CLI's "2,000"). One call more answers."""
+    the error names the budget as given and what one path costs, the history's encoding
+    included (SMC's own error said "a budget of 1999" beside the CLI's "2,000"). A budget of
+    what it names answers."""
     model = random_markov(V=6, seed=5)
     query = Q.occurs_within(3, K=3000)
 
@@ -135,9 +150,9 @@ def test_a_budget_that_cannot_buy_one_path_is_refused_at_pricing_naming_the_budg
         with pytest.raises(BudgetError) as refused:
             seqq.estimate_many(model, [[0]] * 4, query, "auto", budget=2500, seed=0)
     assert str(refused.value) == ("auto (smc): a budget of 2,500 model calls cannot buy one "
-                                  "path (that needs 3,001); raise the budget (budget=)")
-    enough = seqq.estimate(model, [0], query, "auto", budget=3001, seed=0)
-    assert enough.method == "smc" and enough.model_calls <= 3001
+                                  "path (that needs 3,000); raise the budget (budget=)")
+    enough = seqq.estimate(model, [0], query, "auto", budget=3000, seed=0)
+    assert enough.method == "smc" and enough.model_calls <= 3000
 
 
 def test_a_warning_auto_did_not_follow_says_why_no_surrogate_was_distilled() -> None:

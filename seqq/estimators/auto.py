@@ -2,9 +2,10 @@
 query's horizon and budget and for whether a surrogate is at hand, and why in words.
 
 In order: the exact answer where enumerating the query costs no more than the budget (priced
-from the query's lattice after encoding the history, one call); else sampling without
-replacement up to `LONG_HORIZON` steps from `WOR_BUDGET` calls, and SMC otherwise, each twisted
-by the surrogate where there is one (benchmarks/RESULTS.md (h) and (j), docs/decisions.md §44).
+from the query's lattice on the batch its pick then runs on, so each history is encoded once);
+else sampling without replacement up to `LONG_HORIZON` steps from `WOR_BUDGET` calls, and SMC
+otherwise, each twisted by the surrogate where there is one (benchmarks/RESULTS.md (h) and (j),
+docs/decisions.md §44).
 `seqq ask --method auto` is this with one history; each estimate's `note` carries the reason
 its method line prints.
 
@@ -31,7 +32,7 @@ import torch
 
 from seqq.errors import BudgetError, QueryError
 from seqq.estimators import driver, registry
-from seqq.estimators.engine.batch import prepare, tree_calls
+from seqq.estimators.engine.batch import prepare, subset, tree_calls
 from seqq.estimators.engine.budget import cannot_buy
 from seqq.estimators.estimate import Estimate
 from seqq.estimators.surrogates import distill_surrogate, model_symbols, twistable
@@ -43,7 +44,6 @@ AUTO_EXACT_CALLS = 20_000  # without a budget: enumerate up to this many calls �
 AUTO_BUDGET = 2_000  # … else estimate within this many
 LONG_HORIZON = 10  # beyond this many steps SMC rather than sampling without replacement …
 WOR_BUDGET = 1_000  # … and below this many calls (a WOR head too small to pay for itself)
-PRICING_CALLS = 1  # encoding the history to price enumeration (counted in model_calls)
 DISTILL_MIN_CALLS = 8_000  # without a surrogate, auto distils one where its long-horizon tasks
 # have this many calls together (measured to pay from here: decisions §44) …
 DISTILL_SHARE = 0.25  # … spending this share of them …
@@ -71,14 +71,14 @@ class Chooser:
     `note`; `seqq.api` dispatches to it above the driver, by its name."""
 
     name: str
-    default_budget: int  # calls an estimate may spend without a budget (pricing excluded)
+    default_budget: int  # calls an estimate may spend without a budget
     estimate_many: Callable[..., list[Estimate]]  # seqq.estimate_many's arguments, but method
 
 
 def choose(horizon: int, enumeration_calls: float, limit: int, surrogate: bool) -> Pick:
-    """The method for one task: exact within `limit` calls (the pricing call included), else by
-    horizon and budget, twisted by the surrogate where there is one."""
-    if enumeration_calls + PRICING_CALLS <= limit:
+    """The method for one task: exact within `limit` calls (the history's encoding included),
+    else by horizon and budget, twisted by the surrogate where there is one."""
+    if enumeration_calls <= limit:
         return Pick(registry.exact_method().name, False,
                     f"enumerating every continuation fits the {limit:,} calls allowed")
     cost = (f"{enumeration_calls:,.0f}" if enumeration_calls < 1e9
@@ -105,9 +105,10 @@ def estimate_many(model: SequenceModel, histories: Sequence[Sequence[int]],
                   surrogate: ContextAutomaton | None = None, distill: bool = True,
                   **options: object) -> list[Estimate]:
     """Every task answered by its `choose` pick, tasks with the same pick in one batch, in
-    the given order. A budget bounds each task's calls, the pricing call included; without
-    one, enumeration is allowed AUTO_EXACT_CALLS and an estimator AUTO_BUDGET. Without a
-    `surrogate`, `distill` lets auto distil one where it pays (`_distilled`)."""
+    the given order, on the batch that priced them (each history encoded once). A budget
+    bounds each task's calls; without one, enumeration is allowed AUTO_EXACT_CALLS and an
+    estimator AUTO_BUDGET. Without a `surrogate`, `distill` lets auto distil one where it pays
+    (`_distilled`)."""
     queries, budgets = driver.check_inputs(model, histories, queries, level, budget)
     if replicates is not None:
         raise QueryError("method 'auto' sets its own replicates; drop replicates= or name "
@@ -122,9 +123,9 @@ def estimate_many(model: SequenceModel, histories: Sequence[Sequence[int]],
     picks = [choose(q.horizon, c, limit, surrogate is not None)
              for q, c, limit in zip(queries, cost, limits, strict=True)]
     calls = [limits[i] if budgets or p.method == registry.exact_method().name else AUTO_BUDGET
-             for i, p in enumerate(picks)]  # what each task may spend, pricing included
+             for i, p in enumerate(picks)]  # what each task may spend
     _check_one_path(picks, calls, one_path)
-    spent = [PRICING_CALLS] * len(histories)
+    spent = [0] * len(histories)  # calls charged to a task beside its run: distilling's share
     refusal = DISTILL_OFF
     if surrogate is None and distill:
         surrogate, refusal = _distilled(model, histories, [q.horizon for q in queries], picks,
@@ -132,21 +133,20 @@ def estimate_many(model: SequenceModel, histories: Sequence[Sequence[int]],
         if surrogate is not None:
             made = surrogate.info["model_calls"]
             for i, (q, c) in enumerate(zip(queries, cost, strict=True)):
-                if spent[i] > PRICING_CALLS:  # steered (past LONG_HORIZON: SMC), now twisted
+                if spent[i]:  # steered (past LONG_HORIZON: SMC), now twisted
                     twisted = choose(q.horizon, c, calls[i], True)
                     picks[i] = Pick(twisted.method, True, twisted.why + f"; no surrogate was "
                                     f"given, so auto distilled an order-{DISTILL_ORDER} one from "
                                     f"{made:,} model calls sampling the model "
-                                    f"({spent[i] - PRICING_CALLS:,} of them charged to this "
+                                    f"({spent[i]:,} of them charged to this "
                                     "task)")
     out: list[Estimate | None] = [None] * len(histories)
     for method, twisted in dict.fromkeys((p.method, p.twisted) for p in picks):
         tasks = [i for i, p in enumerate(picks) if (p.method, p.twisted) == (method, twisted)]
         twist = {"surrogate": surrogate} if twisted else {}
-        answered = driver.estimate_many(model, [histories[i] for i in tasks],
-                                        [queries[i] for i in tasks], method,
-                                        [calls[i] - spent[i] for i in tasks], seed=seed,
-                                        level=level, **twist)
+        planned = driver.plan(method, [queries[i] for i in tasks],
+                              [calls[i] - spent[i] for i in tasks], twist)
+        answered = driver.run(planned, subset(priced, torch.tensor(tasks)), level)
         for i, e in zip(tasks, answered, strict=True):
             out[i] = dataclasses.replace(e, model_calls=e.model_calls + spent[i],
                                          note=picks[i].why, warning=_unfollowed(
@@ -156,12 +156,11 @@ def estimate_many(model: SequenceModel, histories: Sequence[Sequence[int]],
 
 def _check_one_path(picks: Sequence[Pick], calls: Sequence[int], one_path: Sequence[float]
                     ) -> None:
-    """Refuse, at pricing time, a task whose budget cannot pay for its pricing call and one
-    path of its query: before any distilling or sampling (a long horizon on a large model
-    otherwise did work first), and naming the budget as given, pricing included (the method
-    would have named what pricing left, one call less)."""
+    """Refuse, at pricing time, a task whose budget cannot pay for one path of its query (the
+    history's encoding included): before any distilling or sampling (a long horizon on a large
+    model otherwise did work first), and naming the budget as given."""
     for pick, budget, least in zip(picks, calls, one_path, strict=True):
-        needs = PRICING_CALLS + int(least)
+        needs = int(least)
         if pick.method != registry.exact_method().name and budget < needs:
             raise BudgetError(f"auto ({pick.method}): {cannot_buy(budget, needs, 'one path')}")
 

@@ -17,12 +17,13 @@ import dataclasses
 import math
 import operator
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from seqq.errors import BudgetError, QueryError
-from seqq.estimators.engine.batch import Batch, prepare, subset
+from seqq.estimators.engine.batch import Batch, prepare, replicated, subset
 from seqq.estimators.engine.memory import consecutive_groups
 from seqq.estimators.engine.summary import to_estimates
 from seqq.estimators.engine.twist import (
@@ -36,6 +37,7 @@ from seqq.estimators.horizons import Families, families
 from seqq.estimators.method import Answer, Method, Options, is_int
 from seqq.estimators.registry import get
 from seqq.estimators.uncertainty import with_uncertainty
+from seqq.models.automaton import ContextAutomaton
 from seqq.models.protocol import SequenceModel, check_protocol
 from seqq.queries import Query
 
@@ -53,39 +55,71 @@ def estimate_many(model: SequenceModel, histories: Sequence[Sequence[int]],
                   **options: Any) -> list[Estimate]:
     """Estimate p(query_i | history_i) for every pair with `method`, all pairs sharing batched
     model calls, each with a `level` confidence interval (see `seqq.estimate_many`)."""
-    declared = get(method)
-    surrogate = options.get("surrogate")
     queries, budgets = check_inputs(model, histories, queries, level, budget)
+    planned = plan(method, queries, budgets, options, replicates)
+    grouped = (families(histories, queries, planned.budgets)
+               if planned.method.horizons is not None and planned.surrogate is None else None)
+    if grouped is not None:
+        return _every_horizon(planned, model, grouped, seed, level)
+    with torch.inference_mode():
+        batch = prepare(model, histories, queries, seed, by_part=planned.method.by_part)
+    return run(planned, batch, level)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A request checked before any model call: the method, its options, each task's budget
+    (None: no budget) and how many copies of each task a replicate method runs (none: [])."""
+
+    method: Method
+    options: Options
+    surrogate: ContextAutomaton | None  # twists the draws
+    budgets: list[int] | None
+    copies: list[int]
+    replicates: int | None  # as asked: the pooled warning words a single copy by it
+
+
+def plan(method: str, queries: Sequence[Query], budgets: list[int] | None,
+         options: Mapping[str, Any], replicates: int | None = None) -> Plan:
+    """The plan for running `method` on these tasks, or a one-line error about its options or
+    replicates. A method that spends no budget but declares a cost cap takes the budget as
+    that cap."""
+    declared = get(method)
     if budgets is not None and declared.cost_cap:  # spends no budget: the budget caps it
         if declared.cost_cap in options:
             raise QueryError(f"{method}: give budget= or {declared.cost_cap}=, not both (a "
                              f"budget is its {declared.cost_cap})")
         options, budgets = {**options, declared.cost_cap: max(budgets)}, None
-    parsed = declared.parse_options(options, twisted=surrogate is not None)
-    grouped = (families(histories, queries, budgets)
-               if declared.horizons is not None and surrogate is None else None)
-    if grouped is not None:
-        return _every_horizon(declared, model, grouped, parsed, seed, level)
-    copies = _replicates(declared, queries, budgets, replicates)
-    if copies:  # independent copies of every task, each with an equal share of its budget
-        histories = [h for h, n in zip(histories, copies, strict=True) for _ in range(n)]
-        queries = [q for q, n in zip(queries, copies, strict=True) for _ in range(n)]
-        budgets = None if budgets is None else [
-            b // n for b, n in zip(budgets, copies, strict=True) for _ in range(n)]
-    R = declared.replicates
+    surrogate = options.get("surrogate")
+    return Plan(declared, declared.parse_options(options, twisted=surrogate is not None),
+                surrogate, budgets, _replicates(declared, queries, budgets, replicates),
+                replicates)
+
+
+def run(planned: Plan, batch: Batch, level: float = 0.95) -> list[Estimate]:
+    """The planned method on a batch prepared for its tasks (by parts where the method answers
+    by parts): `estimate_many` prepares one, `auto` hands over the batch it priced, so a
+    history is encoded once however the request is answered."""
+    method, budgets, copies = planned.method, planned.budgets, planned.copies
     with torch.inference_mode():
-        batch = prepare(model, histories, queries, seed, by_part=declared.by_part)
-        if surrogate is None:
-            estimates = _answered(declared, batch, budgets, parsed, None, level, R)
+        if copies:  # independent copies of every task, each with an equal share of its budget
+            batch = replicated(batch, copies)
+            budgets = None if budgets is None else [
+                b // n for b, n in zip(budgets, copies, strict=True) for _ in range(n)]
+        if planned.surrogate is None:
+            estimates = _answered(method, batch, budgets, planned.options, None, level,
+                                  method.replicates)
         else:
-            check_surrogate(batch, surrogate)
+            check_surrogate(batch, planned.surrogate)
             estimates = []
-            for tasks in consecutive_groups(message_loads(batch, surrogate), MESSAGE_VALUES):
+            for tasks in consecutive_groups(message_loads(batch, planned.surrogate),
+                                            MESSAGE_VALUES):
                 part = subset(batch, tasks)
                 part_budgets = None if budgets is None else [budgets[t] for t in tasks.tolist()]
-                estimates += _answered(declared, part, part_budgets, parsed,
-                                       Messages.of(part, surrogate), level, R)
-    return (_pooled(estimates, copies, level, replicates, declared.interval_kind) if copies
+                estimates += _answered(method, part, part_budgets, planned.options,
+                                       Messages.of(part, planned.surrogate), level,
+                                       method.replicates)
+    return (_pooled(estimates, copies, level, planned.replicates, method.interval_kind) if copies
             else estimates)
 
 
@@ -103,14 +137,6 @@ def check_inputs(model: SequenceModel, histories: Sequence[Sequence[int]],
     return queries, budgets_per_task(budget, len(histories))
 
 
-def run_prepared(method: str, batch: Batch, budgets: Sequence[int] | None = None,
-                 **options: Any) -> list[Estimate]:
-    """A method on a batch already prepared (ground truth's exact enumeration)."""
-    declared = get(method)
-    return _named(declared, batch, _run(declared, batch, budgets,
-                                        declared.parse_options(options), None))
-
-
 def _run(method: Method, batch: Batch, budgets: Sequence[int] | None, options: Options,
          twist: Messages | None) -> Answer:
     try:
@@ -125,12 +151,13 @@ def _named(method: Method, batch: Batch, answer: Answer) -> list[Estimate]:
     return to_estimates(batch, method.name, answer.result, answer.is_lower_bound, answer.extras)
 
 
-def _every_horizon(method: Method, model: SequenceModel, grouped: Families, options: Options,
-                   seed: int | None, level: float) -> list[Estimate]:
+def _every_horizon(planned: Plan, model: SequenceModel, grouped: Families, seed: int | None,
+                   level: float) -> list[Estimate]:
     """One pass per family of hitting times, answering each of its horizons (`horizons.py`)."""
+    method = planned.method
     with torch.inference_mode():
         batch = prepare(model, grouped.histories, grouped.queries, seed)
-        answers = method.horizons(batch, grouped.budgets, options)
+        answers = method.horizons(batch, grouped.budgets, planned.options)
         return grouped.spread([_finished(method, batch, answer, None, level, 0)
                                for answer in answers])
 
@@ -205,7 +232,7 @@ def _pooled(estimates: list[Estimate], copies: Sequence[int], level: float,
         bounded = all(e.lower is not None for e in group)  # each holds: so does their overlap
         estimate = Estimate(
             method=first.method, value=mean, log_value=math.log(mean) if mean > 0 else -math.inf,
-            # the copies share one encoding of the history: its call is counted once
+            # the copies share one encoding of the history (`replicated`): counted once
             stderr=stderr, model_calls=sum(e.model_calls for e in group) - (R - 1),
             is_lower_bound=first.is_lower_bound, note=first.note,
             num_samples=None if None in samples else sum(samples),
@@ -247,7 +274,7 @@ def budgets_per_task(budget: int | Sequence[int] | None, n: int) -> list[int] | 
     if len(budgets) != n:
         raise QueryError(f"got {len(budgets)} budgets for {n} queries")
     if all(b is None for b in budgets):
-        return None  # "no budget" for every pair, as a sweep's budget level 0 says
+        return None  # "no budget" for every pair, as a sweep's level S = 0 says
     for b in budgets:
         if not is_int(b) or b < 1:
             raise QueryError(f"budget must be a positive integer (model calls), got {b!r}")

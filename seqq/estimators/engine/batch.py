@@ -9,6 +9,7 @@ decide (`lattice.free`). All branches share one call counter and one encoding of
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -160,3 +161,24 @@ def subset(batch: Batch, tasks: Tensor) -> Batch:
         histories=[batch.histories[t] for t in tasks.tolist()],
         queries=batch.queries,
     )
+
+
+def replicated(batch: Batch, copies: Sequence[int]) -> Batch:
+    """Each task `copies[t]` times, in order: independent runs of a task (a replicate method's),
+    each a task of its own with its own call count, so that each spends its own budget. The
+    copies share the task's encoded history; each starts charged what its task was (that
+    encoding), as a batch prepared with the history repeated would charge it."""
+    task = torch.repeat_interleave(torch.arange(batch.num_tasks), torch.as_tensor(list(copies)))
+    per_task = batch.task_branches()
+    branches = torch.cat([per_task[t] for t in task.tolist()])
+    copy_of = torch.repeat_interleave(torch.arange(len(task)),
+                                      torch.tensor([len(per_task[t]) for t in task.tolist()]))
+    counter = CallCounter(batch.counter.model, num_tasks=len(task))
+    counter.calls = batch.task_calls()[task].clone()
+    on_device = task.to(batch.device)
+    root = batch.counter.select(batch.root_state, on_device)
+    return dataclasses.replace(
+        batch, counter=counter, root_log_probs=batch.root_log_probs[on_device],
+        root_state=OwnedState(root.inner, torch.arange(len(task))), branch_task=copy_of,
+        branch_root=batch.branch_root[branches], lengths=batch.lengths[branches],
+        histories=[batch.histories[t] for t in task.tolist()])
