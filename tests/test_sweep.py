@@ -221,10 +221,11 @@ def test_sweep_on_a_tiny_lstm_checkpoint(tmp_path: Path) -> None:
 def test_the_twisted_rule_shares_the_sweeps_distilled_surrogate(tmp_path: Path,
                                                                 monkeypatch) -> None:
     """Ground truth under the default twisted rule and a `surrogate: distilled` method share one
-    surrogate (docs/decisions.md §43): distilled once, kept in the sweep folder, and loaded, not
+    surrogate (docs/decisions.md §43): distilled once, kept in seqq's cache, and loaded, not
     distilled again, when the sweep grows."""
     from seqq.estimators import surrogates
 
+    monkeypatch.setenv("SEQQ_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(surrogates, "DISTILL_SYMBOLS", 40_000)
     distilled = []
     real = surrogates.distill_surrogate
@@ -245,7 +246,7 @@ def test_the_twisted_rule_shares_the_sweeps_distilled_surrogate(tmp_path: Path,
             "+estimator.variants.wor_twisted={method:wor,surrogate:distilled}"]))
 
     folder = run(4)
-    assert distilled == [1] and len(list((folder / "surrogates").glob("*.pt"))) == 1
+    assert distilled == [1] and len(list((tmp_path / "cache" / "surrogates").glob("*.pt"))) == 1
     run(6)  # a new model object: the surrogate comes from the folder
     assert distilled == [1]
     truths = pd.concat(pd.read_parquet(f) for f in (folder / "ground_truth").glob("*.parquet"))

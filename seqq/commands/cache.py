@@ -1,8 +1,10 @@
 """`seqq cache`: what seqq keeps in its user cache (language models converted from GGUF files,
-`seqq.models.lm_cache`), where, and how large; `seqq cache --clear` removes it.
+`seqq.models.lm_cache`, and surrogates distilled from models, `seqq.models.surrogate_cache`),
+where, and how large; `seqq cache --clear` removes it.
 
-    seqq cache            # one line per converted model: folder, size, source file
-    seqq cache --clear    # remove them all (the next load converts again)
+    seqq cache            # one line per entry: where, size, what it was made from, when
+    seqq cache --clear    # remove them all (the next load converts again, the next twisted
+                          # answer distils again)
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="seqq cache", description=__doc__.split("\n\n")[0],
                      epilog="SEQQ_CACHE moves the cache (default: the platform's user cache "
                             "directory, ~/.cache/seqq on Linux)")
-    parser.add_argument("--clear", action="store_true", help="remove every cached model")
+    parser.add_argument("--clear", action="store_true",
+                        help="remove every converted model and distilled surrogate")
     return parser
 
 
@@ -39,22 +42,29 @@ def size(n: int) -> str:
 
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
-    from seqq.models import lm_cache  # imports torch: only once the arguments are good
+    # imports torch: only once the arguments are good
+    from seqq.models import lm_cache, surrogate_cache
+    from seqq.models.user_cache import cache_root
 
-    folder = lm_cache.models_dir()
+    root = cache_root()
+    models, surrogates = lm_cache.entries(), surrogate_cache.entries()
+    counted = f"{_count(len(models), 'model')}, {_count(len(surrogates), 'surrogate')}"
     if args.clear:
-        freed = lm_cache.clear()
-        print(f"removed {folder} ({size(freed)})" if freed else f"nothing cached in {folder}")
+        freed = lm_cache.clear() + surrogate_cache.clear()
+        print(f"removed {counted} from {root} ({size(freed)})" if freed
+              else f"nothing cached in {root}")
         return 0
-    found = lm_cache.entries()
-    if not found:
-        print(f"nothing cached in {folder} (SEQQ_CACHE moves it)")
+    if not models and not surrogates:
+        print(f"nothing cached in {root} (SEQQ_CACHE moves it)")
         return 0
-    print(f"{folder} (SEQQ_CACHE moves it):")
-    for entry in found:
-        print(f"  {entry.path.name}  {size(entry.size_bytes)}  from {entry.source} "
+    print(f"{root} (SEQQ_CACHE moves it):")
+    for entry in [*models, *surrogates]:
+        print(f"  {entry.path.relative_to(root)}  {size(entry.size_bytes)}  from {entry.source} "
               f"({entry.created})")
-    total = sum(e.size_bytes for e in found)
-    print(f"{len(found)} model{'s' * (len(found) != 1)}, {size(total)}; seqq cache --clear "
-          "removes them")
+    total = sum(e.size_bytes for e in [*models, *surrogates])
+    print(f"{counted}, {size(total)}; seqq cache --clear removes them")
     return 0
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'s' * (n != 1)}"

@@ -4,49 +4,32 @@ Names: shakespeare, wikitext, moocs, apps, reviews (real raw files under `<root>
 data root of `seqq.paths`; Shakespeare and WikiText fall back to the copies shipped with seqq), and
 the synthetic stand-ins `synthetic_reviews`, `synthetic_apps`, `synthetic_moocs`,
 `synthetic_shakespeare` (or `synthetic` with `preset=...`).
+
+The loaders (pandas, tokenizers) are imported when first named here, not with the package: the
+`<BOS>` rule and text histories (`seqq.data.symbols`) serve `seqq ask` and the estimators
+without them.
 """
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable
-from functools import partial
-from pathlib import Path
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from seqq.data.base import BOS, SequenceDataset
-from seqq.data.events import load_apps, load_moocs, load_reviews
-from seqq.data.synthetic import PRESETS, load_synthetic
-from seqq.data.text import load_shakespeare, load_wikitext
+from seqq.data.symbols import BOS
 from seqq.errors import DataError, MissingRawData
-from seqq.paths import data_root
+
+if TYPE_CHECKING:
+    from seqq.data.base import SequenceDataset
+    from seqq.data.registry import DATASETS, load_dataset
+
+_HOMES = {"DATASETS": "seqq.data.registry", "load_dataset": "seqq.data.registry",
+          "SequenceDataset": "seqq.data.base"}
 
 
-def _synthetic(root: Path, preset: str = "apps", **options) -> SequenceDataset:
-    return load_synthetic(preset, **options)  # generated in memory: no root, no cache
-
-
-DATASETS: dict[str, Callable[..., SequenceDataset]] = {
-    "shakespeare": load_shakespeare,
-    "wikitext": load_wikitext,
-    "moocs": load_moocs,
-    "apps": load_apps,
-    "reviews": load_reviews,
-    "synthetic": _synthetic,
-    **{f"synthetic_{p}": partial(_synthetic, preset=p) for p in PRESETS},
-}
-
-
-def load_dataset(name: str, root: str | Path | None = None, **options) -> SequenceDataset:
-    """The processed dataset `name`, prepared from its raw files once and cached after that
-    (under `<root>/cache/`; `root` None: the data root, `seqq.paths.data_root`)."""
-    if name not in DATASETS:
-        raise DataError(f"unknown dataset {name!r}; choose one of {sorted(DATASETS)}")
-    loader, root = DATASETS[name], data_root(root)
-    try:
-        inspect.signature(loader).bind(root, **options)
-    except TypeError as e:
-        raise DataError(f"{name}: bad options {sorted(options)}: {e}") from e
-    return loader(root, **options)
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module 'seqq.data' has no attribute {name!r}")
+    return getattr(importlib.import_module(_HOMES[name]), name)
 
 
 __all__ = ["BOS", "DATASETS", "DataError", "MissingRawData", "SequenceDataset", "load_dataset"]

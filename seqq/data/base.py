@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from seqq.data.symbols import BOS, bos_index
 from seqq.errors import DataError, MissingRawData
 
-BOS = "<BOS>"
 DEFAULT_FRACTIONS = (0.8, 0.1, 0.1)
 
 
@@ -44,7 +44,7 @@ class SequenceDataset:
     def bos_id(self) -> int | None:
         """Id of `<BOS>` (0 in seqq's own vocabularies, wherever a model's vocabulary puts it
         when the dataset follows one); None for vocabularies without one (GPT-2)."""
-        return self.vocab.index(BOS) if BOS in self.vocab else None
+        return bos_index(self.vocab)
 
     @property
     def title(self) -> str:

@@ -17,10 +17,9 @@ from seqq.data.base import (
     vocab_files,
 )
 from seqq.data.prepared import prepared
-from seqq.data.tokenizers import folder_tokenizer, gpt2_files, gpt2_tokenizer
+from seqq.data.tokenizers import folder_tokenizer, gguf_tokenizer, gpt2_files, gpt2_tokenizer
 from seqq.errors import DataError
-from seqq.models.smollm2 import smollm2_file, smollm2_tokenizer
-from seqq.paths import find_data
+from seqq.paths import find_data, smollm2_file
 
 SHAKESPEARE_URL = "https://cs.stanford.edu/people/karpathy/char-rnn/shakespeare_input.txt"
 WIKITEXT_URL = "https://huggingface.co/datasets/Salesforce/wikitext (wikitext-2-v1)"
@@ -83,7 +82,8 @@ def _tokenizer_source(root: Path, tokenizer: str) -> tuple[list[Path], Callable[
     if tokenizer == "gpt2":
         return gpt2_files(root), lambda: gpt2_tokenizer(root)
     if tokenizer == "smollm2":
-        return [smollm2_file()], smollm2_tokenizer
+        gguf_file = smollm2_file()
+        return [gguf_file], lambda: gguf_tokenizer(gguf_file)
     folder = Path(tokenizer)
     if not folder.is_dir():
         raise DataError(f"wikitext: tokenizer must be gpt2, smollm2 or a tokenizer folder, "

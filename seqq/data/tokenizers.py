@@ -1,7 +1,7 @@
 """Tokenizers that turn text into a model's token ids, found without any network access.
 
 GPT-2's comes from the files shipped in `seqq/resources/gpt2_tokenizer/` (or a copy under the data
-root); SmolLM2's from its model files (`seqq.models.smollm2`).
+root); SmolLM2's from its GGUF file (`seqq.paths.smollm2_file`).
 """
 
 from __future__ import annotations
@@ -38,3 +38,11 @@ def folder_tokenizer(folder: Path):
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(str(folder))
+
+
+def gguf_tokenizer(gguf_file: Path):
+    """The tokenizer a GGUF file holds (SmolLM2's), built from the file's metadata: seconds, paid
+    once per prepared dataset (`seqq ask` reads the faster cached copy, `seqq.models.smollm2`)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(gguf_file.parent), gguf_file=gguf_file.name)

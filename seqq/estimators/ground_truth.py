@@ -20,7 +20,6 @@ origin recorded in `GroundTruth.method`:
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -28,7 +27,7 @@ from typing import Literal
 
 import torch
 
-from seqq.estimators.driver import plan, run
+from seqq.estimators.driver import run_prepared
 from seqq.estimators.engine.batch import Batch, prepare, subset, tree_calls
 from seqq.estimators.engine.memory import consecutive_groups
 from seqq.estimators.engine.summary import to_estimates
@@ -41,7 +40,7 @@ from seqq.estimators.engine.twist import (
 from seqq.estimators.estimate import GroundTruth
 from seqq.estimators.horizons import families
 from seqq.estimators.registry import adaptive_method, exact_method, until_method
-from seqq.estimators.surrogates import distilled, model_symbols, twistable
+from seqq.estimators.surrogates import model_surrogate
 from seqq.models.automaton import ContextAutomaton
 from seqq.models.protocol import SequenceModel
 from seqq.progress import progress_bar
@@ -79,11 +78,11 @@ def ground_truth_many(
     ≤ `exact_max_calls`; else a surrogate: under `rule="relative"`, WOR sum-and-sample until
     the relative standard error < `rel_tol` (at most s_high·(K−1) calls per query); under
     `rule="twisted"` the same with head and tail drawn from the proposal twisted by
-    `surrogate` (default: one distilled from the model, `judge_surrogate`, paid once per
-    model); under `rule="absolute"` (the paper's), IS with S_low samples, then +S_step until
-    the per-sample weight variance (Eq. 66) < δ, or S_high samples; under `rule="sampled"`,
-    IS from S_low samples in rounds until the relative standard error < `rel_tol`, or S_high
-    samples. `progress` shows a bar (default: when some
+    `surrogate` (default: one distilled from the model, `model_surrogate`, paid once per
+    model and kept in seqq's cache); under `rule="absolute"` (the paper's), IS with S_low
+    samples, then +S_step until the per-sample weight variance (Eq. 66) < δ, or S_high
+    samples; under `rule="sampled"`, IS from S_low samples in rounds until the relative
+    standard error < `rel_tol`, or S_high samples. `progress` shows a bar (default: when some
     query needs a surrogate)."""
     if rule not in RULES:
         raise ValueError(f"ground-truth rule must be one of {', '.join(map(repr, RULES))}, "
@@ -107,8 +106,7 @@ def ground_truth_many(
     if cheap.any():
         tasks = cheap.nonzero().flatten()
         before = batch.counter.calls.clone()
-        exact = run(plan(exact_method().name, [queries[t] for t in tasks.tolist()], None, {}),
-                    subset(batch, tasks))
+        exact = run_prepared(exact_method().name, subset(batch, tasks))
         for t, est in zip(tasks.tolist(), exact, strict=True):
             results[t] = GroundTruth(est.value, est.log_value, "exact", 0, 0.0,
                                      int(batch.counter.calls[t] - before[t] + 1), est.entropy,
@@ -118,7 +116,7 @@ def ground_truth_many(
     if len(hard) and rule == "relative":
         _wor_surrogate(batch, hard, results, rel_tol, s_high, bar)
     elif len(hard) and rule == "twisted":
-        judge = surrogate if surrogate is not None else judge_surrogate(model, histories)
+        judge = surrogate if surrogate is not None else model_surrogate(model, histories)
         if judge is not None:
             check_surrogate(batch, judge)
         _twisted_surrogate(batch, hard, results, rel_tol, s_high, judge, bar)
@@ -173,38 +171,6 @@ def _wor_surrogate(batch: Batch, tasks: torch.Tensor, results: list, rel_tol: fl
         result, _ = sampler.until(sub, rel_tol, max_calls, on_stage=_stage_reporter(bar))
         _record_wor(batch, group, to_estimates(sub, sampler.name, result, False), before, results,
                     _wor_origin(twisted=False))
-
-
-def judge_surrogate(model: SequenceModel, histories: Sequence[Sequence[int]]
-                    ) -> ContextAutomaton | None:
-    """The twisted rule's surrogate when none is given: an HPYP distilled from the model
-    (`distilled`: from `<BOS>` where the model's vocabulary names one, else continuing these
-    histories), once per model object, and kept in `SEQQ_CACHE` where the model's weights can
-    be hashed, so the next process loads it. None where no surrogate could steer
-    (`twistable`: a vocabulary too large for a bigram table); the rule then runs untwisted."""
-    if not twistable(model.vocab_size):
-        return None
-    vocab, bos = model_symbols(model)
-    from seqq.models.lm_cache import cache_root  # (imports transformers: only when needed)
-
-    name = model_fingerprint(model)
-    folder = None if name is None else cache_root() / "surrogates"
-    return distilled(model, vocab, bos, starts=None if bos is not None else histories,
-                     folder=folder, name=name)
-
-
-def model_fingerprint(model: SequenceModel) -> str | None:
-    """A hash of the model's weights (its torch module's parameters and buffers), or None for
-    a model without one."""
-    module = next((m for m in (model, getattr(model, "net", None), getattr(model, "model", None))
-                   if isinstance(m, torch.nn.Module)), None)
-    if module is None:
-        return None
-    digest = hashlib.sha1(type(model).__name__.encode())
-    for key, value in module.state_dict().items():
-        digest.update(key.encode())
-        digest.update(value.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
-    return f"{type(model).__name__}-{digest.hexdigest()[:16]}"
 
 
 def _twisted_surrogate(batch: Batch, tasks: torch.Tensor, results: list, rel_tol: float,

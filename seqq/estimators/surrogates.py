@@ -7,16 +7,14 @@ fits one on the model's own samples, so a user without training data gets one to
 
 from __future__ import annotations
 
-import hashlib
-import os
-import re
 import weakref
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import torch
 
+from seqq.data.symbols import bos_index
+from seqq.models import surrogate_cache
 from seqq.models.automaton import ContextAutomaton
 from seqq.models.hpyp import HPYPModel, indexable
 from seqq.models.markov import MarkovModel
@@ -75,7 +73,7 @@ def model_symbols(model: SequenceModel) -> tuple[list[str], int | None]:
     the index of its `<BOS>`, None where it names none: where a distilled surrogate's rows
     start."""
     vocab = list(getattr(model, "vocab", None) or [str(v) for v in range(model.vocab_size)])
-    return vocab, vocab.index("<BOS>") if "<BOS>" in vocab else None
+    return vocab, bos_index(vocab)
 
 
 def distill_surrogate(model: SequenceModel, vocab: Sequence[str], bos: int | None,
@@ -113,40 +111,47 @@ _DISTILLED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def distilled(model: SequenceModel, vocab: Sequence[str], bos: int | None,
               order: int | None = None, symbols: int | None = None, seed: int = 0,
-              starts: Sequence[Sequence[int]] | None = None, folder: str | Path | None = None,
-              name: str | None = None, only_cached: bool = False) -> ContextAutomaton | None:
+              starts: Sequence[Sequence[int]] | None = None, source: str | None = None,
+              only_cached: bool = False) -> ContextAutomaton | None:
     """`distill_surrogate`, paid once per model and settings: kept while the model object lives
-    (a sweep's `surrogate: distilled` methods and its ground truth share one), and, given a
-    `folder` and a `name` that says which model it is (a sweep's model id, a hash of the
-    weights), saved there, so a later process loads it instead of sampling again. Its
-    `info["model_calls"]` is what it cost when distilled; `info["loaded_from"]` marks one read
-    from the folder, whose calls this process did not make. `only_cached`: None rather than
-    sampling, where none is held or saved (`seqq ask` uses a surrogate only once distilled)."""
+    (a sweep's `surrogate: distilled` methods and its ground truth share one) and in seqq's
+    cache under a hash of the model's weights (`seqq.models.surrogate_cache`, `seqq cache`),
+    so a later process loads it instead of sampling again; `source` says in the cache's listing
+    what it was distilled from (default: the model's class). Its `info["model_calls"]` is what
+    it cost when distilled; `info["loaded_from"]` marks one read from the cache, whose calls
+    this process did not make. `only_cached`: None rather than sampling, where none is held or
+    kept (`seqq ask` uses a surrogate only once distilled). `starts` (for a model without
+    `<BOS>`) are not part of the key: a surrogate describes the model, and the one distilled
+    from the first histories given serves later ones too."""
     symbols = DISTILL_SYMBOLS if symbols is None else symbols
-    key = (order, symbols, seed, bos)
+    settings = (order, symbols, seed, bos)  # not `starts`: the first ones given serve after
     try:
         held = _DISTILLED.setdefault(model, {})
     except TypeError:  # a model that cannot be weakly referenced is distilled every time
         held = {}
-    if key in held:
-        return held[key]
-    path = None if folder is None or name is None else Path(folder) / (
-        f"distilled-{_slug(name)}-{hashlib.sha1(repr((name, key)).encode()).hexdigest()[:12]}.pt")
-    if path is not None and path.is_file():
-        surrogate: ContextAutomaton = HPYPModel.load(path)
-        surrogate.info["loaded_from"] = str(path)
-    elif only_cached:
+    if settings in held:
+        return held[settings]
+    path = surrogate_cache.entry_path(model, settings)
+    surrogate = None if path is None else surrogate_cache.load(path)
+    if surrogate is None and only_cached:
         return None
-    else:
+    if surrogate is None:
         surrogate = distill_surrogate(model, vocab, bos, order, symbols, seed, starts)
         if path is not None and isinstance(surrogate, HPYPModel):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            partial = path.with_suffix(f".{os.getpid()}.partial")
-            surrogate.save(partial)
-            os.replace(partial, path)  # atomic: a reader sees the whole file or none
-    held[key] = surrogate
+            surrogate_cache.keep(surrogate, path, source or type(model).__name__)
+    held[settings] = surrogate
     return surrogate
 
 
-def _slug(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:40]
+def model_surrogate(model: SequenceModel, starts: Sequence[Sequence[int]] | None = None,
+                    source: str | None = None, only_cached: bool = False
+                    ) -> ContextAutomaton | None:
+    """The surrogate distilled from the model itself with the default settings (`distilled`):
+    its rows start from `<BOS>` where the model's vocabulary names one, else continue `starts`
+    (else the empty history). None where no surrogate could steer (`twistable`), or, with
+    `only_cached`, where none was distilled before."""
+    if not twistable(model.vocab_size):
+        return None
+    vocab, bos = model_symbols(model)
+    return distilled(model, vocab, bos, starts=None if bos is not None else starts,
+                     source=source, only_cached=only_cached)

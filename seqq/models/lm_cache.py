@@ -24,44 +24,27 @@ import shutil
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from seqq.errors import ModelLoadError
 from seqq.models.hf import HFCausalLM
+from seqq.models.user_cache import (
+    CacheEntry,
+    cache_root,
+    clear_folder,
+    described,
+    disk_size,
+)
 
 CACHE_FORMAT = 1  # bump when an entry's layout changes: old entries are then converted again
 MANIFEST = "seqq.json"  # written last: an entry without it is incomplete and never read
 WEIGHTS = "model.safetensors"
 
 
-def cache_root() -> Path:
-    """Where seqq caches converted models: `SEQQ_CACHE`, else the platform's user cache
-    directory (~/.cache/seqq, ~/Library/Caches/seqq, %LOCALAPPDATA%\\seqq\\Cache)."""
-    given = os.environ.get("SEQQ_CACHE", "").strip()
-    if given:
-        return Path(given).expanduser()
-    if sys.platform == "win32":
-        return Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local") / "seqq" / "Cache"
-    if sys.platform == "darwin":
-        return Path.home() / "Library" / "Caches" / "seqq"
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "seqq"
-
-
 def models_dir() -> Path:
     return cache_root() / "models"
-
-
-@dataclass(frozen=True)
-class CacheEntry:
-    """One converted model in the cache: its folder, the GGUF file it came from, its size."""
-
-    path: Path
-    source: str
-    size_bytes: int
-    created: str
 
 
 def entry_path(gguf_file: Path) -> Path:
@@ -76,33 +59,15 @@ def entry_path(gguf_file: Path) -> Path:
 
 def entries() -> list[CacheEntry]:
     """Every complete entry in the cache, by name."""
-    found = []
     folder = models_dir()
-    for path in sorted(folder.iterdir()) if folder.is_dir() else []:
-        manifest = path / MANIFEST
-        if not manifest.is_file():
-            continue
-        try:
-            info = json.loads(manifest.read_text())
-        except (OSError, ValueError):
-            info = {}
-        found.append(CacheEntry(path, str(info.get("source", "?")), folder_size(path),
-                                str(info.get("created", "?"))))
-    return found
-
-
-def folder_size(path: Path) -> int:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    found = [described(path, path / MANIFEST, disk_size(path))
+             for path in (sorted(folder.iterdir()) if folder.is_dir() else [])]
+    return [entry for entry in found if entry is not None]
 
 
 def clear() -> int:
     """Remove every entry (and leftovers of interrupted conversions); returns the bytes freed."""
-    folder = models_dir()
-    if not folder.is_dir():
-        return 0
-    freed = folder_size(folder)
-    shutil.rmtree(folder)
-    return freed
+    return clear_folder(models_dir())
 
 
 def load_gguf(gguf_file: str | Path, device: str | torch.device | None = None,

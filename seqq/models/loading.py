@@ -35,9 +35,8 @@ from seqq.models.hf import HFCausalLM
 from seqq.models.hpyp import HPYPModel
 from seqq.models.markov import MarkovModel
 from seqq.models.protocol import SequenceModel
-from seqq.models.smollm2 import smollm2_file
 from seqq.models.spec import ModelSpec
-from seqq.paths import default_checkpoint_dir
+from seqq.paths import default_checkpoint_dir, smollm2_file
 
 
 @dataclass(frozen=True)

@@ -15,14 +15,13 @@ under the offending column.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
-from seqq.errors import QueryError
+from seqq.errors import QueryError, did_you_mean
 from seqq.queries.constructors import (
     COUNT_OPS,
     a_before_b,
@@ -94,12 +93,6 @@ def quote(token: str) -> str:
             out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000
                        else f"\\U{code:08x}")
     return '"' + "".join(out) + '"'
-
-
-def did_you_mean(given: str, known: Sequence[str]) -> str:
-    """"did you mean X? " for the closest known name to a misspelt one, else ""."""
-    close = difflib.get_close_matches(given, list(known), n=1, cutoff=0.6)
-    return f"did you mean {close[0]}? " if close else ""
 
 
 def located(expr: str, column: int, message: str) -> QueryError:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -134,12 +133,11 @@ def _run(key: str, label: str, method: str, given: Mapping[str, Any]) -> MethodR
 
 
 def with_surrogates(runs: Sequence[MethodRun], dataset: SequenceDataset, model: SequenceModel,
-                    seed: int = 0, folder: str | Path | None = None,
-                    name: str | None = None) -> list[MethodRun]:
+                    seed: int = 0, name: str | None = None) -> list[MethodRun]:
     """`runs` with each named surrogate fitted (seconds) and passed as the method's `surrogate`
     option; runs naming the same kind and order share one fit. A distilled surrogate is kept
-    in `folder` under the model's `name` (`distilled`: a resumed sweep loads it, and the
-    twisted ground-truth rule shares it)."""
+    in seqq's cache, listed under the model's `name` (`distilled`: a resumed sweep loads it,
+    and the twisted ground-truth rule shares it)."""
     fitted: dict[Surrogate, Any] = {}
     done = []
     for run in runs:
@@ -147,18 +145,18 @@ def with_surrogates(runs: Sequence[MethodRun], dataset: SequenceDataset, model: 
             done.append(run)
             continue
         if run.surrogate not in fitted:
-            fitted[run.surrogate] = _fit(run.surrogate, dataset, model, seed, folder, name)
+            fitted[run.surrogate] = _fit(run.surrogate, dataset, model, seed, name)
         done.append(replace(run, options={**run.options, "surrogate": fitted[run.surrogate]},
                             surrogate=None))
     return done
 
 
 def _fit(surrogate: Surrogate, dataset: SequenceDataset, model: SequenceModel,
-         seed: int, folder: str | Path | None = None, name: str | None = None) -> Any:
+         seed: int, name: str | None = None) -> Any:
     """Fit one named surrogate: `hpyp` on the training split, `distilled` on model samples."""
     if surrogate.kind == "distilled":
         return distilled(model, dataset.vocab, dataset.bos_id, surrogate.order, seed=seed,
-                         folder=folder, name=name)
+                         source=name)
     if not dataset.train:
         raise ConfigError(f"surrogate: hpyp is fitted on {dataset.name}'s training split, which "
                           "is empty here (histories sampled from the model); use "

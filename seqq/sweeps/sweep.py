@@ -222,13 +222,12 @@ def run(cfg: DictConfig | SweepSpec, model: SequenceModel | None = None,
     results = PartStore(QUERIES.rows(sweep_dir), KEY)
     gt_options = dict(spec.ground_truth.options)
     tag = f"{dataset.name}-{model_name}-shard{spec.shard}of{spec.shards}"
-    surrogates = sweep_dir / "surrogates"  # distilled ones, shared by methods and ground truth
-    runs = with_surrogates(spec.runs, dataset, model, spec.seed, surrogates, model_name)
+    runs = with_surrogates(spec.runs, dataset, model, spec.seed, model_name)
     runners = []
     for temperature in spec.temperatures:
         tempered = model if temperature == 1 else TemperatureModel(model, temperature)
-        judge = JudgeSurrogate(model, dataset.vocab, dataset.bos_id, spec.seed, surrogates,
-                               model_name, temperature)
+        judge = JudgeSurrogate(model, dataset.vocab, dataset.bos_id, spec.seed, model_name,
+                               temperature)
         truth = (GroundTruthStore(str(sweep_dir / "ground_truth"), dataset.name, model_name,
                                   temperature, gt_options, spec.seed, judge)
                  if spec.ground_truth.enabled else NoGroundTruth())

@@ -12,7 +12,6 @@ import inspect
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -66,15 +65,14 @@ def describe_rule(options: Mapping[str, Any]) -> str:
 class JudgeSurrogate:
     """The twisted rule's surrogate in a sweep (docs/decisions.md §43): the HPYP its
     `surrogate: distilled` methods use (`distilled` keeps one per model, order and seed),
-    distilled from the untempered model on first use only, kept in the sweep folder under the
-    model's id, and tempered like the model it judges. None where no surrogate can steer
-    (`twistable`)."""
+    distilled from the untempered model on first use only, kept in seqq's cache (`distilled`;
+    its listing names the sweep's model id), and tempered like the model it judges. None where
+    no surrogate can steer (`twistable`)."""
 
     model: SequenceModel
     vocab: Sequence[str]
     bos: int | None
     seed: int
-    folder: Path
     name: str
     temperature: float = 1.0
     _tempered: Any = field(default=None, init=False, repr=False)
@@ -84,7 +82,7 @@ class JudgeSurrogate:
             return None
         if self._tempered is None:
             surrogate = distilled(self.model, self.vocab, self.bos, seed=self.seed,
-                                  folder=self.folder, name=self.name)
+                                  source=self.name)
             self._tempered = (surrogate if self.temperature == 1
                               else surrogate.tempered(self.temperature))
         return self._tempered
