@@ -134,9 +134,9 @@ def test_smollm2_is_a_real_pretrained_lm():
 
 
 def test_seqq_train_scores_a_pretrained_lm(tiny, tmp_path):
-    from seqq.commands.train import score_lm
     from seqq.data import SequenceDataset
     from seqq.errors import DataError
+    from seqq.training.scoring import score_lm
 
     text = tiny.tokenizer("The quick brown fox jumps over the lazy dog. " * 8)["input_ids"]
     ds = SequenceDataset("wikitext", [str(i) for i in range(50257)], [], [], [text, text[5:]])

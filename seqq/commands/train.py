@@ -5,45 +5,35 @@ LSTM runs write the best-validation checkpoint to `${checkpoint_dir}/${dataset.n
 (and `..._lstm.last.pt` to resume after a crash); the run folder gets metrics.csv,
 loss_curve.png, config.yaml and run_info.json (seed, versions, git commit, the numbers).
 HPYP runs write `${checkpoint_dir}/${dataset.name}_hpyp.pt` and report the test log-likelihood
-beside the dataset's LSTM's, on the same windows: the baseline an LSTM must beat.
+beside the dataset's LSTM's, on the same windows: the baseline an LSTM must beat. This module
+reads and checks the config (`TrainSpec`) and records the run; the runs themselves are in
+`seqq.training.runs`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import logging
-import math
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import hydra
-import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.utils import to_absolute_path
 from omegaconf import DictConfig, OmegaConf
 
 from seqq.commands.plumbing import Help, hydra_job, run_hydra
-from seqq.data import SequenceDataset
-from seqq.errors import ConfigError, DataError
-from seqq.models.checkpoint import load_checkpoint
+from seqq.errors import ConfigError
 from seqq.models.device import resolve_device
-from seqq.models.hf import HFCausalLM
-from seqq.models.hpyp import HPYPModel
-from seqq.models.loading import load_model
-from seqq.models.lstm import LSTMNet
 from seqq.models.spec import ModelSpec
 from seqq.paths import CONF
 from seqq.sweeps import config_checks as check
 from seqq.sweeps.provenance import write_provenance
 from seqq.sweeps.specs import DatasetSpec, dataset_spec, model_spec
-from seqq.training.artifacts import plot_curves, write_metrics
-from seqq.training.scoring import held_out_windows, nats_per_symbol
-from seqq.training.trainer import Trainer, TrainerConfig, eval_pairs
+from seqq.training.runs import HPYPSpec, LSTMSpec, fit_hpyp, score_pretrained, train_lstm
+from seqq.training.trainer import TrainerConfig
 
-log = logging.getLogger(__name__)  # Hydra sends it to the console and the run's train.log
 TRAINABLE = ("lstm", "hpyp")
 PRETRAINED = ("hf", "smollm2")
 
@@ -79,25 +69,6 @@ HELP = Help(
         ("dataset.options.*", "loader options, e.g. dataset.options.file=... (see seqq/conf/dataset/)"),
     ],
 )
-
-
-@dataclass(frozen=True)
-class LSTMSpec:
-    """The LSTM `seqq train model=lstm` builds (App. F.2)."""
-
-    hidden_size: int
-    num_layers: int
-    dropout: float
-    embedding_size: int | None
-
-
-@dataclass(frozen=True)
-class HPYPSpec:
-    """The HPYP n-gram `seqq train model=hpyp` fits."""
-
-    order: int
-    discounts: tuple[float, ...]
-    sweeps: int
 
 
 @dataclass(frozen=True)
@@ -161,99 +132,22 @@ def check_config(cfg: DictConfig) -> TrainSpec:
         config=OmegaConf.to_container(cfg, resolve=True))
 
 
-def train_lstm(spec: TrainSpec, ds: SequenceDataset, run_dir: Path) -> dict:
-    torch.manual_seed(spec.seed)
-    m = spec.lstm
-    net = LSTMNet(ds.vocab_size, m.hidden_size, m.num_layers, m.dropout, m.embedding_size)
-    best = spec.checkpoint(ds.name)
-    trainer = Trainer(ds, net, spec.trainer, window=spec.dataset.window,
-                      stride=spec.dataset.stride, best_path=best,
-                      last_path=best.with_suffix(".last.pt"), seed=spec.seed, log=log.info)
-    log.info(f"training LSTM on {ds.title}: V={ds.vocab_size}, {len(ds.train)} train / "
-          f"{len(ds.valid)} valid sequences, {trainer.steps_per_epoch} steps per epoch, "
-          f"device {trainer.device}")
-    result = trainer.run()
-    write_metrics(result.metrics, run_dir / "metrics.csv")
-    plot_curves(result.metrics, run_dir / "loss_curve.png", f"LSTM on {ds.title}")
-    summary = dict(
-        checkpoint=str(best), best_val_accuracy=result.best_val_accuracy,
-        best_epoch=result.best_epoch, unigram_val_accuracy=result.unigram_accuracy,
-        unigram_val_loss=result.unigram_loss, train_seconds=round(result.seconds, 1),
-        steps=result.steps, stopped_by=result.stopped_by, resumed_from_epoch=result.resumed_from,
-        device=result.device, parameters=sum(p.numel() for p in net.parameters()))
-    log.info(f"best validation accuracy {result.best_val_accuracy:.4f} (epoch {result.best_epoch:.2f})"
-          f" vs unigram {result.unigram_accuracy:.4f}; checkpoint {best}")
-    return summary
-
-
-def fit_hpyp(spec: TrainSpec, ds: SequenceDataset) -> dict:
-    m = spec.hpyp
-    path = spec.checkpoint(ds.name)
-    start = time.perf_counter()
-    model = HPYPModel.fit(ds.train, ds.vocab, order=m.order, skip_first=ds.bos_id is not None,
-                          discounts=list(m.discounts), sweeps=m.sweeps, seed=spec.seed)
-    seconds = time.perf_counter() - start
-    model.info.update(dataset=ds.name, fit_seconds=round(seconds, 2))
-    model.save(path)
-    windows = held_out_windows(ds.test, spec.dataset.window, ds.bos_id)
-    nats, symbols = nats_per_symbol(model, windows)
-    summary = dict(checkpoint=str(path), order=model.order, contexts=model.num_contexts,
-                   discounts=[round(d, 4) for d in model.discounts.tolist()], sweeps=m.sweeps,
-                   fit_seconds=round(seconds, 2), test_symbols=symbols,
-                   test_nats_per_symbol=nats)
-    lstm_path = spec.checkpoint_dir / f"{ds.name}_lstm.pt"
-    versus = ""
-    if lstm_path.is_file():
-        lstm, _ = load_checkpoint(lstm_path, "cpu", ds.vocab)
-        summary["lstm_checkpoint"] = str(lstm_path)
-        summary["lstm_test_nats_per_symbol"] = nats_per_symbol(lstm, windows)[0]
-        versus = f" vs LSTM {summary['lstm_test_nats_per_symbol']:.4f} ({lstm_path})"
-    log.info(f"HPYP order {model.order} on {ds.title}: {model.num_contexts} contexts, fitted in "
-             f"{seconds:.1f} s; test log-likelihood {-nats:.4f} nats/symbol over {symbols} "
-             f"symbols{versus}; checkpoint {path}")
-    return summary
-
-
-@torch.inference_mode()
-def score_lm(lm: HFCausalLM, ds: SequenceDataset, window: int, limit: int) -> dict:
-    """Next-token accuracy and perplexity of a pretrained LM on `limit` test blocks of `window`
-    tokens: a check that the right weights and tokenizer were loaded."""
-    tokens = len(lm.tokenizer) if lm.tokenizer is not None else lm.vocab_size
-    if ds.bos_id is not None or ds.vocab_size != tokens:
-        raise DataError(f"{ds.name} ({ds.vocab_size} symbols) is not tokenised for this LM "
-                        f"({tokens} tokens); use dataset=wikitext with the model's tokenizer, "
-                        "e.g. dataset.options.tokenizer=smollm2")
-    window = min(window, lm.context_length)
-    blocks = [ds.test[i][s:s + window] for i, s in eval_pairs(ds.test, window - 1, limit)]
-    nll, correct, count = 0.0, 0, 0
-    for block in blocks:
-        logits = lm.model(torch.tensor([block], device=lm.device)).logits[0, :-1].float()
-        target = torch.tensor(block[1:], device=lm.device)
-        nll += torch.nn.functional.cross_entropy(logits, target, reduction="sum").item()
-        correct += int((logits.argmax(-1) == target).sum())
-        count += len(target)
-    return dict(test_blocks=len(blocks), tokens_scored=count, accuracy=correct / count,
-                perplexity=math.exp(nll / count))
-
-
-def check_lm(spec: TrainSpec, ds: SequenceDataset) -> dict:
-    lm = load_model(spec.model)
-    scores = score_lm(lm, ds, spec.dataset.window or 256, spec.dataset.eval_blocks or 20)
-    log.info(f"{spec.model.type} model on {ds.title}: next-token accuracy {scores['accuracy']:.4f}, "
-          f"perplexity {scores['perplexity']:.2f} over {scores['tokens_scored']} tokens")
-    return scores
-
-
 def train(spec: TrainSpec) -> dict:
     """Run one `seqq train` job; returns the summary also written to run_info.json."""
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     ds = spec.dataset.load()
+    checkpoint = spec.checkpoint(ds.name)
     if spec.model.type == "lstm":
-        summary = train_lstm(spec, ds, run_dir)
+        summary = train_lstm(ds, spec.lstm, spec.trainer, window=spec.dataset.window,
+                             stride=spec.dataset.stride, checkpoint=checkpoint, run_dir=run_dir,
+                             seed=spec.seed)
     elif spec.model.type == "hpyp":
-        summary = fit_hpyp(spec, ds)
+        summary = fit_hpyp(ds, spec.hpyp, window=spec.dataset.window, checkpoint=checkpoint,
+                           seed=spec.seed,
+                           lstm_checkpoint=spec.checkpoint_dir / f"{ds.name}_lstm.pt")
     else:
-        summary = check_lm(spec, ds)
+        summary = score_pretrained(spec.model, ds, spec.dataset.window or 256,
+                                   spec.dataset.eval_blocks or 20)
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(spec.config))
     write_provenance(run_dir, spec.config, spec.seed,
                      name="run_info.json", command="seqq train",
