@@ -125,9 +125,9 @@ def test_the_absolute_rule_stops_where_one_step_rounds_would(monkeypatch):
     draws, with stops inside rounds (samples after them dropped) among the cases."""
     sampler_module = importlib.import_module("seqq.estimators.adaptive_importance")
     rounds = []
-    draw_paths = sampler_module.draw_paths
-    monkeypatch.setattr(sampler_module, "draw_paths",
-                        lambda *a: rounds.append(draw_paths(*a)) or rounds[-1])
+    iid_draws = sampler_module.iid_draws
+    monkeypatch.setattr(sampler_module, "iid_draws",
+                        lambda *a: rounds.append(iid_draws(*a)) or rounds[-1])
     s_low, s_step, s_high, delta = 200, 100, 5000, 5e-3
     histories = [[h] for h in range(10)]
     gts = seqq.ground_truth_many(opaque(random_markov(10, 1, seed=4)), histories,

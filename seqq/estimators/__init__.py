@@ -3,8 +3,8 @@ one module per family, `engine/` the machinery they share (batches, budgets, the
 twists), `registry.py` the methods found in `methods/`, `driver.py` the one way to run them,
 `auto.py` a chooser above the driver that picks a method per task, and `ground_truth.py` the
 judge of them all: the cheapest sound answer per query (its samplers reached through the
-registry's roles; `adaptive_importance.py` holds the importance sampler that stops on its own
-error)."""
+registry's roles; `adaptive_importance.py` holds the importance samplers that stop on their own
+error), and `horizons.py` every horizon of a hitting time from one set of paths."""
 
 from seqq.estimators.estimate import Estimate
 from seqq.estimators.method import Answer, Guarantee, Method, Options, option

@@ -1,10 +1,11 @@
 """Importance sampling that stops on its own error: ground truth's `absolute` rule (the paper's,
 stopped by its Eq. 66 rule) and its `sampled` rule (stopped at a relative standard error), both
-drawn through the prefix trie so shared prefixes are paid once, within the trie's byte budget
-at any vocabulary; and the every-horizon truths, whose paths are rolled out once for all
-their horizons. The `importance` method declares these samplers
-(`Method.adaptive`); `seqq.estimators.ground_truth` asks the registry for them, decides which
-tasks need them and groups them; this module draws and stops.
+drawn as the `importance` method draws (`iid_draws` from the restricted proposal, through the
+prefix trie so shared prefixes are paid once, within the trie's byte budget at any
+vocabulary). The `importance` method declares these samplers, and the every-horizon truths
+(`seqq.estimators.horizons`), as its `Method.adaptive`; `seqq.estimators.ground_truth` asks
+the registry for them, decides which tasks need them and groups them; this module draws and
+stops.
 """
 
 from __future__ import annotations
@@ -15,12 +16,10 @@ from dataclasses import dataclass
 import torch
 
 from seqq.estimators.engine.batch import Batch
-from seqq.estimators.engine.budget import Draws, draw_paths
-from seqq.estimators.engine.rollout import sample_rows
-from seqq.estimators.engine.summary import group_logsumexp, segment_mean
+from seqq.estimators.engine.budget import Draws, iid_draws
+from seqq.estimators.engine.summary import group_logsumexp
 from seqq.estimators.engine.trie import Trie
 from seqq.estimators.estimate import GroundTruth
-from seqq.estimators.horizons import Families
 
 DRAW_AHEAD = 0.5  # a round of the absolute rule draws ahead by up to this share of the samples
 # so far: ≤ 1/3 of a task's samples wasted past its stop, and ~7 rounds from 10k to 100k
@@ -62,10 +61,10 @@ def adaptive_importance(sub: Batch, tasks: torch.Tensor, results: list, delta: f
     active, first, drawn = torch.arange(sub.num_tasks), 0, 0
     while len(active):
         last = _round_end(checks, first, drawn)
-        branches = torch.isin(sub.branch_task, active).nonzero().flatten()
+        eligible = torch.isin(sub.branch_task, active)
         count = checks[last] - drawn
-        per_branch = torch.zeros(N, dtype=torch.long).index_fill_(0, branches, count)
-        running = sums.running(branches, count, draw_paths(trie, per_branch, "proposal"))
+        running = sums.running(eligible.nonzero().flatten(), count,
+                               iid_draws(trie, None, count, "proposal", eligible))
         for n in checks[first:last + 1]:
             at = running.at(n - drawn)
             statistics = _task_statistics(sub, at.log_s1, at.log_s2, n)
@@ -89,10 +88,10 @@ def streamed_importance(sub: Batch, tasks: torch.Tensor, results: list, rel_tol:
     sums = _SampleSums.empty(N)
     active, drawn, count = torch.arange(sub.num_tasks), 0, min(s_low, s_high)
     while len(active):
-        branches = torch.isin(sub.branch_task, active).nonzero().flatten()
-        per_branch = torch.zeros(N, dtype=torch.long).index_fill_(0, branches, count)
-        draws = draw_paths(trie, per_branch, "proposal")
-        sums, drawn = sums.running(branches, count, draws).at(count), drawn + count
+        eligible = torch.isin(sub.branch_task, active)
+        draws = iid_draws(trie, None, count, "proposal", eligible)
+        sums = sums.running(eligible.nonzero().flatten(), count, draws).at(count)
+        drawn += count
         statistics = _task_statistics(sub, sums.log_s1, sums.log_s2, drawn)
         rel = statistics[2]
         finished = active[((rel < rel_tol) | (drawn >= s_high))[active]]
@@ -101,44 +100,15 @@ def streamed_importance(sub: Batch, tasks: torch.Tensor, results: list, rel_tol:
             bar.update(len(finished))
             active = active[~torch.isin(active, finished)]
         if len(active):
-            still = float(((rel[active] / rel_tol) ** 2 - 1).clamp_max(s_high).median()) * drawn
-            count = int(min(max(s_step, still), s_high - drawn))
+            count = next_round(rel[active], rel_tol, drawn, s_step, s_high)
 
 
-def every_horizon_truths(family_batch: Batch, grouped: Families, tasks: torch.Tensor,
-                          results: list, rel_tol: float, s_low: int, s_step: int, s_high: int,
-                          bar, origin: str) -> None:
-    """`rule="sampled"` for hitting times sharing a history and an event: one set of paths per
-    family answers each of its horizons (`seqq.estimators.horizons`), drawn in rounds until
-    every horizon's relative SE is below `rel_tol`, or S_high paths."""
-    F = family_batch.num_tasks
-    row_branch, log_passage = [], []
-    active, drawn, count = torch.arange(F), 0, min(s_low, s_high)
-    members = torch.tensor(grouped.members)  # (family, K) per task
-    while len(active):
-        rows = active.repeat_interleave(count)  # one branch per family: its query has paths
-        row_branch.append(rows)
-        log_passage.append(sample_rows(family_batch, rows, "proposal", passages=True).log_passage)
-        drawn += count
-        rows_all, passages = torch.cat(row_branch), torch.cat(log_passage)
-        log_mean, variance, _ = zip(*(segment_mean(column, rows_all, F)
-                                      for column in passages.unbind(1)), strict=True)
-        log_mean, variance = torch.stack(log_mean, 1), torch.stack(variance, 1)
-        mine = log_mean[members[:, 0], members[:, 1] - 1]
-        rel = (variance[members[:, 0], members[:, 1] - 1].sqrt() / mine.exp()).nan_to_num(0.0)
-        worst = torch.zeros(F, dtype=torch.float64).scatter_reduce(0, members[:, 0], rel, "amax")
-        finished = active[((worst < rel_tol) | (drawn >= s_high))[active]]
-        calls = family_batch.task_calls()
-        for t in (torch.isin(members[:, 0], finished)).nonzero().flatten().tolist():
-            family = int(members[t, 0])
-            results[int(tasks[t])] = GroundTruth(
-                math.exp(mine[t]), float(mine[t]), "surrogate", drawn, float(rel[t]),
-                int(calls[family]), None, origin)
-            bar.update()
-        active = active[~torch.isin(active, finished)]
-        if len(active):
-            still = float(((worst[active] / rel_tol) ** 2 - 1).clamp_max(s_high).median()) * drawn
-            count = int(min(max(s_step, still), s_high - drawn))
+def next_round(rel: torch.Tensor, rel_tol: float, drawn: int, s_step: int, s_high: int) -> int:
+    """Paths per unfinished task in the next round of a rule that stops at a relative SE:
+    what the median of their relative SEs `rel` after `drawn` paths says is still missing
+    (SE ∝ 1/√n), at least S_step, and no more than S_high paths in all."""
+    still = float(((rel / rel_tol) ** 2 - 1).clamp_max(s_high).median()) * drawn
+    return int(min(max(s_step, still), s_high - drawn))
 
 
 def _record_importance(sub: Batch, tasks: torch.Tensor, finished: torch.Tensor,

@@ -114,10 +114,10 @@ class Until(Protocol):
 
 @dataclass(frozen=True)
 class Adaptive:
-    """Samplers that stop on their own error, for ground truth: `absolute` draws through the
-    prefix trie until the paper's Eq. 66 rule holds, `sampled` rolls out without a trie until a
-    relative SE (a vocabulary too large for a trie), `horizons` answers a family of hitting
-    times from one set of paths. Each records `GroundTruth`s named `origin` in `results`."""
+    """Samplers that stop on their own error, for ground truth: `absolute` draws as its method
+    does until the paper's Eq. 66 rule holds, `sampled` until a relative SE
+    (`adaptive_importance.py`), `horizons` answers a family of hitting times from one set of
+    paths (`horizons.py`). Each records `GroundTruth`s named `origin` in `results`."""
 
     absolute: Callable[..., None]
     sampled: Callable[..., None]

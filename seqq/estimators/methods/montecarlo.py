@@ -1,7 +1,10 @@
 """Sampling estimators: importance sampling under the restricted (or twisted) proposal (Eq. 5-9),
 drawn through the prefix trie; naive Monte Carlo from p and uniform Monte Carlo over Q (Eq. 7),
 rolled out without a trie (their paths ignore q, so a cached q-tree would not serve them).
-All tasks' samples run in shared batches."""
+All tasks' samples run in shared batches. Each declares the one pass that answers every horizon
+of a hitting time (`horizons.every_horizon`); importance also declares ground truth's samplers,
+which draw as it does and stop on their own error (`adaptive_importance.py`, and
+`horizons.every_horizon_truths`)."""
 
 from __future__ import annotations
 
@@ -11,24 +14,20 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from seqq.estimators.adaptive_importance import (
-    adaptive_importance,
-    every_horizon_truths,
-    streamed_importance,
-)
+from seqq.estimators.adaptive_importance import adaptive_importance, streamed_importance
 from seqq.estimators.engine.batch import Batch
 from seqq.estimators.engine.budget import draw_in_rounds, iid_draws
 from seqq.estimators.engine.rollout import Paths, Policy, sample_rows
 from seqq.estimators.engine.summary import BranchResult, segment_average, segment_mean
 from seqq.estimators.engine.trie import Trie
 from seqq.estimators.engine.twist import Messages
+from seqq.estimators.horizons import every_horizon, every_horizon_truths
 from seqq.estimators.method import (
     POSITIVE,
     Adaptive,
     Answer,
     Budgets,
     Guarantee,
-    HorizonsRun,
     Method,
     Options,
     option,
@@ -41,25 +40,9 @@ class SampleOptions(Options):
 
 
 def _streamed_draws(batch: Batch, budgets: Sequence[int] | None, samples: int | None,
-                    policy: Policy, passages: bool = False) -> tuple[Tensor, Paths]:
+                    policy: Policy) -> tuple[Tensor, Paths]:
     return draw_in_rounds(batch, budgets, samples,
-                          lambda rows, charge: sample_rows(batch, rows, policy, charge, passages))
-
-
-def _every_horizon(policy: Policy) -> HorizonsRun:
-    """One pass of `policy`'s paths for a batch of hitting times τ(A) = K: an answer for every
-    k = 1..K, each the mean of the paths' terms for that k (`Paths.log_passage`), with the
-    same estimator as a run at horizon k alone."""
-    def run(batch: Batch, budgets: Budgets, options: SampleOptions) -> list[Answer]:
-        row_branch, paths = _streamed_draws(batch, budgets, options.samples, policy, True)
-        answers = []
-        for log_w in paths.log_passage.unbind(1):
-            log_value, variance, count = segment_mean(log_w, row_branch, len(batch.branch_task))
-            answers.append(Answer(BranchResult(log_value, variance, count.long(), None),
-                                  weights=(row_branch, log_w)))
-        return answers
-
-    return run
+                          lambda rows, charge: sample_rows(batch, rows, policy, charge))
 
 
 def importance(batch: Batch, budgets: Budgets, options: SampleOptions,
@@ -105,11 +88,11 @@ def naive(batch: Batch, budgets: Budgets, options: SampleOptions, twist: None) -
 
 METHODS = (
     Method(name="naive", run=naive, options=SampleOptions, guarantee=Guarantee.UNBIASED,
-           horizons=_every_horizon("model")),
+           horizons=every_horizon("model")),
     Method(name="uniform", run=uniform, options=SampleOptions, guarantee=Guarantee.UNBIASED,
-           horizons=_every_horizon("uniform")),
+           horizons=every_horizon("uniform")),
     Method(name="importance", run=importance, options=SampleOptions,
-           guarantee=Guarantee.UNBIASED, horizons=_every_horizon("proposal"),
+           guarantee=Guarantee.UNBIASED, horizons=every_horizon("proposal"),
            adaptive=Adaptive(adaptive_importance, streamed_importance, every_horizon_truths)),
     Method(name="twisted", run=importance, options=SampleOptions, guarantee=Guarantee.UNBIASED,
            surrogate="required"),
