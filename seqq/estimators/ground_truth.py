@@ -27,7 +27,7 @@ from typing import Literal
 
 import torch
 
-from seqq.estimators.driver import run_prepared
+from seqq.estimators.driver import plan, run
 from seqq.estimators.engine.batch import Batch, prepare, subset, tree_calls
 from seqq.estimators.engine.memory import consecutive_groups
 from seqq.estimators.engine.summary import to_estimates
@@ -106,7 +106,8 @@ def ground_truth_many(
     if cheap.any():
         tasks = cheap.nonzero().flatten()
         before = batch.counter.calls.clone()
-        exact = run_prepared(exact_method().name, subset(batch, tasks))
+        exact = run(plan(exact_method().name, [queries[t] for t in tasks.tolist()], None, {}),
+                    subset(batch, tasks))
         for t, est in zip(tasks.tolist(), exact, strict=True):
             results[t] = GroundTruth(est.value, est.log_value, "exact", 0, 0.0,
                                      int(batch.counter.calls[t] - before[t] + 1), est.entropy,
