@@ -160,8 +160,8 @@ def test_help_shows_every_default(tmp_path: Path):
     (("--method", "wor", "--budget", "3", 'tau("\\n") <= 30'),
      "(seqq ask: the budget in force is 3 model calls, given with --budget; change it with "
      "--budget N, e.g. --budget 30)"),
-    (("X3000 = a",),  # too long to enumerate, and one path costs 3,000 calls (+ pricing)
-     "a budget of 2,000 model calls cannot buy one path (that needs 3,001); raise the budget "
+    (("X3000 = a",),  # too long to enumerate, and one path costs 3,000 calls
+     "a budget of 2,000 model calls cannot buy one path (that needs 3,000); raise the budget "
      "(budget=) (seqq ask: the budget in force is 2,000 model calls, the default of --method "
      "auto; change it with --budget N, e.g. --budget 20000)"),
     (("--method", "exact", "--budget", "30", "X30 = a"),
