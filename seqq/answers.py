@@ -94,7 +94,7 @@ def _estimate(model: SequenceModel, history: Sequence[int], query: Any, method: 
     in force and how to change it."""
     calls, where = budget, "given with --budget"
     try:
-        if method in CHOOSERS:  # its pricing call is in its model_calls; its note says why
+        if method in CHOOSERS:  # a chooser's note says why it picked its method
             calls = budget or CHOOSERS[method].default_budget
             where = where if budget else f"the default of --method {method}"
             twist = {"distill": distill} if surrogate is None else {"surrogate": surrogate}
