@@ -6,6 +6,7 @@ as the paper's is in the committed list of the paper's sentences."""
 
 from __future__ import annotations
 
+import ast
 import re
 import shutil
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import REPO
 from reproduction_doc import DOC, FOLDER, doc_block, summary_line
 
 from seqq.reports.reproduction import claims
@@ -192,6 +194,53 @@ def _quotes(text: str) -> list[str]:
         if paragraph.startswith("**The paper**"):
             found += re.findall(r'"([^"]+)"', paragraph.replace("\n", " "))
     return found
+
+
+# Numbers an experiment module may write in its prose without computing them: where in the paper
+# (Fig. 5, Tables 4, 5, §5, App. G.2) and what holds by definition (the sign of a slope, the RAE
+# of an estimate of 0, a decade's 10, 1/√n's −0.5, a step's index, the models' and commands'
+# names).
+NOT_A_VALUE = re.compile("|".join([r"`[^`]*`",
+    r"(Figs?\.?|Tables?|§|App\.) ?[A-Z]?\.?\d+[a-z]?(\.\d+)?((, | and | ?[–→] ?| )\d+[a-z]?\b)*",
+    r"\b(above|below|excludes) 0\b", r"\bRAE (of )?1\b", r"\bgoes to [01]\b",
+    r"\bestimates? (of )?0\b", r"p̂ = 0", r"1 − p̂", r"\b10(×|·|\^)", r"log10", r"1/√",
+    r"−0\.5 is", r"1…K−1", r"consistently 0", r"SmolLM2(-135M)?", r"WikiText(-2)?", r"GPT-2",
+    r"smollm2"]))
+
+
+def _prose(module: Path) -> list[tuple[int, str]]:
+    """The string literals of a module that can end up in the doc: not docstrings, not format
+    specs, not names (no space: files, blocks, colours)."""
+    tree = ast.parse(module.read_text())
+    skip = {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, ast.Module | ast.FunctionDef | ast.ClassDef)
+            and ast.get_docstring(node) is not None}
+    skip |= {id(part) for node in ast.walk(tree)
+             if isinstance(node, ast.FormattedValue) and node.format_spec
+             for part in ast.walk(node.format_spec)}
+    return [(node.lineno, node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and id(node) not in skip and " " in node.value.strip()]
+
+
+def _typed_numbers(text: str) -> str:
+    """What is left of `text` with the paper's quotations, places and definitions taken out: a
+    digit there is a number typed into prose."""
+    text = re.sub(r'"([^"]+)"', lambda m: "" if quoted(m[1]) else m[0], text)
+    return NOT_A_VALUE.sub("", text)
+
+
+def test_an_experiments_prose_types_no_number() -> None:
+    """Every number an experiment module writes into the doc is formatted from its data or a
+    named constant, or is the paper's, in a quotation of `paper_quotes` (issue 59: "27–31 %",
+    "1.9× to 2.6×", "a third of" were typed and wrong)."""
+    modules = sorted((REPO / "seqq" / "reports" / "reproduction" / "experiments").glob("*.py"))
+    typed = [f"{m.name}:{line}: {text!r}" for m in modules for line, text in _prose(m)
+             if re.search(r"\d", _typed_numbers(text))]
+    assert typed == []
+    assert not re.search(r"\d", _typed_numbers('"a query horizon of k = 30" (App. G.6)'))
+    assert re.search(r"\d", _typed_numbers("six cells are 27–31 % high (Table 4)"))
+    assert re.search(r"\d", _typed_numbers('"82% vs 13%, a 6x reduction" (§5)'))  # not a quote
 
 
 def test_every_quote_of_the_paper_is_the_papers_text() -> None:

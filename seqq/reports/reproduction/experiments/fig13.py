@@ -43,9 +43,11 @@ figure = drawn("fig13", figures.rae_vs_temperature)  # Figs 13, 4b: median RAE v
 
 
 def caption(runs: Sequence[ModelRun]) -> str:
+    ks = ", ".join(map(str, sorted({int(k) for r in runs for k in r.rows.K.unique()})))
+    levels = ", ".join(map(str, sorted({s for r in runs for s in r.levels})))
     return ("*Fig. 13 (and Fig. 4b, which the paper draws for Mobile Apps alone: that data is "
-            "not here): median RAE of p_T(τ(a) = 4) vs the model temperature T at S = 100, "
-            "bands the interquartile range over queries, one panel per model: "
+            f"not here): median RAE of p_T(τ(a) = {ks}) vs the model temperature T at "
+            f"S = {levels}, bands the interquartile range over queries, one panel per model: "
             f"{histories(runs)}.*")
 
 
@@ -112,7 +114,8 @@ def _goes_to(rae: pd.DataFrame, end: int, claim: str, paper: str, hot: bool) -> 
         f"{fmt(medians.iloc[-1])} [{fmt(last_low)}, {fmt(last_high)}]; "
         + tally.said("cells (slope, hottest median)"),
         tallied(tally) if hot else UNKNOWN,
-        SLOPE_TEST + f" ({side} 0), and the sign test of the median at the hottest T {side} "
+        SLOPE_TEST + f" ({'above 0' if end else 'below 0'}), and the sign test of the median at "
+        f"the hottest T {side} "
         f"{NEAR[end]:g} (Holm over the two cells)")
 
 

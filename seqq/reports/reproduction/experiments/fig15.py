@@ -26,13 +26,14 @@ from seqq.reports.tables import to_markdown
 
 figure = drawn("fig15", figures.case_study)  # mean estimate vs share of A, 90% intervals
 LINEAR = 0.9  # "roughly linear": the line through the shares' means explains more than this
+COVERAGE = 0.9  # the shares' means' interval drawn and tabled (`share_means`)
 
 
 def caption(runs: Sequence[ModelRun]) -> str:
     return ("*Fig. 15's protocol (the paper's: Mobile Apps, social-media apps A before "
             "direct-communication apps B; that data is not here): mean estimate of "
-            "p(τ(A) < τ(B) ≤ K) vs the share of A in a synthetic history, error bars the 90% "
-            "intervals of the mean; "
+            "p(τ(A) < τ(B) ≤ K) vs the share of A in a synthetic history, error bars the "
+            f"{COVERAGE:.0%} intervals of the mean; "
             + "; ".join(f"{r.dataset} ({model_name(r.model)}), N = {r.n:,}, "
                         + _focus(r.rows.label.iloc[0]) for r in runs) + ".*")
 
@@ -52,12 +53,12 @@ def section(run: ModelRun, csv: str) -> list[str]:
                                         .astype(float)))
     shown = pd.DataFrame({
         "share of A": [f"{s:g}" for s in stats.share], "histories": stats.histories,
-        "mean p̂ [90% CI]": [f"{m:.3f} [{lo:.3f}, {hi:.3f}]" for m, lo, hi in
+        f"mean p̂ [{COVERAGE:.0%} CI]": [f"{m:.3f} [{lo:.3f}, {hi:.3f}]" for m, lo, hi in
                             zip(stats["mean"], stats.low, stats.high, strict=True)]})
     return [links_line(run, csv, f"over {len(stats)} shares, K = "
                                   f"{', '.join(map(str, values(run, 'K')))}, S = "
                                   f"{', '.join(map(str, run.levels))}"),
-            "", "Mean estimate per share of A [90% interval of the mean]:", "",
+            "", f"Mean estimate per share of A [{COVERAGE:.0%} interval of the mean]:", "",
             to_markdown(shown), ""]
 
 

@@ -28,6 +28,8 @@ from seqq.reports.reproduction.stats import (
 )
 from seqq.reports.tables import to_markdown
 
+SPREAD = (0.1, 0.9)  # the quantiles of H(q) its section states
+
 
 def figure(runs: Sequence[ModelRun]) -> dict[str, Figure]:
     """Fig. 4a: per-query RAE vs restricted entropy, IS and beam search, at Fig. 3's S."""
@@ -56,8 +58,9 @@ def section(run: ModelRun, csv: str) -> list[str]:
         "highest third": [fmt(x) for x in fits.high]})
     csv = ", ".join(link for link in csv.split(", ") if f"_S{FIG3_LEVEL}.csv" in link) or csv
     return [f"N = {run.n:,} histories, the S = {FIG3_LEVEL} rows of {csv} (Fig. 3's protocol; "
-            f"{len(rows):,} rows). H(q) in nats: median {h.median():.2f}, 10–90% "
-            f"{h.quantile(0.1):.2f}–{h.quantile(0.9):.2f}. Per-query RAE against H(q):", "",
+            f"{len(rows):,} rows). H(q) in nats: median {h.median():.2f}, "
+            f"{SPREAD[0]:.0%}–{SPREAD[1]:.0%} {h.quantile(SPREAD[0]):.2f}–"
+            f"{h.quantile(SPREAD[1]):.2f}. Per-query RAE against H(q):", "",
             to_markdown(shown), ""]
 
 
