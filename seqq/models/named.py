@@ -1,7 +1,7 @@
 """A model named the way a person types it (`seqq ask --model`): a registered name
 (`NAMED_MODELS`), `hf:<hub name or folder>`, a GGUF file, or a checkpoint written by `seqq
-train` (LSTM or HPYP), each turned into the `ModelSpec` `load_model` reads. Importing this is
-cheap: transformers and torch load only when a model does."""
+train` (LSTM or HPYP), each turned into the `ModelSpec` `load_model` reads. Importing this
+imports no transformers (seconds): only loading a model does."""
 
 from __future__ import annotations
 
