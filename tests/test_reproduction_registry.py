@@ -46,7 +46,8 @@ def checks(run):
 EXPERIMENT = Experiment(
     name="toy16", title="Fig. 16", sweep="toy_sweep", query="hitting_time",
     methods=("hybrid", "importance", "beam"), levels=(10,), block="toy16",
-    columns=("history_id", "K", "method", "S", "estimate"), figure=figure,
+    columns=("history_id", "K", "method", "S", "estimate", "twice"),
+    own_columns={"twice": lambda rows: 2 * rows.estimate}, figure=figure,
     caption=lambda runs: "*the toy caption*",
     section=lambda run, csv: [f"toy rows in {csv}", ""],
     claims=table(checks, "Fig. 16"), verdict=verdict(checks))
@@ -113,7 +114,7 @@ def test_a_module_dropped_in_is_an_experiment(dropped_in: list, tmp_path: Path,
     assert [p.name for p in written] == ["toy16_synthetic_reviews_markov.csv",
                                          "toy16_markov.png", "toy16_markov.pdf", "doc.md"]
     assert (tmp_path / "out" / "toy16_synthetic_reviews_markov.csv").read_text().startswith(
-        "history_id,K,method,S,estimate\n")
+        "history_id,K,method,S,estimate,twice\n")
     text = doc.read_text()
     assert f"hand-written\n\n## Fig. 16\n\n{begin('toy16')}" in text and text.endswith(
         f"{end('toy16')}\n")
@@ -148,6 +149,13 @@ def test_a_module_dropped_in_is_swept_and_judged_again(dropped_in: list, copied_
     said = _python(copied_package, "-m", "seqq.reports.reproduction.committed", str(doc), str(out))
     assert "claims judged from" in said and ": Fig. 16" in said
     assert doc.read_text() == judged
+
+
+def test_a_csv_column_nobody_declares_is_refused(tmp_path: Path, tiny_sweep: Path) -> None:
+    toy = dataclasses.replace(registry.EXPERIMENTS["fig3"], name="toy", levels=(10,),
+                              columns=("history_id", "nowhere"))
+    with pytest.raises(ValueError, match=r"toy's CSV columns \['nowhere'\] are neither"):
+        export(toy, load_results([tiny_sweep / "results"]), tmp_path / "out")
 
 
 def test_every_module_declares_one_experiment() -> None:

@@ -165,6 +165,12 @@ def test_the_hand_written_numbers_are_the_csvs() -> None:
     paths = runs.groupby(["prefix", "method"]).samples.mean().unstack()
     ratios = sorted(f"{r:.2f}×" for r in paths.naive / paths.importance)
     assert all(r in said for r in ratios), ratios
+    early = runs[(runs.method == "importance") & (runs.K <= 5)].groupby(
+        ["kind", "prefix", "replicate"]).estimate.sum().groupby(["kind", "prefix"]).mean()
+    declarative = " and ".join(f"{p:.2f}" for p in early["declarative"])
+    assert f"the declarative prefixes do not end within a few tokens (IS's p(τ ≤ 5) is " \
+        f"{declarative};" in said
+    assert f"ends soonest ({early['open-ended'].max():.2f} by K = 5" in said
     for slip in ("0.53–0.65", "a tenth of the KL", "40–130 %", "which confirms that",
                  "only mostly"):
         assert slip not in DOC

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 from matplotlib.figure import Figure
 
 from seqq.reports.plotting import save
-from seqq.reports.reproduction.export import FIG3_COLUMNS, csv_names, to_csv
+from seqq.reports.reproduction.export import FIG3_COLUMNS, Column, csv_names, to_csv
 from seqq.reports.reproduction.markdown import (
     SUMMARY_BLOCK,
     begin,
@@ -115,6 +115,8 @@ class Experiment:
     # its CSV's rows (`committed.py`, columns already named as the results') back into the
     # results' shape where its own columns say more (Fig. 12's α and beams per step)
     from_csv: Callable[[pd.DataFrame], pd.DataFrame] = _same_rows
+    # CSV columns of its own, beside `export.COLUMNS`: name -> its values from its rows
+    own_columns: Mapping[str, Column] = field(default_factory=dict)
     histories: str = ""  # where its histories come from ("test"), for panels rebuilt from its
     # CSVs, which do not say (`committed.py`); "" where it varies by dataset
 
@@ -166,10 +168,11 @@ def write_runs(experiment: Experiment, runs: Sequence[ModelRun], out: str | Path
     linked = bool(experiment.csv) or not csv  # CSVs holding these very rows: linked, not written
     if linked:
         csvs = [[out / name for name in csv_names(run, experiment.csv_name, experiment.columns,
-                                                  experiment.split)] for run in runs]
-    else:
-        csvs = [to_csv(run, out, experiment.name, experiment.columns, experiment.split)
+                                                  experiment.split, experiment.own_columns)]
                 for run in runs]
+    else:
+        csvs = [to_csv(run, out, experiment.name, experiment.columns, experiment.split,
+                       experiment.own_columns) for run in runs]
     suffix = "_".join(sorted({model_slug(r.model) for r in runs}))
     drawn = experiment.figure(runs)  # one figure is named after the experiment, several by
     figures = {f"{stem if len(drawn) > 1 else experiment.name}_{suffix}": fig  # their keys

@@ -145,6 +145,12 @@ def _at(k: int, beams: dict[tuple[int, str], pd.DataFrame]) -> str:
     return f", K = {k}" if len({key[0] for key in beams}) > 1 else ""
 
 
+OWN_COLUMNS = {  # its CSV's own columns: the α of each run, the beams kept per step
+    "alpha": lambda rows: rows.options.map(lambda o: json.loads(o).get("alpha")),
+    "beam_sizes": lambda rows: rows.extras.map(lambda e: " ".join(map(str, beams_per_step(e)))),
+}
+
+
 def from_csv(rows: pd.DataFrame) -> pd.DataFrame:
     """Its CSV's rows as results: one method per α (`coverage_beam {"alpha": 0.95}`), and the
     beams kept per step back in `extras`."""
@@ -160,6 +166,6 @@ EXPERIMENT = Experiment(
                f"estimator.options.coverage_beam.alpha={','.join(map(str, ALPHAS))}",
     methods=("coverage_beam",), levels=None, block="fig12",
     columns=("history_id", "K", "method", "alpha", "model_calls", "estimate", "beam_sizes"),
-    from_csv=from_csv,
+    own_columns=OWN_COLUMNS, from_csv=from_csv,
     figure=figure, caption=caption, section=section, claims=table(checks, "Fig. 12"),
     verdict=verdict(checks))

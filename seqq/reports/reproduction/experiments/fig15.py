@@ -49,8 +49,7 @@ def _focus(label: str) -> str:
 
 
 def section(run: ModelRun, csv: str) -> list[str]:
-    stats = share_means(run.rows.assign(share=run.rows.group.str.removeprefix("share=")
-                                        .astype(float)))
+    stats = share_means(run.rows.assign(share=_share(run.rows)))
     shown = pd.DataFrame({
         "share of A": [f"{s:g}" for s in stats.share], "histories": stats.histories,
         f"mean p̂ [{COVERAGE:.0%} CI]": [f"{m:.3f} [{lo:.3f}, {hi:.3f}]" for m, lo, hi in
@@ -66,7 +65,7 @@ def checks(run: ModelRun) -> list[Check]:
     """Fig. 15: P(A before B) rises with the share of A in the history (the least-squares
     slope over the histories, with its interval), roughly linearly (R² of the shares' means
     above `LINEAR`, by its bootstrap interval): each a claim about one cell."""
-    rows = run.rows.assign(share=run.rows.group.str.removeprefix("share=").astype(float))
+    rows = run.rows.assign(share=_share(run.rows))
     stats = share_means(rows)
     fit = linregress(rows.share, rows.estimate)
     half = Z * fit.stderr
@@ -92,6 +91,11 @@ def checks(run: ModelRun) -> list[Check]:
     ]
 
 
+def _share(rows: pd.DataFrame) -> pd.Series:
+    """Its CSV's own column: the share of A in each history, from its group."""
+    return rows.group.str.removeprefix("share=").astype(float)
+
+
 def _shares(rows: pd.DataFrame) -> pd.DataFrame:
     """Its CSV's rows as results: the share of A back in the histories' group."""
     return rows.assign(group=rows.share.map(lambda s: f"share={s:g}"))
@@ -113,6 +117,7 @@ def _r2_of_means(share: np.ndarray, estimate: np.ndarray) -> float:
 EXPERIMENT = Experiment(
     name="fig15", title="Fig. 15", sweep="case_study", query="a_before_b", sweep_on="moocs",
     sweep_args=f"model=authors {PAPER_OVERRIDES}", from_csv=_shares,
+    own_columns={"share": _share},
     methods=("importance",), levels=(1000,), block="fig15",
     columns=(*ESTIMATE_COLUMNS, "share"),
     figure=figure, caption=caption, section=section, claims=table(checks, "Fig. 15"),
