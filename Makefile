@@ -33,7 +33,7 @@ SHAKESPEARE := $(call resolve,shakespeare)
 # Sweep folders live under SWEEPS (the CLI's sweep.root); a rerun with the same SWEEPS resumes.
 SWEEPS ?= outputs/sweeps
 # sweep <preset> <datasets> [overrides]: one Hydra multirun over datasets; report afterwards
-sweep = $(SEQQ) query-sweep -m experiment=$(1) size=$(SIZE) dataset=$(call csv,$(2)) \
+sweep = $(SEQQ) query-sweep -m preset=$(1) size=$(SIZE) dataset=$(call csv,$(2)) \
 	checkpoint_dir=$(SWEEP_CKPT) sweep.root=$(SWEEPS) sweep.report=false $(3)
 SWEEP_CKPT = $(CKPT)
 report = $(SEQQ) report $(SWEEPS)/$(1)$(SUFFIX)/results --out $(FIGS)/$(2) $(3)
@@ -118,7 +118,7 @@ calibration: venv  ## interval coverage against exact answers (CALIBRATION=quick
 # Section (k): the twisted judge (docs/decisions.md §43) against exact answers (DP to K = 30,
 # enumeration on both authors' LSTMs at K <= 4) and against Fig. 3's committed App. F.3 truths
 # re-judged by JUDGE_SWEEPS (paper-size fig3 folders run with ground_truth.rule=twisted, e.g.
-#   seqq query-sweep experiment=fig3 size=paper model=authors dataset=shakespeare \
+#   seqq query-sweep preset=fig3 size=paper model=authors dataset=shakespeare \
 #     ground_truth.rule=twisted ground_truth.exact_max_calls=50000 sweep.root=outputs/judge)
 JUDGE_SWEEPS ?= $(wildcard outputs/judge/fig3-paper)
 bench-judge: venv  ## the twisted judge's z against exact answers and the committed truths → RESULTS.md (k)
@@ -148,7 +148,7 @@ TABLE2_TRUTHS = $(REPRODUCTION)/ground_truth/large_lm
 table2-rejudge: venv  ## Table 2's truths judged again by the trie judge (SHARD=i SHARDS=n; MERGE=1 writes the CSV)
 	mkdir -p $(SWEEPS)/large_lm-paper/ground_truth && \
 	  cp -n $(TABLE2_TRUTHS)/*.parquet $(SWEEPS)/large_lm-paper/ground_truth/ 2>/dev/null; \
-	SEQQ_THREADS=$(or $(SEQQ_THREADS),1) $(PY) -m seqq.sweeps.rejudge $(TABLE2_CSV) experiment=large_lm \
+	SEQQ_THREADS=$(or $(SEQQ_THREADS),1) $(PY) -m seqq.sweeps.rejudge $(TABLE2_CSV) preset=large_lm \
 	  size=paper model=smollm2 sweep.root=$(SWEEPS) $(if $(MERGE),--merge,sweep.shard=$(SHARD) \
 	  sweep.shards=$(or $(SHARDS),1))
 
@@ -160,7 +160,7 @@ $(CKPT)/%_hpyp.pt: | venv
 
 demo: SIZE = quick
 demo: venv $(CKPT)/shakespeare_lstm.pt  ## train the Shakespeare LSTM, quick sweep, summary + figures
-	$(SEQQ) query-sweep experiment=demo checkpoint_dir=$(CKPT)
+	$(SEQQ) query-sweep preset=demo checkpoint_dir=$(CKPT)
 
 fig3: venv $(call own,$(call checkpoints,$(DATASETS)))  ## median RAE vs K, hybrid/IS/beam, S=100 (MODELS=authors: the authors' LSTMs only)
 	$(call own,$(call sweep,fig3,$(ALL)))
@@ -200,7 +200,7 @@ reproduction-claims: venv  ## docs/reproduction.md's claims and verdicts judged 
 
 # `make paper SIZE=paper`: every sweep of docs/reproduction.md on the authors' LSTMs (nothing is
 # trained), then `make reproduction`. Fig. 3's ground truth committed in docs/reproduction/ground_truth
-# is copied in first (the horizons and budgets sweeps ask Fig. 3's queries), surrogate truths are
+# is copied in first (the horizons and budgets sweeps ask Fig. 3's queries), estimated truths are
 # kept as computed (sweep.refine_truth=null, as Fig. 3's preset at paper size). Each sweep resumes
 # where it stopped; SHARD=i SHARDS=n runs one share of every sweep's histories (n invocations side
 # by side, one thread each: OMP_NUM_THREADS=1), the shards' results landing in the same folders.
@@ -254,9 +254,9 @@ fig7-9: venv $(call checkpoints,moocs)  ## MOOCs estimate vs ground truth at S=1
 fig10 fig11: venv $(call own,$(call checkpoints,$(DATASETS)))
 	$(call own,$(call sweep,budgets,$(ALL)))
 	$(call authors,budgets)
-	$(call report,budgets,$@,--figures $(if $(filter fig10,$@),rae_vs_budget_median,rae_vs_budget_mean))
-fig10:  ## median RAE vs budget incl. uniform and naive MC
-fig11:  ## mean RAE vs budget incl. uniform and naive MC
+	$(call report,budgets,$@,--figures $(if $(filter fig10,$@),rae_vs_level_median,rae_vs_level_mean))
+fig10:  ## median RAE vs the level S incl. uniform and naive MC
+fig11:  ## mean RAE vs the level S incl. uniform and naive MC
 
 fig12: venv $(call checkpoints,shakespeare)  ## coverage beam search: beams vs step, α=0.95/0.75/0.5
 	$(call sweep,coverage,$(SHAKESPEARE),estimator.options.coverage_beam.alpha=0.95$(comma)0.75$(comma)0.5)

@@ -33,8 +33,8 @@ def commands(root: str, device: str | None) -> dict[str, list[str]]:
     model_device = [f"model.device={device}"] if device else []
     sweep = ["query-sweep", f"checkpoint_dir={CHECKPOINTS}", f"sweep.root={root}", *model_device]
     return {
-        "demo sweep (`make demo` after training)": [*SEQQ, *sweep, "experiment=demo"],
-        "fig3 preset, Shakespeare, N = 100": [*SEQQ, *sweep, "experiment=fig3",
+        "demo sweep (`make demo` after training)": [*SEQQ, *sweep, "preset=demo"],
+        "fig3 preset, Shakespeare, N = 100": [*SEQQ, *sweep, "preset=fig3",
                                              "dataset=shakespeare", "sweep.histories=100",
                                              "sweep.report=false"],
     }

@@ -209,7 +209,7 @@ def figure(exact: Sequence[Judged], paper: pd.DataFrame) -> list[str]:
     enumerated = paper["method_old"] == "enumeration" if len(paper) else []
     panels = [("against exact answers (DP, enumeration)",
                [j.z for j in exact] + (paper.loc[enumerated, "z"].tolist() if len(paper) else [])),
-              ("against the paper's App. F.3 surrogate truths",
+              ("against the paper's App. F.3 estimated truths",
                paper.loc[~enumerated, "z"].tolist() if len(paper) else [])]
     for ax, (title, z) in zip(axes, panels, strict=True):
         ax.set_title(title, fontsize=10)
@@ -284,8 +284,8 @@ def run(plan: Plan, device: str | None, sweeps: Sequence[Path] = ()) -> Section:
                    f"largest {enumerated.max():.2f}, {(enumerated > 3).mean():.1%} beyond 3)"
                    if len(enumerated) else ")") + ".")
     if len(paper):
-        surrogate = paper[paper["method_old"] == adaptive_method().name]
-        share = float((surrogate["z"].abs() > Z_PAPER).mean())
+        estimated = paper[paper["method_old"] == adaptive_method().name]
+        share = float((estimated["z"].abs() > Z_PAPER).mean())
         body += ["", "### Against the paper's App. F.3 truths", "",
                  f"Sweeps: {', '.join(f'`{s}`' for s in sweeps)}. Calls per truth exclude the "
                  "judge's surrogate, distilled once per model (4M calls).", "",
@@ -293,9 +293,9 @@ def run(plan: Plan, device: str | None, sweeps: Sequence[Path] = ()) -> Section:
                          "old rel. SE", "twisted calls (median)", "twisted calls (mean)",
                          "twisted rel. SE", "calls old / twisted", f"|z| > {Z_PAPER:g}",
                          "max |z|"], _paper_rows(paper)), "",
-                 f"**Target** ≤ {MAX_SHARE:.0%} of |z| > {Z_PAPER:g} against the surrogate "
+                 f"**Target** ≤ {MAX_SHARE:.0%} of |z| > {Z_PAPER:g} against the estimated "
                  f"truths: {'met' if share <= MAX_SHARE else 'missed'} ({share:.2%} of "
-                 f"{len(surrogate):,})."]
+                 f"{len(estimated):,})."]
         body += ["", "What the sweeps cost, from scratch (no cached truth or surrogate; each shard "
                  "distils the judge's surrogate unless an earlier one saved it in the sweep "
                  "folder):", "",

@@ -1,7 +1,7 @@
 """(m) Judges on SmolLM2: what a ground truth of a given precision costs at V = 49,152.
 
 Read from a `large_lm` sweep folder whose truths the trie judge computed (`rule=sampled`:
-importance sampling through the prefix trie held within its byte budget, `seqq.sweeps.rejudge`
+importance sampling through the prefix trie held within its byte cap, `seqq.sweeps.rejudge`
 or the sweep itself), with the peak memory its processes recorded (`runs.jsonl`). Both judges
 draw i.i.d. paths from the same restricted proposal, so at the same number of samples their
 relative standard errors are equal in distribution; only their calls differ. The rolled-out
@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from benchmarks.report import Section, table
+from seqq.results.store import read_parts
 
 TARGET = 0.025  # the relative SE Table 2's truths are judged to (issue 57)
 LABEL = re.compile(r"=(\d+)$")  # tau(a)=K
@@ -32,9 +33,9 @@ def truths(sweep: Path) -> pd.DataFrame:
     if not files:
         raise FileNotFoundError(f"no ground truth under {sweep}; run the sweep or "
                                 "`python -m seqq.sweeps.rejudge` first")
-    rows = pd.concat([pd.read_parquet(f) for f in files], ignore_index=True).drop_duplicates()
+    rows = read_parts(files).drop_duplicates()  # old parts' truth kinds read as today's
     # (the committed file of re-judged truths lies beside the parts it was consolidated from)
-    rows = rows[(rows.kind == "surrogate") & (rows.samples > 0)].copy()
+    rows = rows[(rows.kind == "estimated") & (rows.samples > 0)].copy()
     rows["K"] = rows.label.str.extract(LABEL, expand=False).astype(int)
     rows["rolled_out"] = (rows.K - 1) * rows.samples + 1
     scale = (rows.rel_stderr / TARGET) ** 2

@@ -31,7 +31,7 @@ def run(sweep_dir: str | Path) -> list[str]:
     """The measured subsection for every (dataset, model) in the sweep folder."""
     sweep_dir = Path(sweep_dir)
     return ([describe(__doc__), "", *_measured(sweep_dir)]
-            + _other_experiments(sweep_dir.parent, sweep_dir.name))
+            + _other_sweeps(sweep_dir.parent, sweep_dir.name))
 
 
 def from_scratch(sweep_dir: str | Path) -> list[str]:
@@ -56,7 +56,7 @@ def _measured(sweep_dir: Path) -> list[str]:
     return lines
 
 
-def _other_experiments(root: Path, fig3: str) -> list[str]:
+def _other_sweeps(root: Path, fig3: str) -> list[str]:
     """One row per paper-size sweep beside Fig. 3's (issue 41): its histories, model calls
     and recorded time."""
     rows = []
@@ -135,7 +135,7 @@ def _calls(block: pd.DataFrame, truths: pd.DataFrame) -> list[str]:
 def _name(argv: list[str]) -> str:
     """`fig3`, `fig3_frontier shard 1/2`, ...: which sweep an invocation ran."""
     given = dict(a.split("=", 1) for a in argv if "=" in a)
-    name = given.get("experiment", "sweep")
+    name = given.get("preset", given.get("experiment", "sweep"))  # `experiment=` before issue 60
     if given.get("sweep.shards", "1") != "1":
         name += f" shard {given.get('sweep.shard', '0')}/{given['sweep.shards']}"
     return name

@@ -1,6 +1,6 @@
 """(f) A slice of `make fig3 SIZE=paper` on Shakespeare, timed, and the
-whole projected from it. The slice is the same sweep (experiment=fig3 size=paper: K = 3..11,
-hybrid / importance / beam at S = 100, the paper's surrogate ground truth) on the paper
+whole projected from it. The slice is the same sweep (preset=fig3 size=paper: K = 3..11,
+hybrid / importance / beam at S = 100, the paper's estimated ground truth) on the paper
 authors' Shakespeare LSTM, with `sweep.histories` cut to a fraction of the paper's N = 1000.
 Histories are independent, so cost is linear in N (section (c)) and the whole is the slice
 divided by its fraction."""
@@ -21,14 +21,15 @@ from pathlib import Path
 import pandas as pd
 
 from benchmarks.report import describe, fmt_hours, table
+from seqq.results.store import read_parts
 
-PAPER_HISTORIES = 1000  # seqq/conf/experiment/fig3.yaml: sweep.histories = ${by_size:20,1000}
+PAPER_HISTORIES = 1000  # seqq/conf/preset/fig3.yaml: sweep.histories = ${by_size:20,1000}
 SEQQ = [sys.executable, "-m", "seqq.commands.cli"]
 
 
 def command(root: str, histories: int, device: str | None) -> list[str]:
     """The fig3 paper-size sweep on Shakespeare (the authors' LSTM), cut to `histories`."""
-    return [*SEQQ, "query-sweep", "experiment=fig3", "size=paper", "dataset=shakespeare",
+    return [*SEQQ, "query-sweep", "preset=fig3", "size=paper", "dataset=shakespeare",
             "model=authors", f"sweep.histories={histories}", "sweep.report=false",
             "sweep.progress=false", f"sweep.root={root}", f"device={device or 'auto'}"]
 
@@ -38,7 +39,7 @@ class SliceCost:
     queries: int  # (history, K) pairs
     method_calls: dict[str, int]  # model calls per method, summed over the slice
     method_seconds: dict[str, float]  # estimator wall time per method (the sweep's `wall_s`)
-    truth_calls: dict[str, int]  # ground-truth calls per kind (exact, surrogate)
+    truth_calls: dict[str, int]  # ground-truth calls per kind (exact, estimated)
     truth_queries: dict[str, int]
 
 
@@ -46,8 +47,7 @@ def read_costs(sweep_dir: Path) -> SliceCost:
     """Calls and estimator seconds from a finished sweep's results and ground-truth files."""
     results = pd.concat([pd.read_parquet(f) for f in sorted((sweep_dir / "results").glob(
         "*.parquet"))])
-    truth = pd.concat([pd.read_parquet(f) for f in sorted((sweep_dir / "ground_truth").glob(
-        "*.parquet"))])
+    truth = read_parts(sorted((sweep_dir / "ground_truth").glob("*.parquet")))
     by_method = results.groupby("method")
     by_kind = truth.groupby("kind")
     return SliceCost(

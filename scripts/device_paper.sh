@@ -4,11 +4,11 @@
 # LIMIT seconds (SIGTERM: parts saved) and the sweeps' new results and ground truths come back
 # as $OUT/sweeps.tgz, to be unpacked into outputs/sweeps/ here and resumed on the CPU:
 #     tar xzf sweeps.tgz -C outputs/sweeps && make paper SIZE=paper     # the rest, resumable
-# The sweeps' rows are keyed by (history, query, method, budget), so any shard layout resumes.
+# The sweeps' rows are keyed by (history, query, method, level S), so any shard layout resumes.
 #
 #   GPU (device=cuda): Fig. 4b/13 temperature sweeps, whose ground truth is exact enumeration
 #     at K = 4 (305,320 calls per query on Shakespeare, 922,180 on MOOCs) at 10 temperatures;
-#   CPU (device=cpu, one thread each): Figs 10/11's budget sweeps from Fig. 3's committed truths.
+#   CPU (device=cpu, one thread each): Figs 10/11's `budgets` sweeps from Fig. 3's committed truths.
 #
 # Wheels for the packages the GPU image lacks: `bash scripts/gpu_check.sh wheels` here first,
 # then run with `.whl` carried: bash scripts/device_paper.sh   (LIMIT=510 by default)
@@ -33,13 +33,13 @@ for name in budgets; do  # sweeps that reuse Fig. 3's committed ground truth
 done
 touch "$ROOT/.start"
 
-sweep() {  # sweep EXPERIMENT DATASET SHARD SHARDS DEVICE
+sweep() {  # sweep PRESET DATASET SHARD SHARDS DEVICE
   local from=""
   [[ $2 == moocs ]] && from=sweep.histories_from=model
   local left=$((LIMIT - SECONDS))
   ((left > 10)) || return 0
   timeout "$left" python3 -c 'import sys; from seqq.commands.cli import main; sys.exit(main())' \
-    query-sweep experiment="$1" size=paper dataset="$2" model=authors $from device="$5" \
+    query-sweep preset="$1" size=paper dataset="$2" model=authors $from device="$5" \
     sweep.root=$ROOT sweep.shard="$3" sweep.shards="$4" sweep.report=false \
     sweep.refine_truth=null sweep.progress=false > "$ROOT/logs/$1-$2-$3of$4.log" 2>&1
   echo "$1 $2 shard $3/$4 on $5: exit $?" >> "$ROOT/logs/exits.txt"

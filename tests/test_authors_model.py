@@ -127,7 +127,7 @@ def test_sweep_on_the_authors_model_is_its_own_panel(tmp_path):
     Shakespeare in the same folder (as `make fig3` runs them) each model gets its own panel."""
     common = ["dataset=shakespeare", f"data_root={DATA}", f"sweep.root={tmp_path}",
               "sweep.name=fig3", "sweep.histories=3", "sweep.ks=[3]", "sweep.progress=false",
-              "budget.levels=[10]", "estimator.methods=[hybrid,importance]"]
+              "levels.S=[10]", "estimator.methods=[hybrid,importance]"]
     cfg = compose_sweep([*common, "model=authors", "model.device=cpu"])
     assert cfg.dataset.options.vocab == f"{AUTHORS}/shakespeare_vocab.json"
     folder = sweep.run(cfg)

@@ -195,7 +195,7 @@ def test_paper_slice_is_fig3_at_paper_size_with_fewer_histories(tmp_path):
     assert cut["sweep"]["histories"] == 20
     assert (cut["sweep"]["name"], cut["dataset"]["name"], cut["model"]["type"]) == (
         "fig3", "shakespeare", "authors")
-    assert (cut["sweep"]["k_min"], cut["sweep"]["k_max"], cut["budget"]["levels"]) == (
+    assert (cut["sweep"]["k_min"], cut["sweep"]["k_max"], cut["levels"]["S"]) == (
         3, 11, [100])
     assert cut["ground_truth"]["s_high"] == 100_000 and cut["ground_truth"]["rule"] == "absolute"
 
@@ -415,7 +415,7 @@ def test_paper_run_counts_the_kl_sweeps_sampled_steps(tmp_path):
                           "length": n, "samples": s, "truth_paths": 1000, "kl": 0.1}
                          for h in range(3) for n in (2, 5) for s in (10, 100)])
     PartStore(tmp_path / "kl-paper" / "kl", KL_KEY).write(rows, "rows")
-    text = "\n".join(paper_run._other_experiments(tmp_path, "fig3-paper"))
+    text = "\n".join(paper_run._other_sweeps(tmp_path, "fig3-paper"))
     assert f"| kl | moocs | 3 | 12 | {3 * (1000 + 100) * 5:,} | 0 | 0 | 0 |" in text
 
 
@@ -494,6 +494,7 @@ def test_lm_judges_section_prices_each_truth_through_the_trie_and_rolled_out(tmp
 
     folder = tmp_path / "ground_truth"
     folder.mkdir()
+    # written as before issue 60 ("surrogate"): read as an estimated truth
     pd.DataFrame({"label": ["tau(5)=3", "tau(7)=5", "tau(1)=4"], "kind": "surrogate",
                   "value": [0.1, 0.01, 0.5], "samples": [4000, 10000, 0],
                   "rel_stderr": [0.02, 0.024, 0.0], "model_calls": [2000, 20000, 1]}

@@ -64,6 +64,13 @@ def mistakes(root: Path) -> dict[str, tuple[tuple[str, ...], str]]:
                                         "Could not find 'estimator/bogus'"),
         "a typo in a sweep key": ((*sweep, *TINY, "sweep.histores=5"),
                                   "no config key 'sweep.histores'; did you mean sweep.histories?"),
+        # groups renamed by issue 60: the old spelling gets the new one in one line
+        "the old name of the preset group": ((*sweep, *TINY, "experiment=budgets"),
+                                             "experiment=budgets is now preset=budgets"),
+        "the old name of the levels group": ((*sweep, *TINY, "budget=paper"),
+                                             "budget=paper is now levels=paper"),
+        "the old key of the levels S": ((*sweep, *TINY, "budget.levels=[10,100]"),
+                                        "budget.levels=[10,100] is now levels.S=[10,100]"),
         "a typo in a trainer key": (("train", "trainer.max_epoch=3",
                                      f"hydra.run.dir={root / 'run'}"),
                                     "did you mean trainer.max_epochs?"),
@@ -184,7 +191,7 @@ def test_ctrl_c_says_what_was_saved_and_a_rerun_resumes(tmp_path: Path) -> None:
 def test_every_failed_multirun_job_is_reported(tmp_path: Path) -> None:
     """Two mistakes and one good job: both errors printed, the good job finishes, exit 2."""
     run = seqq("query-sweep", "-m", *tiny_overrides(tmp_path, "multi", "sweep.ks=[3]",
-                                                     "budget.levels=[10]"),
+                                                     "levels.S=[10]"),
                "query.a=999,1,'€'", cwd=tmp_path)
     assert run.returncode == 2, run.stderr[-3000:]
     assert "Traceback" not in run.stderr
@@ -202,7 +209,7 @@ def test_a_failed_job_that_is_a_bug_keeps_its_traceback(tmp_path: Path) -> None:
     prints its traceback; the other job still runs and the command exits 1."""
     good = tmp_path / "good"
     run = seqq("query-sweep", "-m", *tiny_overrides(tmp_path, "bug", "sweep.ks=[3]",
-                                                     "budget.levels=[10]"),
+                                                     "levels.S=[10]"),
                f"sweep.dir=/dev/null/nowhere,{good}", cwd=tmp_path)
     assert run.returncode == 1, run.stderr[-3000:]
     assert "Traceback" in run.stderr and "NotADirectoryError" in run.stderr
@@ -219,7 +226,7 @@ def test_a_job_failing_in_another_process_fails_the_multirun(tmp_path: Path) -> 
     """Jobs launched as separate processes (submitit, as on SLURM) raise their failure to the
     launcher, so the command still exits non-zero and names it."""
     run = seqq("query-sweep", "-m", "hydra/launcher=submitit_local",
-               *tiny_overrides(tmp_path, "apart", "sweep.ks=[3]", "budget.levels=[10]"),
+               *tiny_overrides(tmp_path, "apart", "sweep.ks=[3]", "levels.S=[10]"),
                "query.a=999,1", cwd=tmp_path)
     assert run.returncode == 1, run.stderr[-3000:]
     last = run.stderr.strip().splitlines()[-1]

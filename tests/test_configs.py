@@ -1,4 +1,4 @@
-"""Every experiment preset composes (quick and paper size) into a sweep the runner accepts,
+"""Every preset composes (quick and paper size) into a sweep the runner accepts,
 and every figure target of the Makefile names a preset that exists."""
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ from seqq.sweeps.method_runs import method_runs
 from seqq.sweeps.query_specs import KINDS
 
 GT_SAVED = REPO / "docs" / "reproduction" / "ground_truth"  # committed paper-size truths
-PRESETS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
+PRESETS = sorted(p.stem for p in (CONF / "preset").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("size", ["quick", "paper"])
 @pytest.mark.parametrize("preset", PRESETS)
 def test_preset_composes(preset: str, size: str) -> None:
-    cfg = compose_sweep([f"experiment={preset}", f"size={size}"])
+    cfg = compose_sweep([f"preset={preset}", f"size={size}"])
     resolved = OmegaConf.to_container(cfg, resolve=True)
     assert resolved["sweep"]["name"] and resolved["query"]["kind"] in KINDS
     runs = method_runs(cfg)  # every label a method or a variant of one, options checked
@@ -33,20 +33,20 @@ def test_preset_composes(preset: str, size: str) -> None:
     assert {r.method for r in runs} <= set(METHODS)
     assert set(resolved["estimator"]["options"]) <= set(resolved["estimator"]["methods"])
     assert set(resolved["estimator"].get("variants", {})) <= set(resolved["estimator"]["methods"])
-    assert all(isinstance(x, int) for x in resolved["budget"]["levels"])
+    assert all(isinstance(x, int) for x in resolved["levels"]["S"])
     assert sweep.horizons(cfg) and min(sweep.horizons(cfg)) >= 1
 
 
 def test_paper_size_uses_the_papers_protocol() -> None:
-    cfg = OmegaConf.to_container(compose_sweep(["experiment=fig3", "size=paper"]), resolve=True)
+    cfg = OmegaConf.to_container(compose_sweep(["preset=fig3", "size=paper"]), resolve=True)
     assert cfg["sweep"]["histories"] == 1000 and sweep.horizons(
-        compose_sweep(["experiment=fig3"])) == list(range(3, 12))
+        compose_sweep(["preset=fig3"])) == list(range(3, 12))
     assert cfg["ground_truth"]["s_low"] == 10_000 and cfg["ground_truth"]["s_high"] == 100_000
     assert cfg["ground_truth"]["exact_max_calls"] == 2_000_000
-    # Fig. 3 and its frontier panel keep the paper's surrogate truths at paper size (§40)
+    # Fig. 3 and its frontier panel keep the paper's estimated truths at paper size (§40)
     for preset in ("fig3", "fig3_frontier"):
-        assert compose_sweep([f"experiment={preset}", "size=paper"]).sweep.refine_truth is None
-        assert compose_sweep([f"experiment={preset}"]).sweep.refine_truth == 0.2
+        assert compose_sweep([f"preset={preset}", "size=paper"]).sweep.refine_truth is None
+        assert compose_sweep([f"preset={preset}"]).sweep.refine_truth == 0.2
 
 
 def test_fig3_at_paper_size_keeps_the_rule_its_saved_truths_were_computed_with() -> None:
@@ -61,22 +61,22 @@ def test_fig3_at_paper_size_keeps_the_rule_its_saved_truths_were_computed_with()
     saved = {"exact_max_calls": 2_000_000, "rule": "absolute", "delta": 1e-7, "rel_tol": 0.01,
              "s_low": 10_000, "s_step": 1_000, "s_high": 100_000}
     for preset in ("fig3", "fig3_frontier", "horizons", "budgets"):
-        cfg = compose_sweep([f"experiment={preset}", "size=paper", "dataset=shakespeare",
+        cfg = compose_sweep([f"preset={preset}", "size=paper", "dataset=shakespeare",
                              "model=authors"])
         options = dict(sweep_spec(cfg).ground_truth.options)
         assert options == saved and digest(options) == "ca656a196466"
-        assert compose_sweep([f"experiment={preset}"]).ground_truth.rule == "twisted"
-    for overrides in ([], ["size=paper"], ["experiment=temperature", "size=paper"]):
+        assert compose_sweep([f"preset={preset}"]).ground_truth.rule == "twisted"
+    for overrides in ([], ["size=paper"], ["preset=temperature", "size=paper"]):
         cfg = compose_sweep(overrides)
         assert cfg.ground_truth.rule == "twisted" and cfg.ground_truth.exact_max_calls == 50_000
     # Figs 4b/13's committed truths (the twisted judge's, at every temperature) are keyed so
-    temperature = compose_sweep(["experiment=temperature", "size=paper"])
+    temperature = compose_sweep(["preset=temperature", "size=paper"])
     assert digest(dict(sweep_spec(temperature).ground_truth.options)) == "a9e09a0e7443"
     saved = pd.concat(pd.read_parquet(f, columns=["gt_options", "temperature"])
                       for f in GT_SAVED.glob("*.parquet"))
     assert set(saved[saved.gt_options == "a9e09a0e7443"].temperature) == {
         0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0}
-    assert compose_sweep(["experiment=frontier", "size=paper"]).ground_truth.rule == "twisted"
+    assert compose_sweep(["preset=frontier", "size=paper"]).ground_truth.rule == "twisted"
 
 
 def test_a_ground_truth_rule_is_checked_before_anything_loads() -> None:
@@ -95,7 +95,7 @@ def test_a_ground_truth_rule_is_checked_before_anything_loads() -> None:
 def test_makefile_targets_use_existing_presets_and_figures() -> None:
     text = (REPO / "Makefile").read_text()
     used = set(re.findall(r"call (?:sweep|report),(\w+)", text))
-    used |= set(re.findall(r"experiment=(\w+)", text))
+    used |= set(re.findall(r"preset=(\w+)", text))
     assert used and used <= set(PRESETS)
     for names in re.findall(r"--figures ([\w,]+)", text):
         assert set(names.split(",")) <= set(FIGURES), names
@@ -118,10 +118,10 @@ def test_the_frontier_panel_runs_on_both_authors_models_into_fig3s_folder() -> N
     script = _make_dry_run("fig3-frontier", "SIZE=paper")
     sweeps = [command for command in script.replace("&&", "\n").splitlines()
               if "query-sweep" in command]
-    assert len(sweeps) == 2 and all("experiment=fig3_frontier" in line and "size=paper" in line
+    assert len(sweeps) == 2 and all("preset=fig3_frontier" in line and "size=paper" in line
                                     and "model=authors" in line for line in sweeps)
     assert {re.search(r"dataset=(\w+)", line)[1] for line in sweeps} == {"shakespeare", "moocs"}
-    assert compose_sweep(["experiment=fig3_frontier"]).sweep.name == "fig3"
+    assert compose_sweep(["preset=fig3_frontier"]).sweep.name == "fig3"
 
 
 @pytest.mark.parametrize("size", ["quick", "paper"])

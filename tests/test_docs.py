@@ -42,8 +42,8 @@ def test_the_readme_says_where_things_are_after_its_quick_start() -> None:
 
 
 def test_the_readme_names_only_presets_that_exist() -> None:
-    presets = {p.stem for p in (CONF / "experiment").glob("*.yaml")}
-    named = set(re.findall(r"experiment=(\w+)", README))
+    presets = {p.stem for p in (CONF / "preset").glob("*.yaml")}
+    named = set(re.findall(r"preset=(\w+)", README))
     for row in re.findall(r"(?m)^\| `make [^\n]+", README):  # the targets table's preset column
         named |= set(re.findall(r"`(\w+)`", row.split("|")[3]))
     assert named and named <= presets, sorted(named - presets)

@@ -71,7 +71,7 @@ def test_the_ratio_interval_resamples_whole_histories():
 
 
 def test_preset_runs_every_budgeted_method_at_the_hybrids_budgets():
-    cfg = compose_sweep(["experiment=frontier", "dataset=shakespeare", "model=authors"])
+    cfg = compose_sweep(["preset=frontier", "dataset=shakespeare", "model=authors"])
     runs = {r.label: r for r in method_runs(cfg)}
     assert list(runs)[0] == "hybrid"
     # not exact (the truth) or coverage_beam (steered by alpha), which take no budget, nor the
@@ -83,10 +83,10 @@ def test_preset_runs_every_budgeted_method_at_the_hybrids_budgets():
         assert runs[f"{plain}_twisted"].method == plain
         assert runs[f"{plain}_twisted"].surrogate == runs["twisted"].surrogate == Surrogate(
             "distilled", None)
-    assert list(cfg.sweep.ks) == [3, 4, 7, 11] and list(cfg.budget.levels) == [10, 100, 1000]
+    assert list(cfg.sweep.ks) == [3, 4, 7, 11] and list(cfg.levels.S) == [10, 100, 1000]
     assert cfg.sweep.repeats == 3  # medians over three seeds per query
     assert cfg.ground_truth.exact_max_calls >= 1 + 67 + 67**2 + 67**3  # exact at K ≤ 4, V = 68
-    paper = compose_sweep(["experiment=frontier", "size=paper"])
+    paper = compose_sweep(["preset=frontier", "size=paper"])
     assert paper.sweep.histories == 1000 and paper.ground_truth.rule == "twisted"  # §43
     assert paper.sweep.repeats == 1
     assert paper.ground_truth.exact_max_calls >= 1 + 97 + 97**2 + 97**3  # and V = 98
@@ -95,7 +95,7 @@ def test_preset_runs_every_budgeted_method_at_the_hybrids_budgets():
 @pytest.mark.slow
 def test_report_draws_the_frontier_and_writes_the_table(tmp_path):
     """A tiny frontier sweep (Markov model, two budgets) through `seqq report`."""
-    cfg = compose_sweep(tiny_overrides(tmp_path, "frontier", "experiment=frontier",
+    cfg = compose_sweep(tiny_overrides(tmp_path, "frontier", "preset=frontier",
                                        "estimator.methods=[hybrid,importance,beam]"))
     folder = sweep.run(cfg)
     report = build_report([folder / "results"], tmp_path / "report", figures=["frontier"])

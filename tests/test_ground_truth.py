@@ -1,5 +1,5 @@
 """Ground truth (docs/decisions.md §6): the model's exact answer, exact enumeration when affordable,
-else a surrogate (WOR sum-and-sample under the relative rule, adaptive IS under the paper's)."""
+else an estimate (WOR sum-and-sample under the relative rule, adaptive IS under the paper's)."""
 
 import dataclasses
 import importlib
@@ -28,7 +28,7 @@ def opaque(model):
 
 
 def test_models_with_an_exact_answer_use_it():
-    # issue 7 defect 6: a Markov model used to get a 700 001-call surrogate
+    # issue 7 defect 6: a Markov model used to get a 700 001-call estimate
     model = random_markov(10, 1, seed=4)
     query = Q.a_before_b(2, 5, 9)
     gt = seqq.ground_truth(model, [0], query, exact_max_calls=10)
@@ -49,7 +49,7 @@ def test_cheap_queries_are_exact():
 
 
 @pytest.mark.parametrize("rule, method", [("absolute", "importance"), ("relative", "wor")])
-def test_surrogate_is_close_and_reports_its_error(rule, method):
+def test_an_estimated_truth_is_close_and_reports_its_error(rule, method):
     markov = random_markov(10, 1, seed=4)
     queries = [Q.hitting_time(3, 7), Q.a_before_b(2, 5, 6)]
     gts = seqq.ground_truth_many(opaque(markov), [[0], [1]], queries, seed=0,
@@ -57,7 +57,7 @@ def test_surrogate_is_close_and_reports_its_error(rule, method):
                                  s_step=500, s_high=20000, progress=False)
     for gt, query, history in zip(gts, queries, [[0], [1]], strict=True):
         truth = seqq.exact(markov, history, query)
-        assert gt.method == method and gt.kind == "surrogate"
+        assert gt.method == method and gt.kind == "estimated"
         assert abs(gt.value - truth) <= 4 * gt.rel_stderr * gt.value
         assert gt.entropy > 0
         if rule == "relative":
@@ -98,7 +98,7 @@ def test_mixed_batches_give_each_query_its_own_rule():
         assert gt.model_calls >= 1
 
 
-def test_the_wor_surrogate_runs_in_groups_that_bound_its_trie(monkeypatch):
+def test_the_wor_estimate_runs_in_groups_that_bound_its_trie(monkeypatch):
     """Tasks share a trie only up to `TRIE_CALLS` worst-case calls: with a cap below one
     task's, each runs alone, and each is still within 4 standard errors of the truth."""
     runs = []
@@ -155,7 +155,7 @@ def test_the_absolute_rule_stops_where_one_step_rounds_would(monkeypatch):
     assert stops - round_ends and s_low in stops and s_high in stops
 
 
-def test_surrogates_answer_queries_without_paths_and_refuse_empty_steps():
+def test_estimated_truths_answer_queries_without_paths_and_refuse_empty_steps():
     markov = opaque(random_markov(6, 1, seed=2))
     no_paths = Q.hitting_time([0, 1, 2, 3, 4, 5], 3)  # every symbol must be avoided twice
     for rule in ("absolute", "relative", "twisted"):  # exactly 0 at no cost, whatever the limit
@@ -184,7 +184,7 @@ def test_twisted_rule_is_close_reports_its_error_and_the_restricted_entropy():
                                  surrogate=judge_for(model, histories))
     for gt, query, history in zip(gts, queries, histories, strict=True):
         truth = seqq.exact(markov, history, query)
-        assert gt.method == "twisted_wor" and gt.kind == "surrogate"
+        assert gt.method == "twisted_wor" and gt.kind == "estimated"
         assert gt.rel_stderr < 0.01 and gt.samples >= ground_truth_module.TWISTED_MIN_TAIL
         assert abs(gt.value - truth) <= 4 * gt.rel_stderr * gt.value
         # H(q) of the untwisted restricted proposal, though the draws come from q̃
@@ -226,8 +226,8 @@ def test_twisted_truths_are_unbiased_within_their_errors(oracle):
                                      rule="twisted", rel_tol=0.02, progress=False,
                                      surrogate=judge)
         for g, p in zip(gts, exact, strict=True):
-            assert g.kind == "surrogate" or g.value == pytest.approx(p, rel=1e-9)
-            z += [(g.value - p) / (g.rel_stderr * g.value)] if g.kind == "surrogate" else []
+            assert g.kind == "estimated" or g.value == pytest.approx(p, rel=1e-9)
+            z += [(g.value - p) / (g.rel_stderr * g.value)] if g.kind == "estimated" else []
     z = torch.tensor(z)
     assert len(z) > 12
     assert z.abs().max() < 4 and 0.3 < (z**2).mean() < 2.5, z

@@ -67,7 +67,7 @@ def test_sweep_on_a_model_of_a_dataset_without_files(tmp_path: Path):
         "dataset=moocs", "model=hpyp", f"checkpoint_dir={tmp_path}", f"data_root={tmp_path}",
         "sweep.histories_from=model", "sweep.histories=5", "sweep.ks=[3]", "sweep.chunk_size=5",
         "sweep.progress=false", "estimator=importance",
-        "budget.levels=[10]", f"sweep.root={tmp_path}", "sweep.name=sampled",
+        "levels.S=[10]", f"sweep.root={tmp_path}", "sweep.name=sampled",
     ]
     results = sweep.run(compose_sweep(overrides)) / "results"
     table = load_results([str(results)])

@@ -208,8 +208,8 @@ def test_exact_figure_presets_run_on_hpyp(tmp_path, shakespeare):
 
     common = ["dataset=shakespeare", f"checkpoint_dir={tmp_path}", f"data_root={REPO / 'data'}",
               f"sweep.root={tmp_path}", "sweep.progress=false"]
-    fig3 = compose_sweep(["experiment=fig3_exact", *common])
-    fig14 = compose_sweep(["experiment=unaccounted_exact", *common])
+    fig3 = compose_sweep(["preset=fig3_exact", *common])
+    fig14 = compose_sweep(["preset=unaccounted_exact", *common])
     assert fig3.model.type == fig14.model.type == "hpyp" and fig14.sweep.ground_truth
     assert sweep.horizons(fig3) == list(range(3, 12)) and max(sweep.horizons(fig14)) == 30
     model = HPYPModel.fit(shakespeare.train, shakespeare.vocab, order=3)
@@ -217,8 +217,8 @@ def test_exact_figure_presets_run_on_hpyp(tmp_path, shakespeare):
     probe = seqq.ground_truth(model, [0], Q.hitting_time(1, 11), seed=0, exact_max_calls=1,
                               s_low=10, s_step=10, s_high=10)
     assert probe.kind == "exact" and probe.method == "dp"  # the model's own DP, never sampled
-    run = compose_sweep(["experiment=fig3_exact", *common, "sweep.histories=2",
-                         "sweep.ks=[3,11]", "budget.levels=[10]"])
+    run = compose_sweep(["preset=fig3_exact", *common, "sweep.histories=2",
+                         "sweep.ks=[3,11]", "levels.S=[10]"])
     table = load_results([str(sweep.run(run) / "results")])
     assert len(table) == 2 * 2 * 3 and (table.truth_kind == "exact").all()
     assert (table.truth > 0).all() and (table.truth_samples == 0).all()

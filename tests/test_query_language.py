@@ -292,7 +292,7 @@ def test_an_expr_sweep_runs_end_to_end(tmp_path: Path):
     template = "count({observed_first}, {K}) >= 2 or X1 = {observed}"
     cfg = compose_sweep(tiny_overrides(tmp_path, "expr", "query=expr",
                                        f"query.expr='{template}'", "sweep.ks=[3]",
-                                       "budget.levels=[10]"))
+                                       "levels.S=[10]"))
     table = load_results([str(sweep.run(cfg) / "results")])
     assert set(table["query"]) == {template} and len(table) == 6 * 3  # 6 histories, 3 methods
     assert table["label"].str.startswith("count(").all()

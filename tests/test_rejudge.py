@@ -24,7 +24,7 @@ def test_a_csv_judged_again_in_shards_gets_finer_truths_and_their_raes(tmp_path:
     base = [o for o in tiny_overrides(tmp_path, "lm") if "model." not in o and
             "ground_truth." not in o] + [
         f"checkpoint_dir={tmp_path / 'ckpt'}", "model.device=cpu", "sweep.ks=[4]",
-        "budget.levels=[30]", "ground_truth.exact_max_calls=0", "ground_truth.rule=sampled",
+        "levels.S=[30]", "ground_truth.exact_max_calls=0", "ground_truth.rule=sampled",
         "ground_truth.s_low=50", "ground_truth.s_step=50", "ground_truth.s_high=4000",
         "sweep.refine_truth=null"]
     rows = load_results([str(sweep.run(compose_sweep([*base, "ground_truth.rel_tol=0.5"]))

@@ -41,18 +41,18 @@ def test_report_merges_shards(tmp_path: Path, tiny_sweep: Path) -> None:
 def test_report_draws_every_figure(tmp_path: Path, tiny_sweep: Path) -> None:
     runs = [
         tiny_sweep / "results",
-        _run(tmp_path, "budgets", "estimator=paper_and_baselines", "budget.levels=[10,20,40]",
+        _run(tmp_path, "budgets", "estimator=paper_and_baselines", "levels.S=[10,20,40]",
              "sweep.ks=[3]"),
         _run(tmp_path, "temps", "sweep.temperatures=[0.5,1.0]", "sweep.ks=[3]",
-             "budget.levels=[10]"),
+             "levels.S=[10]"),
         _run(tmp_path, "pairs", "query=a_before_b", "estimator=importance", "sweep.ks=[2,4]",
-             "budget.levels=[10]", "sweep.ground_truth=false"),
+             "levels.S=[10]", "sweep.ground_truth=false"),
         _run(tmp_path, "coverage", "query=event_at", "estimator=coverage", "sweep.ks=[3]",
-             "budget.levels=[0]", "sweep.ground_truth=false"),
-        _run(tmp_path, "mixture", "experiment=case_study", "sweep.ks=[4]", "budget.levels=[10]",
+             "levels.S=[0]", "sweep.ground_truth=false"),
+        _run(tmp_path, "mixture", "preset=case_study", "sweep.ks=[4]", "levels.S=[10]",
              "sweep.mixture.per_share=3", "sweep.mixture.shares=[0.0,0.5,1.0]",
              "query.a=[1,2]", "query.b=[3,4]"),
-        _run(tmp_path, "large_lm", "estimator=large_lm", "budget.levels=[10,20]", "sweep.ks=[3]"),
+        _run(tmp_path, "large_lm", "estimator=large_lm", "levels.S=[10,20]", "sweep.ks=[3]"),
     ]
     out = tmp_path / "report"
     assert report.main([*map(str, runs), "--out", str(out)]) == 0

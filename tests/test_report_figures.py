@@ -1,4 +1,4 @@
-"""Figures keep apart what must not be pooled (models, query kinds, budget levels, horizons),
+"""Figures keep apart what must not be pooled (models, query kinds, levels S, horizons),
 label their axes, show zero estimates, and explain their bands; built from small synthetic
 results tables, inspected as matplotlib objects."""
 
@@ -43,7 +43,7 @@ def test_two_models_get_separate_panels_and_curves() -> None:
                       for m in constant])
     fig = _only(FIGURES["rae_vs_k_median"](table))
     axes = _panels(fig)
-    assert len(axes) == 2 * 2  # 2 budget levels × 2 models
+    assert len(axes) == 2 * 2  # 2 levels S × 2 models
     for ax in axes:
         model = ax.get_title().splitlines()[0].split(" · ")[1]
         curves = _curves(ax)
@@ -140,7 +140,7 @@ def test_unaccounted_vs_k_has_title_and_explained_bands() -> None:
     assert np.allclose(curve.get_ydata(), 1 - 2 * (0.3 + 0.01 * np.arange(8).mean()))
 
 
-def test_rae_vs_temperature_compares_one_horizon_and_budget() -> None:
+def test_rae_vs_temperature_compares_one_horizon_and_level() -> None:
     table = results(panel_rows(ks=(3, 4, 5), levels=(100,)),
                     *[panel_rows(temperature=t, ks=(4,), levels=(100,)) for t in (0.5, 2.0)])
     fig = _only(FIGURES["rae_vs_temperature"](table))
@@ -151,7 +151,7 @@ def test_rae_vs_temperature_compares_one_horizon_and_budget() -> None:
 
 
 @pytest.mark.parametrize("name", ["rae_vs_k_median", "rae_vs_temperature", "beam_sizes",
-                                  "unaccounted_vs_k", "case_study", "rae_vs_budget_median"])
+                                  "unaccounted_vs_k", "case_study", "rae_vs_level_median"])
 def test_figures_say_what_they_need(name: str) -> None:
     with pytest.raises(NotApplicable):
         FIGURES[name](results(panel_rows(ks=(3,), levels=(10,))))

@@ -106,9 +106,9 @@ def test_markdown_cells() -> None:
 
 
 def test_summary_states_the_truths_noise_floor_and_marks_medians_below_it(tmp_path: Path) -> None:
-    """Against surrogate truths with 20 % relative SE, a median RAE of ~2 % cannot be told from
+    """Against estimated truths with 20 % relative SE, a median RAE of ~2 % cannot be told from
     a perfect estimator's (floor 0.674·0.2 = 0.135): it is marked; a 60 % one is not."""
-    rows = panel_rows(truth_kind="surrogate", ks=(3,), levels=(10,),
+    rows = panel_rows(truth_kind="estimated", ks=(3,), levels=(10,),
                       estimate=lambda m, s, k, h: 0.05 * (1.02 if m == "hybrid" else 1.6))
     table = results(rows).assign(truth_rel_stderr=0.2)
     text = _summary(table, tmp_path)

@@ -111,7 +111,7 @@ def test_an_experiment_is_one_declaration(tmp_path: Path, tiny_sweep: Path) -> N
 
 @pytest.mark.slow
 def test_other_methods_get_their_own_table_not_the_csv(tmp_path: Path) -> None:
-    overrides = tiny_overrides(tmp_path, "extra", "budget.levels=[10]",
+    overrides = tiny_overrides(tmp_path, "extra", "levels.S=[10]",
                                "estimator.methods=[hybrid,importance,beam,wor]")
     results = sweep.run(compose_sweep(overrides)) / "results"
     doc = _export(results, tmp_path / "out")

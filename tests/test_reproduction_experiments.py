@@ -327,7 +327,7 @@ def test_experiments_that_share_rows_link_their_owners_csvs(tmp_path: Path) -> N
 
 def test_level_picks_one_level_of_a_one_level_experiment(tmp_path: Path,
                                                          tiny_sweep: Path) -> None:
-    with pytest.raises(ConfigError, match="fig5 reads several budget levels"):
+    with pytest.raises(ConfigError, match="fig5 reads several levels S"):
         report.main([str(tiny_sweep / "results"), "--reproduction", str(tmp_path), "--experiment",
                   "fig5", "--level", "10"])
 

@@ -59,9 +59,9 @@ def test_a_lead_within_the_noise_is_not_reproduced(tmp_path: Path) -> None:
 NOT_BEYOND = [
     ("fig7-9", lambda: horizons(power=0.0, noise=0.5),
      "the sampling estimates close in on the diagonal as S grows"),
-    ("fig10", lambda: budgets(power=0.0, noise=1.0), "10× the budget gives about 3× lower RAE"),
+    ("fig10", lambda: budgets(power=0.0, noise=1.0), "10× the level S gives about 3× lower RAE"),
     ("fig10", lambda: budgets(power=0.32, noise=0.2),  # ×2.1 per decade: ×2 within the noise
-     "10× the budget gives about 3× lower RAE"),
+     "10× the level S gives about 3× lower RAE"),
     ("fig12", lambda: coverage(growths=(1, 1)), "the number of beams grows exponentially in K"),
     ("fig13", lambda: temperatures(rise=0.0, noise=0.5), "as T rises, beam search's RAE goes"),
     ("fig13", lambda: temperatures(rise=0.93, noise=0.1),  # 0.9 within the noise at T = 4:
@@ -103,7 +103,7 @@ def test_an_analogue_reads_analogue(tmp_path: Path) -> None:
     assert "| **analogue**, its claims **reproduced** |" in summary_line(text, "Fig. 15")
 
 
-def test_a_summary_rows_budgets_are_those_its_claims_read(tmp_path: Path) -> None:
+def test_a_summary_rows_levels_are_those_its_claims_read(tmp_path: Path) -> None:
     """Fig. 4a reads the S = 100 rows of Figs 5/6's CSVs: its row lists S = 100 alone."""
     _, text = _export(EXPERIMENTS["fig4a"], horizons(), tmp_path)
     row = summary_line(text, "Fig. 4a")

@@ -42,10 +42,31 @@ def test_old_parts_read_with_new_columns_missing_and_without_keys_fail(tmp_path:
         read_results([tmp_path])
 
 
+def test_parts_from_before_the_estimated_truth_was_named_read_as_estimated(tmp_path: Path) -> None:
+    """An estimated truth was a "surrogate" before issue 60: results and ground-truth parts
+    written then read as "estimated", in one place (`store.read_parts`), so resumed sweeps,
+    reports and the committed truths agree with new rows."""
+    frame = to_frame(panel_rows(histories=2, ks=(3,), levels=(10,), truth_kind="surrogate"))
+    frame.to_parquet(tmp_path / "old.parquet")
+    assert set(read_results([tmp_path]).truth_kind) == {"estimated"}
+    model = MarkovModel.random(5, 1, seed=1)
+    histories = [History(0, 0, 1, (0, 1), (1, 2, 3))]
+    specs = build_specs(histories, [3], {"kind": "hitting_time", "a": "observed"},
+                        [str(v) for v in range(5)])
+    store = tmp_path / "truths"
+    options = {"exact_max_calls": 0, "rule": "absolute", "s_low": 50, "s_step": 50, "s_high": 50}
+    truth = GroundTruthStore(str(store), "d", "m", 1.0, options, seed=0).get(model, specs)[0]
+    assert truth.kind in ("exact", "estimated")
+    part = next(store.glob("*.parquet"))
+    pd.read_parquet(part).assign(kind="surrogate").to_parquet(part)
+    again = GroundTruthStore(str(store), "d", "m", 1.0, options, seed=0).stored()
+    assert [t.kind for t in again.values()] == ["estimated"]
+
+
 @pytest.mark.slow
 def test_resume_takes_the_hybrids_budget_from_parts_in_any_column_order(tmp_path: Path) -> None:
     overrides = tiny_overrides(tmp_path, "resume", "estimator.methods=[hybrid,importance]",
-                               "sweep.ks=[3]", "budget.levels=[10]")
+                               "sweep.ks=[3]", "levels.S=[10]")
     results = sweep.run(compose_sweep(overrides)) / "results"
     first = read_parts([results])
     for part in results.glob("*.parquet"):  # keep the hybrid's rows, with columns reversed
@@ -79,7 +100,7 @@ def test_ground_truth_store_returns_ground_truth_objects(tmp_path: Path) -> None
 
 def test_rows_without_ground_truth_are_marked(tmp_path: Path) -> None:
     overrides = tiny_overrides(tmp_path, "none", "estimator=importance", "sweep.ks=[3]",
-                               "budget.levels=[10]", "sweep.ground_truth=false")
+                               "levels.S=[10]", "sweep.ground_truth=false")
     table = read_results([sweep.run(compose_sweep(overrides)) / "results"])
     assert (table.truth_kind == "none").all() and table.truth.isna().all()
     assert (table.truth_rule.str.startswith("none")).all()

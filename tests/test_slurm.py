@@ -1,5 +1,5 @@
 """A tiny sweep sent through `hydra/launcher=slurm` (hydra-submitit-launcher) to a real SLURM
-cluster: one job per budget × shard of histories, merged by `seqq report`.
+cluster: one job per level S × shard of histories, merged by `seqq report`.
 
 Skips where no cluster answers `sinfo`; under CI (CI=true, where `.ci/run` starts a one-node
 cluster with scripts/slurm_local.sh) a missing cluster or launcher is a failure instead.
@@ -46,10 +46,10 @@ def slurm() -> None:
 
 @pytest.mark.slow
 def test_multirun_through_slurm_merges_to_one_row_per_key(slurm: None, tmp_path: Path) -> None:
-    overrides = [o for o in tiny_overrides(tmp_path, "slurm") if not o.startswith("budget.")]
+    overrides = [o for o in tiny_overrides(tmp_path, "slurm") if not o.startswith("levels.")]
     command = [
         sys.executable, "-m", "seqq.commands.cli", "query-sweep", "-m", "hydra/launcher=slurm",
-        *overrides, "budget.levels=[10],[30]", "sweep.shards=2", "sweep.shard=0,1",
+        *overrides, "levels.S=[10],[30]", "sweep.shards=2", "sweep.shard=0,1",
         "sweep.report=false", "hydra.launcher.cpus_per_task=1", "hydra.launcher.mem_gb=1",
         "hydra.launcher.timeout_min=10",
     ]
@@ -58,10 +58,10 @@ def test_multirun_through_slurm_merges_to_one_row_per_key(slurm: None, tmp_path:
                           timeout=900)
     assert done.returncode == 0, done.stderr[-4000:]
     job_logs = list((tmp_path / "slurm" / "logs").rglob(".submitit/*/*_log.out"))
-    assert len(job_logs) == 4  # 2 budgets × 2 shards, each its own SLURM job
+    assert len(job_logs) == 4  # 2 levels S × 2 shards, each its own SLURM job
     results = tmp_path / "slurm" / "results"
     assert report.main([str(results), "--out", str(tmp_path / "report")]) == 0
     table = load_results([str(results)])
-    assert len(table) == 6 * 2 * 3 * 2  # histories × K × methods × budgets
+    assert len(table) == 6 * 2 * 3 * 2  # histories × K × methods × levels S
     assert not table.duplicated(KEY).any() and (table.rae >= 0).all()
     assert (tmp_path / "report" / "summary.md").exists()

@@ -1,5 +1,5 @@
 """End-to-end `seqq query-sweep` on a tiny exact model: complete rows, fair budgets, reused
-ground truth, and resumption after a kill with exactly one row per (query, method, budget)."""
+ground truth, and resumption after a kill with exactly one row per (query, method, level S)."""
 
 from __future__ import annotations
 
@@ -148,7 +148,7 @@ def _stop_after_parts(command: list[str], cwd: Path, env: dict[str, str], result
 @pytest.mark.slow
 def test_killed_sweep_resumes_without_duplicates(tmp_path: Path) -> None:
     """SIGKILL a CLI sweep after its first parts land, re-run the same command, and compare
-    with the expected grid: exactly one row per (query, method, budget), none lost."""
+    with the expected grid: exactly one row per (query, method, level S), none lost."""
     overrides = tiny_overrides(tmp_path, "killed", "sweep.chunk_size=1", "sweep.report=false")
     command = [sys.executable, "-m", "seqq.commands.cli", "query-sweep", *overrides]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -196,7 +196,7 @@ def test_terminated_sweep_saves_its_parts_and_every_run_is_recorded(tmp_path: Pa
 
 def test_temperatures_and_no_ground_truth(tmp_path: Path) -> None:
     cfg = compose_sweep(tiny_overrides(
-        tmp_path, "temps", "sweep.temperatures=[0.5,2.0]", "sweep.ks=[3]", "budget.levels=[10]",
+        tmp_path, "temps", "sweep.temperatures=[0.5,2.0]", "sweep.ks=[3]", "levels.S=[10]",
         "estimator=importance", "sweep.ground_truth=false"))
     table = load_results([str(sweep.run(cfg) / "results")])
     assert set(table.temperature) == {0.5, 2.0}
@@ -212,7 +212,7 @@ def test_sweep_on_a_tiny_lstm_checkpoint(tmp_path: Path) -> None:
                     load_dataset("synthetic_reviews", vocab_size=9, num_sequences=40).vocab)
     overrides = [o for o in tiny_overrides(tmp_path, "lstm") if "model." not in o]
     cfg = compose_sweep([*overrides, f"checkpoint_dir={tmp_path / 'ckpt'}", "model.device=cpu",
-                         "budget.levels=[10]"])
+                         "levels.S=[10]"])
     table = load_results([str(sweep.run(cfg) / "results")])
     assert len(table) == N * len(KS) * len(METHODS)
     assert table.model.str.startswith("lstm@").all() and np.isfinite(table.rae).all()
@@ -240,7 +240,7 @@ def test_the_twisted_rule_shares_the_sweeps_distilled_surrogate(tmp_path: Path,
         overrides = [o for o in tiny_overrides(tmp_path, "judged") if "model." not in o]
         return sweep.run(compose_sweep([
             *overrides, f"checkpoint_dir={tmp_path / 'ckpt'}", "model.device=cpu",
-            f"sweep.histories={histories}", "sweep.ks=[5]", "budget.levels=[30]",
+            f"sweep.histories={histories}", "sweep.ks=[5]", "levels.S=[30]",
             "sweep.report=false", "sweep.refine_truth=null", "ground_truth.exact_max_calls=0",
             "estimator.methods=[hybrid,wor_twisted]",
             "+estimator.variants.wor_twisted={method:wor,surrogate:distilled}"]))
@@ -264,7 +264,7 @@ def _loose_truth_sweep(tmp_path: Path) -> Callable[..., pd.DataFrame]:
     def run(name: str, *extra: str) -> pd.DataFrame:
         overrides = [o for o in tiny_overrides(tmp_path, name) if "model." not in o]
         cfg = compose_sweep([*overrides, f"checkpoint_dir={tmp_path / 'ckpt'}", "model.device=cpu",
-                             "sweep.ks=[4]", "budget.levels=[300]",
+                             "sweep.ks=[4]", "levels.S=[300]",
                              "ground_truth.exact_max_calls=0", "ground_truth.rule=relative",
                              "ground_truth.rel_tol=0.5", "ground_truth.s_high=40", *extra])
         return load_results([str(sweep.run(cfg) / "results")]).sort_values(list(KEY), ignore_index=True)
@@ -272,7 +272,7 @@ def _loose_truth_sweep(tmp_path: Path) -> Callable[..., pd.DataFrame]:
 
 
 @pytest.mark.slow
-def test_noisy_surrogate_truths_are_refined_to_a_fifth_of_the_errors_they_judge(
+def test_noisy_estimated_truths_are_refined_to_a_fifth_of_the_errors_they_judge(
         tmp_path: Path) -> None:
     """Loose truths judge errors not much larger than their noise: the sweep computes them
     again until their relative SE is at most a fifth of the smallest median RAE (rounded down to
@@ -280,7 +280,7 @@ def test_noisy_surrogate_truths_are_refined_to_a_fifth_of_the_errors_they_judge(
     and changes nothing; with refine_truth=null the loose truths stay."""
     run = _loose_truth_sweep(tmp_path)
     loose = run("loose", "sweep.refine_truth=null")
-    assert (loose.truth_kind == "surrogate").all()
+    assert (loose.truth_kind == "estimated").all()
     table = run("refined")
     target = refine.tolerance(0.2, loose.groupby("method").rae.median().min())  # as judged
     assert target is not None and target < loose.truth_rel_stderr.max()
@@ -299,7 +299,7 @@ def test_noisy_surrogate_truths_are_refined_to_a_fifth_of_the_errors_they_judge(
 def test_truths_of_a_vocabulary_no_surrogate_steers_are_refined_by_sampling(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Where no surrogate can steer (SmolLM2's 49,152 symbols), refinement samples paths by
-    importance sampling (`rule=sampled`, through the trie held within its byte budget: the
+    importance sampling (`rule=sampled`, through the trie held within its byte cap: the
     unbounded trie of the untwisted WOR judge filled an H200's memory on Table 2), and every
     truth it replaces is less noisy."""
     monkeypatch.setattr(refine, "twistable", lambda vocab_size: False)
@@ -308,7 +308,7 @@ def test_truths_of_a_vocabulary_no_surrogate_steers_are_refined_by_sampling(
     table = run("refined")
     changed = table.truth_rule != loose.truth_rule
     assert changed.any()
-    assert table[changed].truth_rule.str.contains("within a byte budget").all()
+    assert table[changed].truth_rule.str.contains("within a byte cap").all()
     assert (table[changed].truth_rel_stderr < loose[changed].truth_rel_stderr).all()
     assert (table.estimate == loose.estimate).all()
 
@@ -318,7 +318,7 @@ def test_option_variants_share_a_sweep_without_overwriting(tmp_path: Path) -> No
     for alpha in (0.5, 0.9):
         cfg = compose_sweep(tiny_overrides(
             tmp_path, "alphas", "query=event_at", "estimator=coverage", "sweep.ks=[3]",
-            "budget.levels=[0]", "sweep.ground_truth=false",
+            "levels.S=[0]", "sweep.ground_truth=false",
             f"estimator.options.coverage_beam.alpha={alpha}"))
         sweep.run(cfg)
     table = load_results([str(tmp_path / "alphas" / "results")])
@@ -331,7 +331,7 @@ def test_repeats_have_their_own_seeds_and_budgets_and_old_parts_resume(tmp_path:
     """`sweep.repeats=2`: a second independent run per (query, method, level), budgeted by its own
     hybrid run; parts stored before the `repeat` column existed read as repeat 0 and are not
     run again."""
-    base = tiny_overrides(tmp_path, "repeats", "sweep.ks=[5]", "budget.levels=[10]")
+    base = tiny_overrides(tmp_path, "repeats", "sweep.ks=[5]", "levels.S=[10]")
     results = sweep.run(compose_sweep(base)) / "results"
     for part in results.glob("*.parquet"):  # as an older seqq wrote them: no repeat column
         pd.read_parquet(part).drop(columns="repeat").to_parquet(part)
@@ -357,7 +357,7 @@ def test_repeats_have_their_own_seeds_and_budgets_and_old_parts_resume(tmp_path:
 def test_count_and_event_queries_against_ground_truth(tmp_path: Path) -> None:
     for query in ("count", "event_at"):
         cfg = compose_sweep(tiny_overrides(tmp_path, query, f"query={query}", "sweep.ks=[3]",
-                                           "budget.levels=[10]"))
+                                           "levels.S=[10]"))
         table = load_results([str(sweep.run(cfg) / "results")])
         assert set(table["query"]) == {query} and len(table) == N * len(METHODS)
         assert np.isfinite(table.rae).all() and (table.truth > 0).all()
@@ -369,7 +369,7 @@ def test_a_query_on_the_next_symbol_needs_one_observed_symbol(tmp_path: Path) ->
     sweep.check_config(compose_sweep(tiny_overrides(tmp_path, "kl", "query.a=observed_first",
                                                     "sweep.future=1")))
     for size in ("quick", "paper"):
-        sweep.check_config(compose_sweep([f"sweep.root={tmp_path}", "experiment=kl",
+        sweep.check_config(compose_sweep([f"sweep.root={tmp_path}", "preset=kl",
                                           f"size={size}"]))
 
 
@@ -381,7 +381,7 @@ def test_a_query_on_the_next_symbol_needs_one_observed_symbol(tmp_path: Path) ->
     ("sweep.temperatures=[1.0,-1]", "sweep.temperatures must be a list of numbers > 0"),
     ("sweep.report=maybe", "sweep.report must be true or false"),
     ("sweep.future=4", "sweep.future (4) must be at least the largest K (5)"),
-    ("budget.levels=[10,-1]", "budget.levels must be a list of whole numbers >= 0"),
+    ("levels.S=[10,-1]", "levels.S must be a list of whole numbers >= 0"),
     ("estimator.methods=[]", "estimator.methods is empty"),
     ("+estimator.options.beam.width=3", "takes no option 'width'"),
     ("+estimator.options.bogus.x=1", "estimator.options.bogus: no method 'bogus'"),

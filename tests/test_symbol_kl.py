@@ -78,7 +78,7 @@ def test_mean_kl_is_c_over_s_plus_c_over_m() -> None:
 
 
 def test_kl_sweep_runs_resumes_and_reports(tmp_path: Path) -> None:
-    overrides = tiny_overrides(tmp_path, "kl", "experiment=kl", "sweep.histories=3",
+    overrides = tiny_overrides(tmp_path, "kl", "preset=kl", "sweep.histories=3",
                                "sweep.symbol_kl.lengths=[1,3]",
                                "sweep.symbol_kl.samples=[10,100]",
                                "sweep.symbol_kl.truth_paths=2000")

@@ -159,9 +159,9 @@ def test_a_sweep_stores_rows_under_the_label_at_the_hybrids_budgets(tmp_path: Pa
 
 def test_a_label_reused_for_another_method_is_refused_on_resume(tmp_path: Path) -> None:
     sweep.run(_compose(tmp_path, "estimator.methods=[hybrid,st]", SMC_TWISTED, "sweep.ks=[3]",
-                       "budget.levels=[10]"))
+                       "levels.S=[10]"))
     moved = _compose(tmp_path, "estimator.methods=[hybrid,st]", "sweep.ks=[3]",
-                     "budget.levels=[10]",
+                     "levels.S=[10]",
                      "+estimator.variants.st={method:randomized_beam,surrogate:hpyp,order:2}")
     with pytest.raises(ConfigError, match="holds rows labelled 'st' from method 'smc', not "
                                           "'randomized_beam'; give the variant another label"):

@@ -138,7 +138,7 @@ def known_keys() -> list[str]:
     keys = set()
     for path in CONF.rglob("*.yaml"):
         group = path.parent.relative_to(CONF).as_posix()
-        top = group in (".", "experiment") or path.read_text().startswith("# @package _global_")
+        top = group in (".", "preset") or path.read_text().startswith("# @package _global_")
         tree = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
         keys.update(walk(tree, "" if top else f"{group.replace('/', '.')}."))
     return sorted(keys)

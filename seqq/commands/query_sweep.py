@@ -26,7 +26,7 @@ from seqq.reports.sentence_end import write_sentence_end_report
 from seqq.results.jobs import QUERIES, SENTENCE_END, SYMBOL_KL
 from seqq.sweeps import config_checks as check
 from seqq.sweeps import sweep
-from seqq.sweeps.sweep_config import sweep_spec
+from seqq.sweeps.sweep_config import check_renamed, sweep_spec
 
 log = logging.getLogger(__name__)
 
@@ -35,13 +35,13 @@ HELP = Help(
     "Run estimators over many queries of one model and dataset; write results, ground truth "
     "and a report (summary.md, tables, figures) under <sweep.dir>.",
     groups=[
-        ("experiment", "a paper figure's preset (bundles the groups below)"),
+        ("preset", "a named sweep: a paper figure's, demo or frontier (bundles the groups below)"),
         ("dataset", "the data; absent raw files -> its synthetic stand-in"),
         ("model", "the model queried (lstm: <checkpoint_dir>/<dataset>_lstm.pt)"),
         ("query", "query kind"),
         ("estimator", "which methods run, with their options"),
-        ("budget", "budget levels S (hybrid tail samples)"),
-        ("ground_truth", "exact below a call budget, else twisted WOR"),
+        ("levels", "a grid of levels S (hybrid tail samples; each sets the budgets)"),
+        ("ground_truth", "exact up to a cost cap in calls, else twisted WOR"),
     ],
     options=[
         ("size", "quick | paper: presets use small N and ground truth unless paper"),
@@ -61,7 +61,7 @@ HELP = Help(
         ("sweep.temperatures", "model temperatures T, e.g. [0.5,1.0,2.0]"),
         ("sweep.seed", "seed of histories and estimators"),
         ("sweep.chunk_size", "queries per batched estimator call and per stored part"),
-        ("sweep.repeats", "independent runs (seeds) per query, method and budget, pooled"),
+        ("sweep.repeats", "independent runs (seeds) per query, method and level S, pooled"),
         ("sweep.min_history", "fewest symbols before a query position"),
         ("sweep.max_history", "keep only the most recent symbols (null: all)"),
         ("sweep.histories_from", "test (random test positions) | mixture (case studies) | "
@@ -74,11 +74,11 @@ HELP = Help(
         ("sweep.mixture.per_share", "mixture: histories per share"),
         ("sweep.mixture.length", "mixture: history length"),
         ("sweep.ground_truth", "false: estimates only, no ground truth"),
-        ("sweep.refine_truth", "surrogate truths are refined to a relative SE at most this "
+        ("sweep.refine_truth", "estimated truths are refined to a relative SE at most this "
                                "share of the smallest median RAE they judge (null: never)"),
-        ("sweep.symbol_kl", "Tables 3-6 (experiment=kl): {lengths, samples, truth_paths}: "
+        ("sweep.symbol_kl", "Tables 3-6 (preset=kl): {lengths, samples, truth_paths}: "
                             "KL of the next symbol's distribution instead of queries"),
-        ("sweep.sentence_end", "Fig. 1 (experiment=fig1): {k_max, samples, replicates, "
+        ("sweep.sentence_end", "Fig. 1 (preset=fig1): {k_max, samples, replicates, "
                                "context_tokens, per_kind}: IS vs naive on when a sentence ends"),
         ("sweep.shard", "this job's shard of the histories (0..shards-1)"),
         ("sweep.shards", "number of shards (SLURM arrays)"),
@@ -97,7 +97,7 @@ HELP = Help(
         ("estimator.variants.<label>.surrogate", "hpyp (here or in estimator.options.<method>): "
                                                  "an HPYP n-gram fitted on the training split, "
                                                  "of .order (null: the largest that fits)"),
-        ("budget.levels", "budget levels S, e.g. [10,100]; 0 = no budget"),
+        ("levels.S", "the levels S, e.g. [10,100]; 0 = no budget"),
         ("model.checkpoint", "an LSTM checkpoint file (null: the default path)"),
         ("hydra/launcher", "slurm: one SLURM job per multirun job"),
     ],
@@ -154,4 +154,5 @@ def _app(cfg: DictConfig) -> None:
 
 
 def main(argv: list[str]) -> int:
+    check_renamed(argv)
     return run_hydra(_app, HELP, argv)

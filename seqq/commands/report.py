@@ -1,7 +1,7 @@
 """`seqq report <results> [<results> ...] [--out DIR] [--figures a,b] [--datasets x,y]`.
 
 Inputs are result part files or folders of them (a sweep's `results/`, or several SLURM jobs'
-folders); they are merged with one row per (query, method, budget level).
+folders); they are merged with one row per (query, method, level S).
 
 `--reproduction DIR [--experiment fig3] [--doc FILE] [--level S] [--models m,n]` writes one of
 the paper's experiments beside seqq's instead (`seqq/reports/reproduction/`, `make reproduction`):
@@ -48,17 +48,17 @@ def _parser() -> argparse.ArgumentParser:
                         help="with --reproduction: which (default: fig3), several from one "
                              "load of the results; "
                              + "; ".join(f"{e.name}: the paper's {e.title} from the "
-                                         f"experiment={e.sweep} sweep"
+                                         f"preset={e.sweep} sweep"
                                          for e in EXPERIMENTS.values())
                              + "".join(f"; {e.name}: the paper's {e.title} from the "
-                                       f"experiment={e.sweep} sweep's {e.results}/ folder"
+                                       f"preset={e.sweep} sweep's {e.results}/ folder"
                                        for e in OWN_ROWS.values()))
     parser.add_argument("--doc", type=Path, metavar="FILE",
                         help="with --reproduction: rewrite the experiment's generated block and "
                              "its row of the summary table in this Markdown file (e.g. "
                              "docs/reproduction.md)")
     parser.add_argument("--level", type=int, metavar="S",
-                        help="with --reproduction: the budget level S of an experiment that "
+                        help="with --reproduction: the level S of an experiment that "
                              "reads one (default: the experiment's, 100 for Fig. 3)")
     parser.add_argument("--models", help="with --reproduction: comma-separated models to keep, "
                                          "e.g. authors_lstm (default: all)")
@@ -92,7 +92,7 @@ def _figures(names: str | None) -> list[str] | None:
 
 
 def _experiment(name: str, level: int | None) -> Experiment:
-    """The experiment called `name`, at budget level `level` if given (only for an experiment
+    """The experiment called `name`, at level S = `level` if given (only for an experiment
     that reads one level and owns its CSVs)."""
     if name not in EXPERIMENTS:
         raise ConfigError(f"argument --experiment: invalid choice: {name!r} (choose from "
@@ -103,7 +103,7 @@ def _experiment(name: str, level: int | None) -> Experiment:
     if experiment.levels is None or len(experiment.levels) != 1 or experiment.csv:
         one = [e.name for e in EXPERIMENTS.values()
                if e.levels is not None and len(e.levels) == 1 and not e.csv]
-        raise ConfigError(f"--level: {name} reads several budget levels; --level picks the one "
+        raise ConfigError(f"--level: {name} reads several levels S; --level picks the one "
                           f"level of an experiment that reads one ({', '.join(one)})")
     return dataclasses.replace(experiment, levels=(level,))
 
@@ -137,7 +137,7 @@ def main(argv: list[str]) -> int:
             return _own_rows(args, experiment)
     if args.experiment in OWN_ROWS:
         own = OWN_ROWS[args.experiment]
-        raise ConfigError(f"--experiment {own.name} reads an experiment={own.sweep} sweep's "
+        raise ConfigError(f"--experiment {own.name} reads a preset={own.sweep} sweep's "
                           f"rows (<sweep>/{own.results}), not query results")
     if args.reproduction is not None:
         if args.figures or args.out:

@@ -1,8 +1,8 @@
 """Importance sampling that stops on its own error: ground truth's `absolute` rule (the paper's,
 stopped by its Eq. 66 rule) and its `sampled` rule (stopped at a relative standard error), both
 drawn as the `importance` method draws (`iid_draws` from the restricted proposal, through the
-prefix trie so shared prefixes are paid once, within the trie's byte budget at any
-vocabulary). The `importance` method declares these samplers, and the every-horizon truths
+prefix trie so shared prefixes are paid once, within the trie's byte cap at any vocabulary).
+The `importance` method declares these samplers, and the every-horizon truths
 (`seqq.estimators.horizons`), as its `Method.adaptive`; `seqq.estimators.ground_truth` asks
 the registry for them, decides which tasks need them and groups them; this module draws and
 stops.
@@ -81,7 +81,7 @@ def streamed_importance(sub: Batch, tasks: torch.Tensor, results: list, rel_tol:
     """`rule="sampled"` for the tasks of `sub`: S_low paths each from the restricted proposal,
     then rounds sized by the samples the unfinished tasks' relative SE says they still need
     (at least S_step), until it is below `rel_tol` or S_high paths are drawn. Paths are drawn
-    through the prefix trie, so a prefix many paths share is paid once; its byte budget
+    through the prefix trie, so a prefix many paths share is paid once; its byte cap
     (`eviction.py`) bounds memory whatever the vocabulary."""
     trie = Trie(sub)
     N = len(sub.branch_task)
@@ -124,7 +124,7 @@ def _record_importance(sub: Batch, tasks: torch.Tensor, finished: torch.Tensor,
     calls = sub.task_calls()
     for t in finished.tolist():
         results[int(tasks[t])] = GroundTruth(
-            value[t].item(), log_value[t].item(), "surrogate", n,
+            value[t].item(), log_value[t].item(), "estimated", n,
             rel[t].item() if value[t] > 0 else 0.0, int(calls[t]), entropy[t].item(), origin)
 
 

@@ -30,13 +30,13 @@ HEAD_SHARE = 0.5  # part may be this many times off either way, where the enumer
 
 @dataclass(frozen=True)
 class GroundTruth:
-    """The judge's answer to one query (`seqq.estimators.ground_truth`): exact, or a surrogate
+    """The judge's answer to one query (`seqq.estimators.ground_truth`): exact, or estimated
     with its relative standard error; `method` names its origin (`dp`, `enumeration`, or the
     sampler that drew it)."""
 
     value: float
     log_value: float
-    kind: Literal["exact", "surrogate"]
+    kind: Literal["exact", "estimated"]
     samples: int
     rel_stderr: float
     model_calls: int

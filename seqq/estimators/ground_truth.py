@@ -4,7 +4,7 @@ origin recorded in `GroundTruth.method`:
 - `dp`: the model's own exact answer (`log_probability`, e.g. Markov models' forward DP);
 - `enumeration`: the exact method (`registry.exact_method`) when enumerating costs at most
   `exact_max_calls` model calls;
-- otherwise a surrogate: under `rule="relative"`, the method that samples until a relative
+- otherwise an estimate: under `rule="relative"`, the method that samples until a relative
   standard error (`registry.until_method`, `wor`: sum-and-sample over a growing WOR head in the
   prefix trie, until the relative standard error is below `rel_tol`; exact if the head exhausts
   Q), recorded by its name; under `rule="twisted"` the same, head and tail drawn from the
@@ -14,7 +14,7 @@ origin recorded in `GroundTruth.method`:
   IS with its Eq. 66 rule, its samples drawn through the prefix trie so shared prefixes are paid
   once; or, under `rule="sampled"`, the same method until the relative standard error is below
   `rel_tol`: the judge for a large vocabulary, where no surrogate can be distilled; its trie
-  holds its rows (V floats per prefix) within a byte budget, dropping the least recently used
+  holds its rows (V floats per prefix) within a byte cap, dropping the least recently used
   (docs/decisions.md §6, "A judge for a large vocabulary").
 """
 
@@ -47,7 +47,7 @@ from seqq.progress import progress_bar
 from seqq.queries import Query
 
 RULES = ("absolute", "relative", "twisted", "sampled")
-TRIE_CALLS = 2**21  # worst-case calls of the WOR surrogate's tasks sharing one trie (about 4.5 GB
+TRIE_CALLS = 2**21  # worst-case calls of the WOR estimate's tasks sharing one trie (about 4.5 GB
 # of states for an LSTM-128; each group's trie is freed before the next)
 TWISTED_GROUP = 16  # tasks of the twisted rule's first pass sharing a trie, each capped at
 # TRIE_CALLS / TWISTED_GROUP calls (128k: its truths need a median of 1k–30k at K = 5..11 on the
@@ -75,7 +75,7 @@ def ground_truth_many(
     surrogate: ContextAutomaton | None = None,
 ) -> list[GroundTruth]:
     """The model's exact answer if it has one; else exact enumeration where it costs
-    ≤ `exact_max_calls`; else a surrogate: under `rule="relative"`, WOR sum-and-sample until
+    ≤ `exact_max_calls`; else an estimate: under `rule="relative"`, WOR sum-and-sample until
     the relative standard error < `rel_tol` (at most s_high·(K−1) calls per query); under
     `rule="twisted"` the same with head and tail drawn from the proposal twisted by
     `surrogate` (default: one distilled from the model, `model_surrogate`, paid once per
@@ -83,7 +83,7 @@ def ground_truth_many(
     samples, then +S_step until the per-sample weight variance (Eq. 66) < δ, or S_high
     samples; under `rule="sampled"`, IS from S_low samples in rounds until the relative
     standard error < `rel_tol`, or S_high samples. `progress` shows a bar (default: when some
-    query needs a surrogate)."""
+    query needs an estimate)."""
     if rule not in RULES:
         raise ValueError(f"ground-truth rule must be one of {', '.join(map(repr, RULES))}, "
                          f"got {rule!r}")
@@ -115,12 +115,12 @@ def ground_truth_many(
         bar.update(len(tasks))
     hard = (~cheap).nonzero().flatten()
     if len(hard) and rule == "relative":
-        _wor_surrogate(batch, hard, results, rel_tol, s_high, bar)
+        _wor_estimate(batch, hard, results, rel_tol, s_high, bar)
     elif len(hard) and rule == "twisted":
         judge = surrogate if surrogate is not None else model_surrogate(model, histories)
         if judge is not None:
             check_surrogate(batch, judge)
-        _twisted_surrogate(batch, hard, results, rel_tol, s_high, judge, bar)
+        _twisted_estimate(batch, hard, results, rel_tol, s_high, judge, bar)
     elif len(hard) and rule == "sampled":
         grouped = families([histories[t] for t in hard.tolist()],
                            [queries[t] for t in hard.tolist()])
@@ -133,7 +133,7 @@ def ground_truth_many(
                                       grouped, hard, results, rel_tol, s_low, s_step, s_high,
                                       bar, sampler.name)
     elif len(hard):
-        _surrogate(batch, hard, results, delta, s_low, s_step, s_high, bar)
+        _importance_estimate(batch, hard, results, delta, s_low, s_step, s_high, bar)
     bar.close()
     return results  # type: ignore[return-value]
 
@@ -153,13 +153,13 @@ def _model_exact(model, history: Sequence[int], query: Query) -> GroundTruth:
 
 
 def _worst_calls(batch: Batch, s_high: int) -> int:
-    """A surrogate's calls per query at most: s_high paths of L − 1 new prefixes, and the
+    """An estimated truth's calls per query at most: s_high paths of L − 1 new prefixes, and the
     history."""
     return s_high * (int(batch.lengths.max()) - 1) + 1
 
 
-def _wor_surrogate(batch: Batch, tasks: torch.Tensor, results: list, rel_tol: float,
-                   s_high: int, bar) -> None:
+def _wor_estimate(batch: Batch, tasks: torch.Tensor, results: list, rel_tol: float,
+                  s_high: int, bar) -> None:
     """`wor_until` on groups of tasks whose worst-case calls sum to at most `TRIE_CALLS`: the
     trie keeps every prefix it evaluated (a state per prefix), so one trie for all of a
     sweep's hard queries would outgrow memory at tight tolerances."""
@@ -174,8 +174,8 @@ def _wor_surrogate(batch: Batch, tasks: torch.Tensor, results: list, rel_tol: fl
                     _wor_origin(twisted=False))
 
 
-def _twisted_surrogate(batch: Batch, tasks: torch.Tensor, results: list, rel_tol: float,
-                       s_high: int, surrogate: ContextAutomaton | None, bar) -> None:
+def _twisted_estimate(batch: Batch, tasks: torch.Tensor, results: list, rel_tol: float,
+                      s_high: int, surrogate: ContextAutomaton | None, bar) -> None:
     """Twisted `wor_until` (projected stages) on groups of tasks whose messages fit
     `MESSAGE_VALUES`: first `TWISTED_GROUP` tasks to a trie, each capped at its share of
     `TRIE_CALLS`; a task that spends its share before meeting `rel_tol` is then computed
@@ -240,13 +240,13 @@ def _record_wor(batch: Batch, tasks: torch.Tensor, estimates: list, before: torc
     for t, est in zip(tasks.tolist(), estimates, strict=True):
         rel = 0.0 if not est.stderr else est.stderr / est.value
         results[t] = GroundTruth(est.value, est.log_value, "exact" if est.stderr == 0.0 else
-                                 "surrogate", int(est.num_samples or 0), rel,
+                                 "estimated", int(est.num_samples or 0), rel,
                                  int(batch.counter.calls[t] - before[t] + 1), est.entropy,
                                  method)
 
 
-def _surrogate(batch: Batch, tasks: torch.Tensor, results: list, delta: float, s_low: int,
-               s_step: int, s_high: int, bar) -> None:
+def _importance_estimate(batch: Batch, tasks: torch.Tensor, results: list, delta: float,
+                         s_low: int, s_step: int, s_high: int, bar) -> None:
     """Adaptive IS from the restricted proposal, drawn through a prefix trie per group of
     tasks (worst-case calls at most `TRIE_CALLS` per group), so a prefix shared by several
     samples costs one call; the samples and the stopping rule are the paper's."""

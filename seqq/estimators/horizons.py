@@ -133,7 +133,7 @@ def every_horizon_truths(family_batch: Batch, grouped: Families, tasks: torch.Te
         for t in (torch.isin(members[:, 0], finished)).nonzero().flatten().tolist():
             family = int(members[t, 0])
             results[int(tasks[t])] = GroundTruth(
-                math.exp(mine[t]), float(mine[t]), "surrogate", drawn, float(rel[t]),
+                math.exp(mine[t]), float(mine[t]), "estimated", drawn, float(rel[t]),
                 int(calls[family]), None, origin)
             bar.update()
         active = active[~torch.isin(active, finished)]

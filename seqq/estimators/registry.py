@@ -63,7 +63,7 @@ def register(method: Method) -> Method:
 
 
 def unregister(name: str) -> None:
-    """Remove a method added with `register` (tests; a user's experiments)."""
+    """Remove a method added with `register` (tests; a user's own trials)."""
     METHODS.pop(name, None)
 
 

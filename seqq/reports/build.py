@@ -1,7 +1,7 @@
 """Write every table (CSV + Markdown), figure (PNG + PDF) and the Markdown summary of a set
 of results: the one function behind `seqq report` and the end of `seqq query-sweep`.
 
-The summary says what was computed (panels, N, K, what a budget level S costs in model calls,
+The summary says what was computed (panels, N, K, what a level S costs in model calls,
 the ground-truth rule and what it gave, RAE's definition) before it shows any number.
 """
 
@@ -37,7 +37,7 @@ RAE_DEFINITION = (
     "RAE = |p̂ − p| / p for one query, with p̂ the method's estimate and p the ground truth "
     "(computed from log values, so tiny probabilities do not underflow; p̂ = 0 gives RAE = 1). "
     "Tables and figures show its median or mean over the queries of one panel, method, "
-    "horizon K and budget level S.")
+    "horizon K and level S.")
 
 
 def _display(table: pd.DataFrame, results: pd.DataFrame) -> pd.DataFrame:
@@ -74,20 +74,20 @@ def _what_was_computed(results: pd.DataFrame) -> list[str]:
         "(a_before_b: one per order).\n",
         tables.to_markdown(tables.overview(results)), "",
         "**Queries.** " + "; ".join(kinds) + ".\n",
-        "**Budget levels S.** One model call is one evaluation of p(· | prefix) for one "
+        "**Levels S.** One model call is one evaluation of p(· | prefix) for one "
         "prefix. " + "; ".join(rules) + ".\n",
     ]
     if not costs.empty:
         lines += ["Mean model-call budget per query:\n", tables.to_markdown(costs), ""]
-    lines += ["**Ground truth.** Per rule, how many queries got an exact answer or a "
-              "surrogate, and the surrogates' relative standard errors:\n",
+    lines += ["**Ground truth.** Per rule, how many queries got an exact answer or an "
+              "estimated one, and the estimates' relative standard errors:\n",
               tables.to_markdown(tables.truth_summary(results)), "",
               f"**RAE.** {RAE_DEFINITION}"
               + (f" {failed} rows have no RAE (no ground truth, or the method failed)."
                  if failed else "") + "\n"]
     repeats = int(results["repeat"].max()) + 1 if len(results) and "repeat" in results else 1
     if repeats > 1:
-        lines.append(f"**Repeats.** Every query ran up to {repeats} times per method and budget "
+        lines.append(f"**Repeats.** Every query ran up to {repeats} times per method and level S "
                      f"(`sweep.repeats`), each run with its own seed and its own {SETTER} budget; "
                      "medians, means and counts pool the runs.\n")
     return lines
@@ -97,7 +97,7 @@ BELOW_FLOOR = "†"  # marks a median RAE the ground truth's own noise could exp
 
 
 def _rae_sections(results: pd.DataFrame, summary: pd.DataFrame) -> list[str]:
-    """Median and mean RAE per method × K (rows) × budget level (columns), one block per panel,
+    """Median and mean RAE per method × K (rows) × level S (columns), one block per panel,
     with the ground truth's noise floor per K; a median below it is marked †: against a truth
     that noisy, it cannot be told from a perfect estimator's."""
     titles, sections = tables.panels(results), ["## RAE per panel\n"]

@@ -6,7 +6,7 @@ returns as PNG + PDF. A function raises `NotApplicable` when the results lack wh
 figure its input supports. Registering a figure is one line in `FIGURES`.
 
 Every figure keeps panels apart (one dataset, model, temperature, query kind and budget rule:
-`tables.PANEL`) and budget levels apart, so no curve, scatter or fit pools two models or two
+`tables.PANEL`) and levels S apart, so no curve, scatter or fit pools two models or two
 budgets; a dataset whose data was the synthetic stand-in says so in its panel titles.
 """
 
@@ -105,7 +105,7 @@ def _level_label(level: int) -> str:
 
 
 def rae_vs_k(results: pd.DataFrame, stat: str = "median") -> dict[str, Figure]:
-    """Fig. 3/5/6: median (or mean) RAE vs K; rows = budget levels S, columns = panels."""
+    """Fig. 3/5/6: median (or mean) RAE vs K; rows = levels S, columns = panels."""
     data = finite(_base(results))
     usable = [(p, b) for p, b in _by_panel(data) if b.K.nunique() > 1]
     if not usable:
@@ -125,7 +125,7 @@ def rae_vs_k(results: pd.DataFrame, stat: str = "median") -> dict[str, Figure]:
 
 def rae_vs_entropy(results: pd.DataFrame) -> dict[str, Figure]:
     """Fig. 4a: per-query RAE vs restricted entropy H(q), one least-squares line per method,
-    panel and budget level; rows = budget levels S, columns = panels."""
+    panel and level S; rows = levels S, columns = panels."""
     data = finite(_base(results)).dropna(subset=["entropy"])
     if data.empty:
         raise NotApplicable("needs the restricted entropy H(q) of queries with an RAE")
@@ -146,7 +146,7 @@ def rae_vs_entropy(results: pd.DataFrame) -> dict[str, Figure]:
         _clip_outliers(ax, rows.rae)
         ax.set(xlabel="restricted entropy H(q) [nats]", ylabel="RAE")
     suptitle(fig, "Per-query RAE vs restricted entropy; lines: least-squares fit per method "
-                  "at each budget S")
+                  "at each level S")
     legend(fig, axes)
     return {"rae_vs_entropy": fig}
 
@@ -172,7 +172,7 @@ def rae_vs_temperature(results: pd.DataFrame) -> dict[str, Figure]:
     spread = data.groupby([*columns, "budget_level", "K"]).temperature.transform("nunique")
     data = data[spread > 1]
     if data.empty:
-        raise NotApplicable("needs the RAE of one horizon K and budget S at two or more "
+        raise NotApplicable("needs the RAE of one horizon K and level S at two or more "
                             "model temperatures")
     usable = list(_by_panel(data, columns))
     cells = sorted({cell for _, b in usable for cell in zip(b.budget_level, b["K"], strict=True)})
@@ -198,7 +198,7 @@ def rae_vs_temperature(results: pd.DataFrame) -> dict[str, Figure]:
 
 def scatter(results: pd.DataFrame) -> dict[str, Figure]:
     """Fig. 7-9: estimate vs ground truth; rows = methods, columns = K, one figure per panel
-    and budget level, with the ground-truth histogram underneath. Zero estimates (beam search
+    and level S, with the ground-truth histogram underneath. Zero estimates (beam search
     missing all mass, IS drawing no hit) have no place on a log axis: they sit on a dotted
     floor line that says how many there are."""
     data = _base(results).dropna(subset=["estimate", "truth"])
@@ -251,24 +251,24 @@ def _scatter_panel(block: pd.DataFrame, title: str, level: int,
     return fig
 
 
-def rae_vs_budget(results: pd.DataFrame, stat: str = "median") -> dict[str, Figure]:
-    """Fig. 10/11: RAE vs budget level S; rows = three horizons K (3, 7, 11 of 3..11), columns
+def rae_vs_level(results: pd.DataFrame, stat: str = "median") -> dict[str, Figure]:
+    """Fig. 10/11: RAE vs level S; rows = three horizons K (3, 7, 11 of 3..11), columns
     = panels."""
     data = finite(_base(results))
     data = data[data.budget_level > 0]
     usable = [(p, b) for p, b in _by_panel(data) if b.budget_level.nunique() > 2]
     if not usable:
-        raise NotApplicable("needs the RAE at three or more budget levels S")
+        raise NotApplicable("needs the RAE at three or more levels S")
     ks = _spread(sorted({k for _, b in usable for k in b.K.unique()}), 3)
     colors = method_colors(data.method)
     fig, axes = grid(len(ks), len(usable))
     for ax, rows in _cells(axes, usable, ks, lambda b, k: b["K"] == k, lambda k: f"K={k}"):
         _method_curves(ax, rows, "budget_level", stat, colors)
         log_axes(ax)
-        ax.set(xlabel="budget level S", ylabel=f"{stat} RAE")
-    suptitle(fig, f"{stat.capitalize()} RAE vs budget level S")
+        ax.set(xlabel="level S", ylabel=f"{stat} RAE")
+    suptitle(fig, f"{stat.capitalize()} RAE vs level S")
     legend(fig, axes)
-    return {f"rae_vs_budget_{stat}": fig}
+    return {f"rae_vs_level_{stat}": fig}
 
 
 def _alpha(options: str) -> str:
@@ -317,7 +317,7 @@ def beam_sizes(results: pd.DataFrame) -> dict[str, Figure]:
 
 def unaccounted_vs_k(results: pd.DataFrame) -> dict[str, Figure]:
     """Fig. 14: mean unaccounted probability of the pair τ(A)<τ(B), τ(B)<τ(A) vs K with 99%
-    confidence bands; one panel per dataset/model, one curve per method and budget level."""
+    confidence bands; one panel per dataset/model, one curve per method and level S."""
     base = _base(results)
     stats = unaccounted_summary(base)
     if stats.empty:
@@ -344,7 +344,7 @@ def unaccounted_vs_k(results: pd.DataFrame) -> dict[str, Figure]:
 
 def case_study(results: pd.DataFrame) -> dict[str, Figure]:
     """Fig. 15: mean estimate (90% CI) vs the share of the focus symbols in the history; one
-    panel per dataset/model, one curve per query, method and budget level."""
+    panel per dataset/model, one curve per query, method and level S."""
     data = results[results.group.fillna("").str.startswith("share=")]
     if data.empty:
         raise NotApplicable("needs mixture histories (sweep.histories_from=mixture)")
@@ -372,8 +372,8 @@ FIGURES: dict[str, Callable[[pd.DataFrame], dict[str, Figure]]] = {
     "rae_vs_entropy": rae_vs_entropy,
     "rae_vs_temperature": rae_vs_temperature,
     "scatter": scatter,
-    "rae_vs_budget_median": partial(rae_vs_budget, stat="median"),
-    "rae_vs_budget_mean": partial(rae_vs_budget, stat="mean"),
+    "rae_vs_level_median": partial(rae_vs_level, stat="median"),
+    "rae_vs_level_mean": partial(rae_vs_level, stat="mean"),
     "beam_sizes": beam_sizes,
     "unaccounted_vs_k": unaccounted_vs_k,
     "case_study": case_study,

@@ -2,7 +2,7 @@
 
 In a sweep every method runs at each query's budget, the hybrid's calls at S tail samples
 (README "Query sweeps", step 3). Here each (model, K) gets the median RAE of every method against
-the median model calls it actually spent, one point per budget level, and a table names the
+the median model calls it actually spent, one point per level S, and a table names the
 method that wins each (model, K, S) with its RAE ratio to the hybrid (issue target: ≤ 0.5).
 """
 
@@ -52,7 +52,7 @@ def scored(results: pd.DataFrame) -> pd.DataFrame:
 
 
 def points(results: pd.DataFrame) -> pd.DataFrame:
-    """Median RAE and model calls per (panel, K, budget level, method), over the queries (and
+    """Median RAE and model calls per (panel, K, level S, method), over the queries (and
     their repeats) with ground truth at temperature 1; `failed` counts the failed answers."""
     return (scored(results).groupby([*CELL, "method"], observed=True)
             .agg(median_rae=("rae", "median"), calls=("model_calls", "median"),
@@ -125,7 +125,7 @@ def draw(results: pd.DataFrame) -> dict[str, Figure]:
         table = table[rivals.astype(bool)]
     if table.empty:
         raise NotApplicable("needs budgeted rows of the hybrid and another method at two or "
-                            "more budget levels S")
+                            "more levels S")
     titles, colors = panels(results), method_colors(table.method)
     blocks = list(table.groupby(PANEL, sort=True))
     ks = sorted(table["K"].unique())
@@ -146,6 +146,6 @@ def draw(results: pd.DataFrame) -> dict[str, Figure]:
                         label=method, zorder=3 if method == BASELINE else 2)
             log_axes(ax)
             ax.set(xlabel="model calls per query (median)", ylabel="median RAE")
-    suptitle(fig, "Estimator frontier: median RAE vs model calls, one point per budget level S")
+    suptitle(fig, "Estimator frontier: median RAE vs model calls, one point per level S")
     legend(fig, axes)
     return {"frontier": fig}

@@ -1,7 +1,7 @@
 """Tables from a results table alone: the RAE summary, what was computed, Table 2, Tables 3-6
 (KL of IS) and the unaccounted probability of Fig. 14.
 
-Every function takes the merged results (one row per query, method and budget level) and
+Every function takes the merged results (one row per query, method and level S) and
 returns a DataFrame; `build.py` writes each as CSV and Markdown. Results are compared only
 within a *panel*: one dataset, model, temperature, query kind and budget rule, so no number,
 curve or fit ever pools two models or two kinds of question.
@@ -116,14 +116,14 @@ def finite(results: pd.DataFrame) -> pd.DataFrame:
 
 
 def rae_summary(results: pd.DataFrame) -> pd.DataFrame:
-    """Median and mean RAE (and count) per panel × method × K × budget level."""
+    """Median and mean RAE (and count) per panel × method × K × level S."""
     grouped = finite(results).groupby([*PANEL, "method", "K", "budget_level"], observed=True).rae
     return grouped.agg(median_rae="median", mean_rae="mean", queries="count").reset_index()
 
 
 def overview(results: pd.DataFrame) -> pd.DataFrame:
     """One row per panel, every part of its key spelled out, with the histories N, horizons K,
-    budget levels S, methods and ground truth it holds."""
+    levels S, methods and ground truth it holds."""
     rows = []
     for key, block in results.groupby(PANEL, sort=True):
         values = dict(zip(PANEL, key, strict=True))
@@ -228,13 +228,13 @@ def noise_floors(results: pd.DataFrame) -> pd.Series:
     """The ground truth's noise floor per panel × K (`noise_floor` of its queries' relative
     standard errors; an exact truth has none)."""
     queries = results.drop_duplicates([*PANEL, *QUERY])
-    rel = queries.truth_rel_stderr.where(queries.truth_kind == "surrogate", 0.0)
+    rel = queries.truth_rel_stderr.where(queries.truth_kind == "estimated", 0.0)
     return rel.groupby([queries[c] for c in [*PANEL, "K"]], observed=True).agg(
         lambda s: noise_floor(s.to_numpy()))
 
 
 def budget_costs(results: pd.DataFrame) -> pd.DataFrame:
-    """What a budget level S cost: mean model-call budget per query, per panel × K × S."""
+    """What a level S cost: mean model-call budget per query, per panel × K × S."""
     budgeted = results[results.budget_level > 0].drop_duplicates(
         [*PANEL, *QUERY, "budget_level", "repeat"])
     if budgeted.empty:
@@ -249,17 +249,17 @@ def budget_costs(results: pd.DataFrame) -> pd.DataFrame:
 
 
 def truth_summary(results: pd.DataFrame) -> pd.DataFrame:
-    """Per ground-truth rule: how many queries got an exact or a surrogate answer, and the
-    surrogates' relative standard errors."""
+    """Per ground-truth rule: how many queries got an exact or an estimated answer, and the
+    estimates' relative standard errors."""
     queries = results.drop_duplicates([*PANEL, *QUERY])
     rows = []
     for rule, block in queries.groupby("truth_rule", sort=True):
-        surrogate = block[block.truth_kind == "surrogate"].truth_rel_stderr
+        estimated = block[block.truth_kind == "estimated"].truth_rel_stderr
         rows.append({"rule": rule, "queries": len(block),
                      **{kind: int((block.truth_kind == kind).sum())
-                        for kind in ("exact", "surrogate", "none")},
-                     "surrogate rel. s.e. median": surrogate.median(),
-                     "surrogate rel. s.e. max": surrogate.max()})
+                        for kind in ("exact", "estimated", "none")},
+                     "estimated rel. s.e. median": estimated.median(),
+                     "estimated rel. s.e. max": estimated.max()})
     return pd.DataFrame(rows)
 
 

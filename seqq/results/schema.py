@@ -1,4 +1,4 @@
-"""The results table: one row per (query, method, option set, budget level, repeat), where a
+"""The results table: one row per (query, method, option set, level S, repeat), where a
 method is a seqq method or a labelled variant of one (`estimator.variants`, named in the `method`
 column).
 
@@ -33,7 +33,7 @@ KEY_DEFAULTS = {"repeat": 0}
 BUDGET_SETTER = "hybrid"
 LEVEL_OPTION = "samples"
 
-# how a budget level S became a per-query model-call budget (`budget_rule` column)
+# how a level S became a per-query model-call budget (`budget_rule` column)
 BUDGET_FROM_SETTER = BUDGET_SETTER  # the budget setter ran with S samples; its calls are the budget
 BUDGET_FROM_SAMPLES = "samples"  # no hybrid: the calls of S IS samples, 1 + S·(K−1)
 NO_BUDGET = "none"  # level 0: each method runs on its own options
@@ -73,7 +73,7 @@ class ResultRow:
     is_lower_bound: bool
     truth: float
     truth_log: float
-    truth_kind: str  # exact | surrogate | none
+    truth_kind: str  # exact | estimated | none
     truth_samples: int
     truth_rel_stderr: float
     truth_rule: str  # how the ground truth was computed, in words

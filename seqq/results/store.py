@@ -19,6 +19,10 @@ import pandas as pd
 from seqq.results import schema
 
 PART_SUFFIX = ".parquet"
+# values renamed since parts were first written, mapped as parts are read (here only, so every
+# reader sees the new ones): an estimated truth was a "surrogate" before issue 60, a word kept
+# for the twisting model; `truth_kind` in results, `kind` in the ground-truth cache
+RENAMED_VALUES = {"truth_kind": {"surrogate": "estimated"}, "kind": {"surrogate": "estimated"}}
 
 
 def safe_name(text: str) -> str:
@@ -47,6 +51,9 @@ def read_parts(paths: str | Path | Iterable[str | Path],
     files = [f for p in paths for f in part_files(p)]
     frames = [pd.read_parquet(f) for f in files]
     for file, frame in zip(files, frames, strict=True):
+        for column, renamed in RENAMED_VALUES.items():
+            if column in frame.columns:
+                frame[column] = frame[column].replace(renamed)
         for column, value in schema.KEY_DEFAULTS.items():
             if column in (key or ()) and column not in frame.columns:
                 frame[column] = value  # a part written before this key column existed

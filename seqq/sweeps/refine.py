@@ -1,9 +1,9 @@
 """Ground truth fit for what it judges (docs/decisions.md §40).
 
-A surrogate ground truth with relative standard error σ judges a perfect estimator to have a
+An estimated ground truth with relative standard error σ judges a perfect estimator to have a
 median RAE of about 0.67·σ, so a truth as noisy as the errors it judges cannot rank methods.
 After a sweep's estimates, `refine_truths` finds, per temperature and K, the smallest median RAE
-among the methods (rows whose truth is a surrogate), and computes again every surrogate truth
+among the methods (rows whose truth is estimated), and computes again every estimated truth
 whose relative SE exceeds `fraction` (default one fifth) of it: twisted sampling without
 replacement (the `twisted` rule, steered by a surrogate distilled from the model, docs/decisions.md
 §43) until the relative SE is below that tolerance (exact if its draws exhaust the query), at most
@@ -44,8 +44,8 @@ def tolerance(fraction: float, smallest_median_rae: float) -> float | None:
 
 
 def tolerances(rows: pd.DataFrame, fraction: float) -> dict[int, float]:
-    """Per K: the tolerance the surrogate truths of `rows` (one temperature) must meet."""
-    judged = rows[(rows.truth_kind == "surrogate") & np.isfinite(rows.rae)]
+    """Per K: the tolerance the estimated truths of `rows` (one temperature) must meet."""
+    judged = rows[(rows.truth_kind == "estimated") & np.isfinite(rows.rae)]
     if judged.empty:
         return {}
     smallest = judged.groupby(["K", "method"]).rae.median().groupby("K").min()
@@ -54,7 +54,7 @@ def tolerances(rows: pd.DataFrame, fraction: float) -> dict[int, float]:
 
 
 def refine_truths(runner: SweepRunner, specs: Sequence[QuerySpec], fraction: float) -> int:
-    """Recompute the surrogate truths of `runner`'s rows that are too noisy for the errors they
+    """Recompute the estimated truths of `runner`'s rows that are too noisy for the errors they
     judge; rewrite the rows; return how many truths were refined."""
     truth = runner.truth
     if not isinstance(truth, GroundTruthStore):
@@ -71,7 +71,7 @@ def refine_truths(runner: SweepRunner, specs: Sequence[QuerySpec], fraction: flo
     rule = "twisted" if twistable(runner.model.vocab_size) else "sampled"
     for K, target in sorted(tolerances(mine, fraction).items()):
         noisy = [s for s in _distinct(specs) if s.K == K
-                 and current.get(_key(s), ("exact", 0.0))[0] == "surrogate"
+                 and current.get(_key(s), ("exact", 0.0))[0] == "estimated"
                  and not current[_key(s)][1] <= target]
         if not noisy:
             continue

@@ -3,7 +3,7 @@ without running its estimators again (Table 2's truths, docs/decisions.md §6).
 
     python -m seqq.sweeps.rejudge CSV OVERRIDES... [--merge]
 
-OVERRIDES are the sweep's own (`experiment=large_lm size=paper model=smollm2`), the new
+OVERRIDES are the sweep's own (`preset=large_lm size=paper model=smollm2`), the new
 judge's (`ground_truth.rel_tol=0.025 ground_truth.s_high=100000`) and the shard
 (`sweep.shard=0 sweep.shards=2`). Queries whose truth the CSV holds above the new tolerance go
 first, each group cheapest first, the horizons in turn (`cheapest_first`); each truth is stored
@@ -30,6 +30,7 @@ from seqq.sweeps.run_log import recorded
 from seqq.sweeps.runner import rae
 from seqq.sweeps.specs import SweepSpec
 from seqq.sweeps.sweep import load_data, load_sweep_model, make_specs, model_id, sweep_spec
+from seqq.sweeps.sweep_config import check_renamed
 from seqq.sweeps.truth_store import GroundTruthStore, describe_rule
 
 USAGE = "usage: python -m seqq.sweeps.rejudge CSV OVERRIDES... [--merge]"
@@ -38,6 +39,7 @@ OLD_RULE = ("the CSV's own truths (a CSV without a `truth_rule` column: the judg
 
 
 def _spec(overrides: Sequence[str]) -> SweepSpec:
+    check_renamed(overrides)
     with initialize_config_dir(str(CONF), version_base=None):
         return sweep_spec(compose("sweep", overrides=list(overrides)))
 

@@ -1,6 +1,6 @@
 """The sweep loop: ground truth once, the budget setter (the hybrid) fixes each query's budget,
 then every other method runs at that budget (docs/decisions.md §2), one stored part per (chunk,
-budget level, method).
+level S, method).
 A "method" here is a `MethodRun`: a seqq method, or a labelled variant of one, whose label names
 its rows, parts and seeds.
 
@@ -170,7 +170,7 @@ class SweepRunner:
                     "or the sweep another sweep.name")
 
     def part_count(self, specs: Sequence[QuerySpec]) -> int:
-        """How many parts `run(specs)` stores: one per (chunk, budget level, method, repeat)."""
+        """How many parts `run(specs)` stores: one per (chunk, level S, method, repeat)."""
         chunks = math.ceil(len(specs) / self.plan.chunk_size)
         return chunks * len(self.plan.levels) * len(self.runs) * self.plan.repeats
 

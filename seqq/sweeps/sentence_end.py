@@ -48,7 +48,7 @@ class Prefix:
 
 @dataclass(frozen=True)
 class SentenceEndSpec:
-    """`sweep.sentence_end` (experiment=fig1)."""
+    """`sweep.sentence_end` (preset=fig1)."""
 
     k_max: int = 30
     samples: int = 100  # importance samples per run; naive gets the same model calls

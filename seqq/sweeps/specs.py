@@ -119,13 +119,13 @@ class SweepSpec:
     progress: bool
     report: bool
     config: Mapping[str, Any]
-    refine_truth: float | None = None  # surrogate truths' rel. SE ≤ this × smallest median RAE
+    refine_truth: float | None = None  # estimated truths' rel. SE ≤ this × smallest median RAE
     symbol_kl: SymbolKLSpec | None = None  # Tables 3–6: the KL experiment instead of queries
     sentence_end: SentenceEndSpec | None = None  # Fig. 1: when the sentence ends, instead
 
     @property
     def job(self) -> JobKind:
-        """What this sweep runs: queries, or the experiment whose spec is set."""
+        """What this sweep runs: queries, or the job whose spec is set."""
         return (SENTENCE_END if self.sentence_end is not None else
                 SYMBOL_KL if self.symbol_kl is not None else QUERIES)
 

@@ -1,8 +1,8 @@
 """A sweep: the paper's evidence from a model, a dataset and a set of estimators (the work of
 `seqq query-sweep`, whose command, `seqq/commands/query_sweep.py`, then reports it).
 
-Config groups pick the dataset, model, query, estimators, budget levels and ground-truth
-settings; `experiment=<preset>` bundles them per paper figure. Results go to
+Config groups pick the dataset, model, query, estimators, levels S and ground-truth
+settings; `preset=<name>` bundles them (one per paper figure, and `demo`, `frontier`). Results go to
 `<sweep.dir>/results/` as Parquet parts (resumable, see `runner.py`) and ground truth to
 `<sweep.dir>/ground_truth/`.
 

@@ -6,6 +6,7 @@ checks `sweep.figures` against the report's figures: this layer knows no report.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,27 @@ from seqq.sweeps.specs import (
 from seqq.sweeps.symbol_kl import SymbolKLSpec
 
 SIZES = ("quick", "paper")
+
+# Config names that once meant something else (issue 60), and what they are now: "experiment"
+# names one of the paper's (`seqq report --experiment fig10`), "budget" a method's model calls
+RENAMED = {
+    "experiment": ("preset", "a named sweep of conf/preset/; an experiment is one of the "
+                   "paper's, `seqq report --experiment`"),
+    "budget": ("levels", "a grid of levels S of conf/levels/; a budget is a method's calls"),
+    "budget.levels": ("levels.S", "the levels S; a budget is a method's calls"),
+}
+
+
+def check_renamed(overrides: Sequence[str]) -> None:
+    """A command line that still sets a renamed group or key stops with one line giving the new
+    spelling (`experiment=budgets` → `preset=budgets`), before Hydra composes anything."""
+    for override in overrides:
+        key, given, value = override.partition("=")
+        key = key.lstrip("+~")
+        if given and key in RENAMED:
+            new, what = RENAMED[key]
+            raise ConfigError(f"{key}={value} is now {new}={value} ({what})")
+
 
 def _by_size(quick: Any, paper: Any, *, _root_: DictConfig) -> Any:
     """`${by_size:quick_value,paper_value}`: presets stay small unless `size=paper`."""
@@ -153,7 +175,7 @@ def sweep_spec(cfg: DictConfig) -> SweepSpec:
         raise ConfigError(f"sweep.shard must lie in 0..{shards - 1} (sweep.shards={shards})")
     progress, report = (check.boolean(cfg, "sweep.progress"), check.boolean(cfg, "sweep.report"))
     runs = method_runs(cfg)
-    levels = check.integers(cfg, "budget.levels", minimum=0)
+    levels = check.integers(cfg, "levels.S", minimum=0)
     query = _query(cfg, ks)
     truth = _ground_truth(cfg)
     return SweepSpec(

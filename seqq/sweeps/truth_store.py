@@ -1,4 +1,4 @@
-"""Ground truth computed once per query and reused by every method, budget and re-run.
+"""Ground truth computed once per query and reused by every method, level S and re-run.
 
 Entries are keyed by what determines the answer: dataset, model, temperature, the history's
 tokens (hashed), the query label and the ground-truth options (docs/decisions.md §6). The store
@@ -39,26 +39,26 @@ def describe_rule(options: Mapping[str, Any]) -> str:
     params = inspect.signature(seqq.ground_truth_many).parameters.values()
     o = {p.name: p.default for p in params if p.default is not p.empty} | dict(options)
     if o["rule"] == "absolute":
-        surrogate = (f"importance sampling under the restricted proposal: {o['s_low']:,} "
-                     f"samples, then {o['s_step']:,} more at a time until the per-sample weight "
-                     f"variance is below δ = {o['delta']:g}, at most {o['s_high']:,} samples")
+        estimate = (f"importance sampling under the restricted proposal: {o['s_low']:,} "
+                    f"samples, then {o['s_step']:,} more at a time until the per-sample weight "
+                    f"variance is below δ = {o['delta']:g}, at most {o['s_high']:,} samples")
     elif o["rule"] == "sampled":
-        surrogate = (f"importance sampling under the restricted proposal, paths drawn through "
-                     f"a prefix trie held within a byte budget: {o['s_low']:,} samples, then "
-                     f"rounds until the relative standard error is below {o['rel_tol']:g}, at "
-                     f"most {o['s_high']:,} samples")
+        estimate = (f"importance sampling under the restricted proposal, paths drawn through "
+                    f"a prefix trie held within a byte cap: {o['s_low']:,} samples, then "
+                    f"rounds until the relative standard error is below {o['rel_tol']:g}, at "
+                    f"most {o['s_high']:,} samples")
     elif o["rule"] == "twisted":
-        surrogate = (f"sampling without replacement twisted by an HPYP surrogate distilled from "
-                     f"the model (twisted WOR, sum-and-sample over the prefix trie) until the "
-                     f"relative standard error is below {o['rel_tol']:g}, exact when it exhausts "
-                     f"the query, at most {o['s_high']:,}·(K−1) model calls")
+        estimate = (f"sampling without replacement twisted by an HPYP surrogate distilled from "
+                    f"the model (twisted WOR, sum-and-sample over the prefix trie) until the "
+                    f"relative standard error is below {o['rel_tol']:g}, exact when it exhausts "
+                    f"the query, at most {o['s_high']:,}·(K−1) model calls")
     else:
-        surrogate = (f"sampling without replacement (sum-and-sample over the prefix trie) until "
-                     f"the relative standard error is below {o['rel_tol']:g}, exact when it "
-                     f"exhausts the query, at most {o['s_high']:,}·(K−1) model calls")
+        estimate = (f"sampling without replacement (sum-and-sample over the prefix trie) until "
+                    f"the relative standard error is below {o['rel_tol']:g}, exact when it "
+                    f"exhausts the query, at most {o['s_high']:,}·(K−1) model calls")
     return (f"the model's own exact answer where it has one (forward DP); else exact "
             f"enumeration when it costs at most {o['exact_max_calls']:,.0f} model calls; "
-            f"otherwise {surrogate}")
+            f"otherwise {estimate}")
 
 
 @dataclass

@@ -3,7 +3,7 @@
 Rows are independent paths, each at a node of its task's query lattice. Per step the rows draw
 one symbol, accumulate log p, log q and the importance weight log Π_k p(V_k | x_<k), and only
 rows whose query is still undecided pay for another model call. Nothing is cached, so memory
-stays bounded by the rows of one step (ground truth's surrogate draws millions of paths).
+stays bounded by the rows of one step (an estimated ground truth draws millions of paths).
 """
 
 from __future__ import annotations

@@ -117,7 +117,7 @@ def wor(batch: Batch, budgets: Budgets, options: WorOptions, twist: Messages | N
 
     `rel_tol` instead runs doubling stages (`wor_until`) until the relative standard error is
     below it, the head exhausts Q, or the budget (default 10^6 calls) is spent; stopping on
-    the observed error makes that mode a (slightly biased) surrogate, as adaptive IS is.
+    the observed error makes that mode a (slightly biased) estimate, as adaptive IS is.
 
     With a twist, head and tail are drawn from the twisted proposal q̃ instead of q: the same
     estimator with q̃'s masses, still unbiased.
@@ -267,7 +267,7 @@ def wor_until(batch: Batch, rel_tol: float, max_calls: int | Tensor, draws: int 
     the head changes, so they accumulate; once a head stage shrinks the residual R by less than
     a third, the head is frozen and the method becomes importance sampling from the residual
     (high-entropy queries, where WOR draws rarely pay). Stopping on the observed error makes
-    this a surrogate (slightly biased, like adaptive IS). Returns each task's estimate and
+    this an estimate slightly biased, like adaptive IS. Returns each task's estimate and
     whether it met the target (per branch; `to_estimates` sums them per task);
     `on_stage(done)` reports progress (tasks finished so far).
 

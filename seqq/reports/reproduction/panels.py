@@ -48,7 +48,7 @@ class ModelRun:
 
     @property
     def levels(self) -> list[int]:
-        """The budget levels S of its rows."""
+        """The levels S of its rows."""
         return sorted(int(s) for s in self.rows.budget_level.unique())
 
     @property
@@ -67,9 +67,9 @@ def select(results: pd.DataFrame, methods: Sequence[str], query: str,
            levels: int | Sequence[int] | None, models: Sequence[str] = (),
            temperatures: Sequence[float] | None = (1.0,), cells: Sequence[str] = (),
            datasets: Sequence[str] = ()) -> list[ModelRun]:
-    """The panels: per (dataset, model), `methods` on `query` at the budget levels `levels` (all
+    """The panels: per (dataset, model), `methods` on `query` at the levels S `levels` (all
     there are: None) and `temperatures` (all: None), repeat 0, on the histories that every one
-    of them finished at every K and every combination of `cells` (e.g. budget level,
+    of them finished at every K and every combination of `cells` (e.g. level S,
     temperature). A method run with several option sets (coverage α) is one method per set."""
     rows = results[(results["query"] == query) & (results["repeat"] == 0)]
     if temperatures is not None:
@@ -88,7 +88,7 @@ def select(results: pd.DataFrame, methods: Sequence[str], query: str,
     wanted = [levels] if isinstance(levels, int) else present if levels is None else levels
     if not set(wanted) & set(present):
         one = len(wanted) == 1
-        raise ResultsError(f"no results at budget level{'' if one else 's'} S = "
+        raise ResultsError(f"no results at level{'' if one else 's'} S = "
                            f"{', '.join(map(str, wanted))}; the results hold S = "
                            f"{', '.join(map(str, present))}" + (" (pick one with --level)"
                                                                if one else ""))
@@ -118,7 +118,7 @@ def select(results: pd.DataFrame, methods: Sequence[str], query: str,
 def complete_histories(rows: pd.DataFrame, methods: int, ks: Sequence[int],
                        cells: Sequence[str] = ()) -> pd.Index:
     """The histories that `methods` methods have run at every K of `ks` and, with `cells`
-    (e.g. budget level, temperature), at every combination of K and those columns' values that
+    (e.g. level S, temperature), at every combination of K and those columns' values that
     the rows hold; each cell with as many queries as the fullest (both orders of a pair)."""
     keys = ["K", *cells]
     queries = rows[rows.K.isin(ks)].drop_duplicates(["history_id", "method", *keys, "label"])

@@ -91,7 +91,7 @@ class Experiment:
     sweep: str  # the sweep preset whose results it reads (`make <sweep> SIZE=paper`)
     query: str  # the query kind of its rows
     methods: tuple[str, ...]  # whose rows its CSVs hold; other methods get their own table
-    levels: tuple[int, ...] | None  # the budget levels S it reads (None: all there are)
+    levels: tuple[int, ...] | None  # the levels S it reads (None: all there are)
     block: str  # the name in the doc's BEGIN/END markers
     figure: Callable[[Sequence[ModelRun]], dict[str, Figure]]  # panels -> {file stem: figure}
     # (one figure's file is `<name>_<models>`, several are `<stem>_<models>`)
@@ -196,9 +196,9 @@ def _doc_block(experiment: Experiment, runs: Sequence[ModelRun], figures: Sequen
     """The doc's generated block; `folder`: where the figures and CSVs are, relative to the
     doc."""
     levels = sorted({s for r in runs for s in r.levels})
-    at = ("no budget level: coverage beam search runs to its α" if levels == [0] else
-          f"budget level S = {levels[0]}" if len(levels) == 1 else
-          f"budget levels S = {', '.join(map(str, levels))}")
+    at = ("no level S: coverage beam search runs to its α" if levels == [0] else
+          f"level S = {levels[0]}" if len(levels) == 1 else
+          f"levels S = {', '.join(map(str, levels))}")
     plural = "s" if len(figures) > 1 else ""
     written = (f"the figure{plural} and CSVs below were written by the same command" if not
                experiment.csv else f"the rows of {experiment.csv}'s CSVs, linked below; the "

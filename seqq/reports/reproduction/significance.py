@@ -1,6 +1,6 @@
 """The tests that judge the paper's claims, and their thresholds, written once: a claim that "A
 beats B" is judged per cell by a paired test on the per-query RAE, a trend ("grows with K",
-"3× per 10× the budget") by its fitted slope with a bootstrap interval over the histories. Each
+"3× per 10× the level S") by its fitted slope with a bootstrap interval over the histories. Each
 cell's test gives a `Cell`: which way its estimate points and its two-sided p-value. A claim's
 cells are one family: a cell supports the claim when its test says so beyond the noise after
 Holm's step-down correction over the claim's cells (`holm`, family-wise level `LEVEL`),
@@ -253,7 +253,7 @@ def median_trends(rows: pd.DataFrame, by: Sequence[str], along: str,
                   transform: Callable[[np.ndarray], np.ndarray] = np.log
                   ) -> dict[tuple, Boot]:
     """Per combination of `by` (e.g. method and K): `median_slope` of the median RAE against
-    x(`along`) (e.g. log10 of the budget S), on the histories that ran every value of it."""
+    x(`along`) (e.g. log10 of the level S), on the histories that ran every value of it."""
     out = {}
     for key, block in rows.groupby(list(by), sort=True):
         table = per_history(block, [along]).dropna()

@@ -1,7 +1,7 @@
 """The numbers a reproduction shows per panel: each paper method's median RAE per K with a 95%
-interval of that median, the noise floor of the surrogate truth, and the other methods' medians
+interval of that median, the noise floor of the estimated truth, and the other methods' medians
 beside the budget setter's (Fig. 3); then what the other experiments need: medians per cell,
-RAE per decade of budget, fits against entropy, spread of the estimates, beams per step and
+RAE per decade of S, fits against entropy, spread of the estimates, beams per step and
 means per share."""
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def median_ci(values: np.ndarray) -> tuple[float, float]:
 
 def summary(run: ModelRun) -> pd.DataFrame:
     """Per K: the truth used, queries, each paper method's median RAE with its 95% interval,
-    the surrogate's noise floor and the mean budget in model calls (the budget setter's)."""
+    the estimated truth's noise floor and the mean budget in model calls (the budget setter's)."""
     out = []
     for K, block in run.rows.groupby("K", sort=True):
         kinds = block.drop_duplicates("history_id").truth_kind.value_counts()
@@ -46,10 +46,10 @@ def summary(run: ModelRun) -> pd.DataFrame:
             row[method] = float(np.median(rae)) if len(rae) else math.nan
             row[f"{method}_low"], row[f"{method}_high"] = median_ci(rae)
         setter = block[block.method == SETTER]  # one row per query
-        surrogate = setter.truth_kind == "surrogate"
-        row["floor"] = noise_floor(setter.truth_rel_stderr.where(surrogate, 0.0))
-        row["truth_rel_se"] = (float(setter.truth_rel_stderr[surrogate].median())
-                               if surrogate.any() else 0.0)
+        estimated = setter.truth_kind == "estimated"
+        row["floor"] = noise_floor(setter.truth_rel_stderr.where(estimated, 0.0))
+        row["truth_rel_se"] = (float(setter.truth_rel_stderr[estimated].median())
+                               if estimated.any() else 0.0)
         row["calls"] = float(setter.model_calls.mean())
         out.append(row)
     return pd.DataFrame(out)
@@ -86,8 +86,8 @@ def pivot(rows: pd.DataFrame, index: Sequence[str], stat: str = "median",
 
 
 def decade_ratios(curve: pd.Series) -> pd.Series:
-    """How many times smaller a curve indexed by budget S is at 10·S than at S, for every S
-    whose 10·S is there too (Figs 10/11: 1/√budget gives √10 ≈ 3.16)."""
+    """How many times smaller a curve indexed by the level S is at 10·S than at S, for every S
+    whose 10·S is there too (Figs 10/11: 1/√S gives √10 ≈ 3.16)."""
     pairs = {s: curve[s] / curve[10 * s] for s in curve.index
              if 10 * s in curve.index and curve[10 * s] > 0}
     return pd.Series(pairs, dtype=float)
@@ -146,7 +146,7 @@ def spread_ks(run: ModelRun, n: int = 5) -> list[int]:
 
 def above_truth(rows: pd.DataFrame, sigmas: float = 3.0) -> pd.Series:
     """Whether each estimate exceeds its truth by more than `sigmas` of the truth's own
-    standard error (a surrogate truth is noisy; an exact one has none)."""
+    standard error (an estimated truth is noisy; an exact one has none)."""
     return rows.estimate > rows.truth * (1 + sigmas * rows.truth_rel_stderr.fillna(0.0))
 
 

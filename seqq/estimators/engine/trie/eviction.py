@@ -1,10 +1,10 @@
-"""Bounded memory: the trie's model rows and states held within a byte budget.
+"""Bounded memory: the trie's model rows and states held within a byte cap.
 
 An expanded node keeps p(· | prefix) (V floats) and the model state that continues it; over a
 language model's vocabulary (V = 49,152) a 100,000-sample truth would keep tens of GB of them.
 Most of those nodes are deep, visited by one walk and never again, while the few shallow,
 probable ones are revisited by nearly every walk. So each expansion (one model step over a
-depth's new nodes: a block of rows and its state chunks) is kept while the budget allows,
+depth's new nodes: a block of rows and its state chunks) is kept while the byte cap allows,
 and the least recently used blocks are dropped first. A dropped node becomes unexpanded again:
 the next walk that reaches it re-expands it (one model call, counted like any other) from its
 parent, which the same walk has just passed through, and a read of its row outside a walk
@@ -13,7 +13,7 @@ the prefix, so draws are unchanged up to the model's float rounding across batch
 
 Blocks are dropped after each depth of a walk, sparing those the current depth has used (its
 new rows and the parents it expanded from), and again at the end of each operation (walks,
-removals) with nothing spared. So the trie holds at most the budget plus one depth's blocks:
+removals) with nothing spared. So the trie holds at most the cap plus one depth's blocks:
 settling only between operations let a 1,365-row walk over four depths add ~2 GB first.
 """
 
@@ -50,13 +50,13 @@ class _Block:
 class Keeper:
     """Which expansion blocks the trie holds, in least-recently-used order, and their bytes."""
 
-    def __init__(self, budget: int, shared: set[int]):
-        self.budget = budget
+    def __init__(self, max_bytes: int, shared: set[int]):
+        self.max_bytes = max_bytes
         self.used = 0
         self.shared = shared  # storages of the roots' state (a history's cache): never counted
         self.blocks: OrderedDict[tuple[int, int], _Block] = OrderedDict()
         self.dropped = 0  # blocks dropped so far
-        self.reexpanded = 0  # nodes expanded again after a drop: the calls the budget cost
+        self.reexpanded = 0  # nodes expanded again after a drop: the calls the cap cost
         self.gone: dict[int, Tensor] = {}  # per depth, which nodes were dropped (bool)
         self.step = 0  # advanced at each depth of a walk (`next_step`)
 
@@ -90,9 +90,9 @@ class Keeper:
                 self.blocks[key].step = self.step
 
     def settle(self, trie: Trie, spare: bool = False) -> None:
-        """Drop least recently used blocks until the rest fit the budget; with `spare`, none
+        """Drop least recently used blocks until the rest fit the cap; with `spare`, none
         used in the current step (a walk still reads them)."""
-        while self.used > self.budget and self.blocks:
+        while self.used > self.max_bytes and self.blocks:
             if spare and next(iter(self.blocks.values())).step == self.step:
                 break  # the rest are at least as recent
             _, block = self.blocks.popitem(last=False)

@@ -3,7 +3,7 @@ computed by the model for nodes not yet expanded.
 
 A prefix is evaluated once: `expand` calls the model only for nodes without a row, all of one
 depth in one chunked step, and keeps their states so that their children continue them, for as
-long as the trie's byte budget holds them (`eviction.py`: a dropped node is expanded again).
+long as the trie's byte cap holds them (`eviction.py`: a dropped node is expanded again).
 """
 
 from __future__ import annotations

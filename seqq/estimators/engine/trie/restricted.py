@@ -3,7 +3,7 @@
 A twisted trie keeps the masses of q̃ (`proposals.py`); the restricted entropy H(q) that ground
 truth reports (docs/decisions.md §12) is about the untwisted q(x) = Π_k p(x_k | x_<k) / p(V_k |
 x_<k). Every node below a root has an expanded parent, whose model row gives p(V_k | x_<k)
-without a model call (unless the budget dropped it: it is expanded again), so log q(node) =
+without a model call (unless the byte cap dropped it: it is expanded again), so log q(node) =
 log p(node) − Σ of its ancestors' log normalisers. They are computed for the parents the trie
 holds when asked, and only for those added since.
 """

@@ -4,7 +4,7 @@ A level gains rows walk by walk (a sweep's walks go through the trie a chunk of 
 time), so a single [r, V] tensor would have to be re-allocated and copied as it grows, and over
 a large vocabulary that copy can cost more than the model step that made the rows
 (docs/performance.md). Blocks are never copied; reads select from each block the rows that
-live there. A block the trie's budget drops (`eviction.py`) frees its memory; its rows are
+live there. A block the trie's byte cap drops (`eviction.py`) frees its memory; its rows are
 then never read again. Row indices are given on the CPU (the trie's bookkeeping lives there), so splitting
 them by block needs no device synchronisation.
 """

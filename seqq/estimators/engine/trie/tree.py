@@ -1,7 +1,7 @@
 """The `Trie`: the state of one prefix trie over a batch's branches, and its public methods.
 
 It holds the levels of nodes (`levels.py`), the proposal memo (`proposals.py`), the removed
-leaves (`residual.py`) and the byte budget over its rows and states (`eviction.py`); each
+leaves (`residual.py`) and the byte cap over its rows and states (`eviction.py`); each
 method hands that state to the module that owns the concern.
 """
 
@@ -29,8 +29,8 @@ class Trie:
     """The prefix trie of all branches of a batch; roots are the branches (depth 0)."""
 
     def __init__(self, batch: Batch, messages: Messages | None = None,
-                 budget: int = TRIE_BYTES):
-        """`budget`: bytes of model rows and states the trie keeps (`eviction.py`)."""
+                 max_bytes: int = TRIE_BYTES):
+        """`max_bytes`: bytes of model rows and states the trie keeps (`eviction.py`)."""
         self.batch = batch
         self.messages = messages
         self.V = batch.vocab_size
@@ -48,7 +48,7 @@ class Trie:
             context=(torch.zeros(N, dtype=torch.long) if messages is None
                      else messages.context.cpu()))
         self.levels = [roots]
-        self.keeper = Keeper(budget, storages(roots.chunks[0].inner))
+        self.keeper = Keeper(max_bytes, storages(roots.chunks[0].inner))
         self.memo = Memo()
         # per depth, the sorted nodes with a removed leaf below them (or removed themselves):
         # every other node's residual q(· | node, not removed) is its proposal q(· | node)
@@ -103,7 +103,7 @@ class Trie:
         return self.levels[depth]
 
     def rows(self, depth: int, nodes: Tensor) -> Tensor:
-        """The model rows of expanded nodes, re-expanding any the budget dropped (`eviction`)."""
+        """The model rows of expanded nodes, re-expanding any the byte cap dropped (`eviction`)."""
         level = self.levels[depth]
         if depth and bool((level.row[nodes] < 0).any()):
             materialise(self, depth, nodes)
@@ -127,7 +127,7 @@ class Trie:
 
     def expand(self, depth: int, nodes: Tensor) -> None:
         """Give the nodes (depth ≥ 1, not finished) their model rows: one model call per node
-        not yet expanded (or dropped by the budget), all in one chunked step."""
+        not yet expanded (or dropped by the byte cap), all in one chunked step."""
         expansion.expand(self, depth, nodes)
 
     # --- residual ---------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Figs 10 and 11: median and mean RAE vs the budget level S at K = 3, 7, 11, with uniform and
+"""Figs 10 and 11: median and mean RAE vs the level S at K = 3, 7, 11, with uniform and
 naive Monte Carlo, from the `budgets` sweep."""
 
 from __future__ import annotations
@@ -39,11 +39,11 @@ AT_ONE = 0.999  # an RAE of 1 to three decimals: an estimate of 0, or next to 0
 MAJORITY_TEST = (f"exact binomial test of the share of queries against one half, two-sided, "
                  f"p < {LEVEL:g} (the sign test of the median; Holm over the cells)")
 
-figure = median_and_mean(("fig10", "fig11"), figures.rae_vs_budget)  # Figs 10, 11: RAE vs S
+figure = median_and_mean(("fig10", "fig11"), figures.rae_vs_level)  # Figs 10, 11: RAE vs S
 
 
 def caption(runs: Sequence[ModelRun]) -> str:
-    return ("*Fig. 10 (median) and Fig. 11 (mean) RAE of p(τ(a) = K) vs the budget level S "
+    return ("*Fig. 10 (median) and Fig. 11 (mean) RAE of p(τ(a) = K) vs the level S "
             "(the hybrid's tail samples; every method gets the hybrid's model calls), one row "
             f"of panels per K, one column per model: {histories(runs)}.*")
 
@@ -56,7 +56,7 @@ def section(run: ModelRun, csv: str) -> list[str]:
     calls = run.rows[run.rows.method == SETTER].groupby(["K", "budget_level"]).model_calls.mean()
     lines = [links_line(run, csv, f"done at every K = {', '.join(map(str, ks))} and every S = "
                                    f"{levels[0]}…{levels[-1]:,} by all {len(methods)} methods"),
-             "", "Median RAE (Fig. 10) (mean RAE, Fig. 11) per budget level S, with the mean "
+             "", "Median RAE (Fig. 10) (mean RAE, Fig. 11) per level S, with the mean "
              "model calls per query:", ""]
     for k in ks:
         shown = pd.DataFrame({"S": levels, "calls": [f"{calls[(k, s)]:,.0f}" for s in levels]})
@@ -76,14 +76,14 @@ def section(run: ModelRun, csv: str) -> list[str]:
                          + f" · {slope_s:+.2f} · {slope_c:+.2f}")
         ratio[f"K = {k}"] = cells
     return lines + ["Per method and K: how many times lower the median RAE is at 10·S than at S "
-                    "(median over the decades of S; 1/√budget gives ×"
+                    "(median over the decades of S; 1/√S gives ×"
                     + f"{math.sqrt(10):.2f}) · the log-log slope "
-                    "of the median RAE against S · against the model calls (−0.5 is 1/√budget):",
+                    "of the median RAE against S · against the model calls (−0.5 is 1/√calls):",
                     "", to_markdown(ratio), ""]
 
 
 def checks(run: ModelRun) -> list[Check]:
-    """Figs 10 and 11: 10× the budget, about √10 ≈ 3.16× lower RAE for IS and the hybrid (the
+    """Figs 10 and 11: 10× the level S, about √10 ≈ 3.16× lower RAE for IS and the hybrid (the
     fitted ratio per decade with its bootstrap interval); naive MC at RAE 1 and uniform MC
     no better than that (the sign test of their median RAE per cell)."""
     median = pivot(run.rows, ["K", "budget_level"])
@@ -100,15 +100,15 @@ def _per_decade(rows: pd.DataFrame) -> Check:
     interval, inside `ABOUT_3` where the claim holds (an equivalence test)."""
     sampling = rows[rows.method.isin(["importance", SETTER])]
     said = functools.partial(
-        Check, "10× the budget gives about "
-        f"{PAPER_PER_DECADE}× lower RAE (1/√budget) for IS and the hybrid",
+        Check, "10× the level S gives about "
+        f"{PAPER_PER_DECADE}× lower RAE (1/√S) for IS and the hybrid",
         "\"increasing the computation budget by an order of magnitude roughly corresponds to a "
         "three times reduction in RAE\" (App. G.2)",
         test=f"per (method, K): 10^−slope of the log10 median RAE per decade of S, its "
              f"{1 - LEVEL:.0%} bootstrap interval over the histories inside ×{ABOUT_3[0]:g}–"
              f"×{ABOUT_3[1]:g} (Holm over the cells)")
     if sampling.budget_level.nunique() < 2:
-        return said("one budget level S so far", UNKNOWN)
+        return said("one level S so far", UNKNOWN)
     trends = median_trends(sampling, ["method", "K"], "budget_level", math.log10, np.log10)
     ratios = {key: b.map(lambda x: 10 ** -x) for key, b in trends.items()}
     tally = Tally.of([r.cell_within(ABOUT_3) for r in ratios.values()])

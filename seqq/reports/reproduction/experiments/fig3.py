@@ -1,6 +1,6 @@
 """Fig. 3: median RAE of p(τ(a) = K) vs K at equal model calls (the hybrid's with S = 100),
 hybrid, importance sampling and beam search, from the `fig3` sweep; a second panel row with any
-other method run at the same calls (`experiment=fig3_frontier`)."""
+other method run at the same calls (`preset=fig3_frontier`)."""
 
 from __future__ import annotations
 
@@ -63,10 +63,10 @@ def figure(runs: Sequence[ModelRun]) -> dict[str, Figure]:
             ax.plot(s.K, s[method], "o-", ms=3.5, color=color, label=method)
             ax.fill_between(s.K, s[f"{method}_low"], s[f"{method}_high"], color=color,
                             alpha=0.15, lw=0)
-        surrogate = s[s.floor > 0]
-        if len(surrogate):
-            ax.plot(surrogate.K, surrogate.floor, ":", color="grey",
-                    label="noise floor of the surrogate truth")
+        estimated = s[s.floor > 0]
+        if len(estimated):
+            ax.plot(estimated.K, estimated.floor, ":", color="grey",
+                    label="noise floor of the estimated truth")
         exact = s[s.truth == "exact"].K
         if len(exact):
             ax.axvspan(exact.min() - 0.5, exact.max() + 0.5, color="grey", alpha=0.1, lw=0,
@@ -123,7 +123,7 @@ def caption(runs: Sequence[ModelRun]) -> str:
                            if r.histories_from.startswith("sampled") else "")
                         for r in runs)
             + f". Bands: {1 - LEVEL:.0%} intervals of the medians. Dotted: the median RAE that the "
-              "surrogate ground truth's own noise alone gives"
+              "estimated ground truth's own noise alone gives"
             + f" (K ≥ {_first_estimated(runs)}). The paper's Fig. 3 is "
               "a plot; its text gives no values, so none are drawn.*")
 
@@ -159,10 +159,10 @@ def _fig3_table(s: pd.DataFrame) -> str:
 
 
 def _truth_line(run: ModelRun, s: pd.DataFrame) -> str:
-    """How the ground truth came out: exact where, the surrogates' samples and errors."""
+    """How the ground truth came out: exact where, the estimates' samples and errors."""
     queries = run.rows[run.rows.method == SETTER]  # one row per query
     exact = queries[queries.truth_kind == "exact"]
-    sur = queries[queries.truth_kind == "surrogate"]
+    sur = queries[queries.truth_kind == "estimated"]
     parts = []
     if len(exact):
         parts.append(f"exact enumeration for {len(exact):,} queries (K = "
@@ -172,7 +172,7 @@ def _truth_line(run: ModelRun, s: pd.DataFrame) -> str:
         high = int(rule.group(1).replace(",", "")) if rule else int(sur.truth_samples.max())
         early = int((sur.truth_samples < high).sum())
         parts.append(
-            f"the App. F.3 surrogate for {len(sur):,} (K = "
+            f"the App. F.3 estimate for {len(sur):,} (K = "
             f"{', '.join(map(str, sorted(sur.K.unique())))}): {early} of {len(sur):,} stopped "
             f"by the variance rule before S_high = {high:,} samples (samples: median "
             f"{int(sur.truth_samples.median()):,}, min {int(sur.truth_samples.min()):,}); "

@@ -41,7 +41,7 @@ from seqq.reports.reproduction.stats import (
 from seqq.reports.tables import to_markdown
 
 figure = median_and_mean(("fig5", "fig6"), figures.rae_vs_k)  # Figs 5, 6: RAE vs K per S
-LEVELS = (10, 100, 1000)  # the paper's budget levels S of Figs 5, 6
+LEVELS = (10, 100, 1000)  # the paper's levels S of Figs 5, 6
 
 
 def caption(runs: Sequence[ModelRun]) -> str:
@@ -71,7 +71,7 @@ def section(run: ModelRun, csv: str) -> list[str]:
 
 
 def checks(run: ModelRun) -> list[Check]:
-    """Figs 5 and 6: the hybrid lowest at every K and budget (paired tests per cell), errors
+    """Figs 5 and 6: the hybrid lowest at every K and level S (paired tests per cell), errors
     falling with S and growing with K (fitted slopes with their intervals)."""
     rows, cells = run.rows, ["budget_level", "K"]
     paper = ("\"systematically outperforms importance sampling … across all 4 datasets and for "
@@ -93,14 +93,14 @@ def checks(run: ModelRun) -> list[Check]:
     falls = median_trends(rows, ["method", "K"], "budget_level", math.log10)
     tally = Tally.of([b.cell(falls=True) for b in falls.values()])
     checks.append(Check(
-        "median RAE falls as the budget S grows", "implied by Figs 5, 6 and 10, 11",
+        "median RAE falls as the level S grows", "implied by Figs 5, 6 and 10, 11",
         "slope of the log median RAE per decade of S, per (method, K): "
         + trend_said(falls, "per decade") + f"; falling {tally.said('(method, K)')}",
         tallied(tally), SLOPE_TEST + " (below 0: falls)"))
     grows = median_trends(rows, ["method", "budget_level"], "K")
     tally = Tally.of([b.cell() for b in grows.values()])
     checks.append(Check(
-        "median RAE grows with K at every budget", "§5 (Fig. 3), Figs 5, 6",
+        "median RAE grows with K at every level S", "§5 (Fig. 3), Figs 5, 6",
         "slope of the log median RAE per K, per (method, S): " + trend_said(grows, "per K")
         + f"; growing {tally.said('(method, S)')}", tallied(tally),
         SLOPE_TEST + " (above 0: grows)"))

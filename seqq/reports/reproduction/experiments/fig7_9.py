@@ -45,11 +45,11 @@ from seqq.reports.reproduction.stats import (
 from seqq.reports.tables import to_markdown
 
 SIGMAS = 3.0  # an estimate above its truth by more than this many of the truth's errors
-SCATTER = {10: "fig7", 100: "fig8", 1000: "fig9"}  # the paper's figure per budget level S
+SCATTER = {10: "fig7", 100: "fig8", 1000: "fig9"}  # the paper's figure per level S
 
 
 def figure(runs: Sequence[ModelRun]) -> dict[str, Figure]:
-    """Figs 7–9: estimate vs ground truth, one figure per model and budget level S."""
+    """Figs 7–9: estimate vs ground truth, one figure per model and level S."""
     out = {}
     for run in runs:
         for stem, fig in figures.scatter(run.rows).items():

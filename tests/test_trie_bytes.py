@@ -1,4 +1,4 @@
-"""The trie within a byte budget (`eviction.py`): dropping rows and states changes no draw and
+"""The trie within a byte cap (`eviction.py`): dropping rows and states changes no draw and
 no answer, only the calls, and each re-expansion is one counted model call."""
 
 import pytest
@@ -15,9 +15,9 @@ MODELS = {"markov": lambda: random_markov(6, 2, seed=1), "lstm": lambda: tiny_ls
           "gpt2": lambda: tiny_gpt2(6, seed=3)}
 
 
-def _trie(model, budget: int | None, seed: int = 0) -> Trie:
+def _trie(model, max_bytes: int | None, seed: int = 0) -> Trie:
     batch = prepare(model, [[0, 1], [2, 3]], [Q.hitting_time(3, 5), Q.count(1, 2, 4)], seed)
-    return Trie(batch) if budget is None else Trie(batch, budget=budget)
+    return Trie(batch) if max_bytes is None else Trie(batch, max_bytes=max_bytes)
 
 
 def _rounds(trie: Trie, rounds: int = 6, per_round: int = 40) -> list:
@@ -31,11 +31,11 @@ def _rounds(trie: Trie, rounds: int = 6, per_round: int = 40) -> list:
 
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_a_capped_trie_draws_what_the_uncapped_one_draws(name):
-    """With a budget that holds a few blocks, rows are dropped and re-expanded many times; the
+    """With a byte cap that holds a few blocks, rows are dropped and re-expanded many times; the
     draws (their weights and the nodes they end at) are the uncapped trie's, and the extra calls
     are exactly the re-expansions."""
     model = MODELS[name]()
-    whole, capped = _trie(model, None), _trie(model, budget=2_000)
+    whole, capped = _trie(model, None), _trie(model, max_bytes=2_000)
     ours, theirs = _rounds(whole), _rounds(capped)
     assert capped.keeper.dropped > 10 and whole.keeper.dropped == 0
     for (w0, d0, l0), (w1, d1, l1) in zip(ours, theirs, strict=True):
@@ -50,7 +50,7 @@ def test_a_dropped_node_is_expanded_again_at_one_counted_call():
     """A node whose block is dropped loses its row; the next walk through it calls the model
     for it once (the recording wrapper sees the prefix a second time) and draws as before."""
     model = PrefixRecording(random_markov(4, 1, seed=4))
-    trie = Trie(prepare(model, [[0]], [Q.hitting_time(1, 3)], seed=0), budget=0)
+    trie = Trie(prepare(model, [[0]], [Q.hitting_time(1, 3)], seed=0), max_bytes=0)
     trie.walk(torch.zeros(1, dtype=torch.long))
     assert all(not len(level.row) or bool((level.row < 0).all()) for level in trie.levels[1:])
     calls = int(trie.batch.task_calls().sum())
@@ -60,11 +60,11 @@ def test_a_dropped_node_is_expanded_again_at_one_counted_call():
 
 
 def test_residual_masses_read_dropped_rows_by_expanding_them_again():
-    """Sampling without replacement and removing leaves read rows of nodes the budget has
+    """Sampling without replacement and removing leaves read rows of nodes the byte cap has
     dropped: they are re-expanded (ancestors first), and the masses equal the uncapped trie's."""
     model = random_markov(5, 1, seed=6)
     query = Q.hitting_time(2, 4)
-    tries = [Trie(prepare(model, [[1]], [query], seed=3), budget=b) for b in (2**40, 0)]
+    tries = [Trie(prepare(model, [[1]], [query], seed=3), max_bytes=b) for b in (2**40, 0)]
     for trie in tries:
         for _ in range(4):
             depth, leaf, _ = trie.sample_without_replacement(torch.tensor([5]))
@@ -74,7 +74,7 @@ def test_residual_masses_read_dropped_rows_by_expanding_them_again():
 
 
 def test_a_state_counts_its_own_tensors_not_the_history_it_shares():
-    """The budget counts a GPT-2 row's keys and values after the history, not the history's
+    """The byte cap counts a GPT-2 row's keys and values after the history, not the history's
     cache every row points to."""
     model = tiny_gpt2(6, seed=3)
     trie = _trie(model, None)
