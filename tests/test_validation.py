@@ -180,3 +180,13 @@ def test_python_argument_mistakes_get_one_line_errors(history, kwargs, said):
     for ids in ([0, 1], (0, 1), np.array([0, 1]), torch.tensor([0, 1])):
         assert seqq.estimate(model, ids, Q.hitting_time(2, 4), "importance", samples=10,
                              seed=0).value > 0
+
+
+@pytest.mark.parametrize("method", ["smc", "randomized_beam", "hindsight_gumbel"])
+def test_a_budget_too_small_to_split_is_refused_without_talk_of_replicates(method):
+    """The driver runs one copy where a budget buys less than two paths per replicate, so the
+    refusal names the whole budget and the cost of one path; it said "(it runs 8 replicates,
+    each on 1/8 of the budget)" although one copy ran."""
+    with pytest.raises(BudgetError, match=rf"^{method}: a budget of 3 model calls cannot buy "
+                                          r".*\(that needs 5\); raise the budget \(budget=\)$"):
+        seqq.estimate(random_markov(6, 1), [0], Q.hitting_time(2, 5), method, budget=3)

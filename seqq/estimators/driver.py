@@ -100,7 +100,16 @@ def run(planned: Plan, batch: Batch, level: float = 0.95) -> list[Estimate]:
     """The planned method on a batch prepared for its tasks (by parts where the method answers
     by parts): `estimate_many` prepares one, `auto` hands over the batch it priced, so a
     history is encoded once however the request is answered."""
-    method, budgets, copies = planned.method, planned.budgets, planned.copies
+    method, copies = planned.method, planned.copies
+    estimates = _run_planned(planned, batch, planned.budgets, copies, level)
+    return (_pooled(estimates, copies, level, planned.replicates, method.interval_kind) if copies
+            else estimates)
+
+
+def _run_planned(planned: Plan, batch: Batch, budgets: list[int] | None, copies: list[int],
+                 level: float) -> list[Estimate]:
+    """The planned run, on each task's copies where the method replicates (not yet pooled)."""
+    method = planned.method
     with torch.inference_mode():
         if copies:  # independent copies of every task, each with an equal share of its budget
             batch = replicated(batch, copies)
@@ -119,8 +128,7 @@ def run(planned: Plan, batch: Batch, level: float = 0.95) -> list[Estimate]:
                 estimates += _answered(method, part, part_budgets, planned.options,
                                        Messages.of(part, planned.surrogate), level,
                                        method.replicates)
-    return (_pooled(estimates, copies, level, planned.replicates, method.interval_kind) if copies
-            else estimates)
+    return estimates
 
 
 def check_inputs(model: SequenceModel, histories: Sequence[Sequence[int]],
@@ -142,9 +150,7 @@ def _run(method: Method, batch: Batch, budgets: Sequence[int] | None, options: O
     try:
         return method.run(batch, budgets, options, twist)
     except BudgetError as err:
-        shares = (f" (it runs {method.replicates} replicates, each on 1/{method.replicates} "
-                  "of the budget)" if method.replicates and budgets is not None else "")
-        raise BudgetError(f"{method.name}: {err}{shares}") from None
+        raise BudgetError(f"{method.name}: {err}") from None
 
 
 def _named(method: Method, batch: Batch, answer: Answer) -> list[Estimate]:
