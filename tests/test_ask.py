@@ -20,6 +20,7 @@ from oracles import brute_force
 
 import seqq
 from seqq.commands import cli
+from seqq.commands.ask import model_calls
 from seqq.data.symbols import encode_history
 from seqq.models import LSTMNet
 from seqq.models.checkpoint import save_checkpoint
@@ -109,7 +110,12 @@ def test_the_default_answer_is_readable(models: Path):
     assert lines[0] == "X2 = a"
     assert lines[1].startswith("p = ") and lines[1].endswith("(exact)")
     assert lines[2].startswith("method: exact (enumerating every continuation fits the 20,000 "
-                               "calls allowed), ") and "model calls" in lines[2]
+                               "calls allowed), ") and " model call" in lines[2]
+
+
+def test_calls_are_counted_in_words() -> None:
+    assert [model_calls(n) for n in (1, 2, 1999)] == ["1 model call", "2 model calls",
+                                                       "1,999 model calls"]
 
 
 @pytest.mark.parametrize("args, said", [

@@ -150,7 +150,7 @@ def surrogate_for(model: SequenceModel, name: str, mode: str) -> ContextAutomato
 def readable_horizons(result: dict[str, Any]) -> str:
     """The distribution of when A first happens, one line per k."""
     lines = [f"{result['question']}: every K from one pass of {result['method']} "
-             f"({result['model_calls']:,} model calls, {result['seconds']:.2f} s after loading, "
+             f"({model_calls(result['model_calls'])}, {result['seconds']:.2f} s after loading, "
              f"history of {result['history_tokens']} tokens)",
              f"{'K':>3}  {'p(τ = K)':>10}  {result['level']:.0%} interval{'':>12}  p(τ ≤ K)"]
     for row in result["horizons"]:
@@ -160,6 +160,11 @@ def readable_horizons(result: dict[str, Any]) -> str:
         lines.append(f"{row['K']:>3}  {row['estimate']:>10.4g}  {interval:<24}  "
                      f"{row['up_to']:.4g}")
     return "\n".join(lines)
+
+
+def model_calls(n: int) -> str:
+    """"1 model call", "1,999 model calls"."""
+    return f"{n:,} model call{'s' * (n != 1)}"
 
 
 INFORMATIVE_BOUNDS = 0.5  # certain bounds are shown when they are narrower than this
@@ -183,8 +188,8 @@ def readable(result: dict[str, Any]) -> str:
         lines.append(f"bounds: [{lower:.4g}, {upper:.4g}] (certain)")
     if result["warning"]:
         lines.append(f"warning: {result['warning']}")
-    lines.append(f"method: {result['method']} ({result['why']}), {result['model_calls']:,} "
-                 f"model calls, {result['seconds']:.2f} s after loading (K = "
+    lines.append(f"method: {result['method']} ({result['why']}), "
+                 f"{model_calls(result['model_calls'])}, {result['seconds']:.2f} s after loading (K = "
                  f"{result['horizon']}, history of {result['history_tokens']} tokens)")
     return "\n".join([*lines, *result.get("notes", ())])
 
