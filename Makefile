@@ -214,10 +214,11 @@ paper-sweeps: venv  ## SIZE=paper: the sweeps of every reproduced experiment on 
 		cp -n $(GT_SAVED)/*.parquet $(SWEEPS)/$(s)-paper/ground_truth/ &&) true
 	@set -e; $(PY) -m seqq.reports.reproduction.registry --sweeps | while read -r preset on args; do \
 	  $(MAKE) --no-print-directory paper-sweep PRESET=$$preset ON=$$on ARGS="$$args"; done
-# one sweep of the registry's list (`<preset> <where> <overrides>`, as its experiments declare it)
+# one sweep of the registry's list (`<preset> <where> <overrides>`, as its experiments declare it;
+# the language-model experiments declare SmolLM2, which LARGE_LM=gpt2 swaps as for make fig1/table2)
 paper-sweep:
 	$(if $(filter authors,$(ON)),$(call authors,$(PRESET),$(ARGS) $(SHARD_ARGS)),\
-		$(call sweep,$(PRESET),$(ON),$(ARGS) $(SHARD_ARGS)))
+		$(call sweep,$(PRESET),$(ON),$(subst model=smollm2,model=$(LARGE_LM),$(ARGS)) $(SHARD_ARGS)))
 
 # The paper-size sweeps across sessions: their ground truth (99 % of the cost) travels in git
 GT_SAVED := docs/reproduction/ground_truth

@@ -188,6 +188,22 @@ def test_make_paper_sweeps_runs_what_the_registry_lists() -> None:
         registry.sweep_entries([fig5, other])
 
 
+def test_make_paper_sweeps_takes_the_large_lm_users_choose() -> None:
+    """The language-model experiments declare SmolLM2; LARGE_LM=gpt2 runs theirs on GPT-2, as
+    it does for make fig1 and make table2 (the registry's list had dropped that choice)."""
+    def planned(*args: str) -> str:
+        return subprocess.run(["make", "-n", "paper-sweeps", "SIZE=paper", *args], cwd=REPO,
+                              capture_output=True, text=True, check=True).stdout
+
+    def language_model_sweeps(*args: str) -> list[str]:
+        return [line for line in planned(*args).splitlines() if "dataset=wikitext" in line]
+
+    assert len(language_model_sweeps()) == 2  # Fig. 1 and Table 2
+    assert all("model=smollm2" in line for line in language_model_sweeps())
+    assert all("model=gpt2" in line and "smollm2" not in line
+               for line in language_model_sweeps("LARGE_LM=gpt2"))
+
+
 def test_make_reproduction_exports_what_the_registry_lists() -> None:
     """The Makefile names no experiment: it runs the registry's entries, one per sweep, the
     experiments owning CSVs before those linking them."""
