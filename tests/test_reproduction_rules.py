@@ -196,6 +196,22 @@ def test_fig4a_slope_ratios_in_the_verdict_are_the_csvs() -> None:
         assert f"{slope['importance'] / slope['beam']:.2f}" == ratio, model
 
 
+def test_figs5_6_verdict_says_what_the_generated_claims_found() -> None:
+    """Figs 5/6's verdict says no rival's median is lower beyond the noise anywhere, and that
+    for means one cell goes the other way: the generated claim rows (from the committed CSVs)
+    must say so too (it once said "no rival is lower" of means as well)."""
+    start = DOC.index("the hybrid's lead is beyond the noise in only some cells")
+    verdict = " ".join(DOC[start:DOC.index("\n\n", start)].split())
+    assert "no rival's median is lower beyond the noise anywhere" in verdict
+    rows = [line for line in doc_block(DOC, "fig5").splitlines()
+            if line.startswith("| the hybrid has the lowest ")]
+    medians = [line for line in rows if "median RAE (Fig. 5)" in line]
+    means = [line for line in rows if "mean RAE (Fig. 6)" in line]
+    assert len(medians) == len(means) == 2  # one per model
+    assert not any("the opposite" in line for line in medians)
+    assert any("the opposite" in line for line in means)
+
+
 def _quotes(text: str) -> list[str]:
     """The quotations marked as the paper's: in the claims tables' "the paper" column, and in
     the paragraphs that say what the paper says."""
