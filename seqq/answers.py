@@ -66,12 +66,10 @@ def answer(model: SequenceModel, history: Sequence[int], question: str,
     method, model calls, and `notes` (the leading-space hint, when it applies). `surrogate`
     steers `auto`'s pick; without one, `distill` lets auto distil one where it pays."""
     check_protocol(model)
-    query = parse(question, getattr(model, "vocab", None), getattr(model, "tokenizer", None))
+    query = _parsed(model, history, question)
     if query.lattice(model.vocab_size).roots[0] < 0:
         raise QueryError(f"{question!r} holds for no continuation of {query.horizon} symbols; "
                          "ask something that can happen (a longer horizon, other symbols)")
-    if hasattr(model, "check_fits"):
-        model.check_fits(len(history), query.horizon)
     start = time.perf_counter()
     est, why = _estimate(model, history, query, method, budget, seed, surrogate, distill)
     seconds = time.perf_counter() - start
@@ -84,6 +82,15 @@ def answer(model: SequenceModel, history: Sequence[int], question: str,
                 model_calls=int(est.model_calls), seconds=seconds,
                 horizon=query.horizon, history_tokens=len(history),
                 threads=torch.get_num_threads(), notes=[hint] if hint else [])
+
+
+def _parsed(model: SequenceModel, history: Sequence[int], question: str) -> Any:
+    """The question parsed against the model's symbols, refused where the history and its
+    horizon exceed the model's context."""
+    query = parse(question, getattr(model, "vocab", None), getattr(model, "tokenizer", None))
+    if hasattr(model, "check_fits"):
+        model.check_fits(len(history), query.horizon)
+    return query
 
 
 def _estimate(model: SequenceModel, history: Sequence[int], query: Any, method: str,
@@ -119,17 +126,15 @@ def answer_every_horizon(model: SequenceModel, history: Sequence[int], question:
     """p(τ(A) = k) for every k ≤ K of a hitting-time question τ(A) = K, from one pass of
     `method` (one that declares `horizons`): the distribution of when A first happens, each k
     with its interval, and the cumulative p(τ(A) ≤ k)."""
-    query = parse(question, getattr(model, "vocab", None), getattr(model, "tokenizer", None))
+    query = _parsed(model, history, question)
     if query.first_passage is None:
         raise QueryError(f"--every-horizon answers a hitting time, e.g. 'tau(\".\") = 30'; "
                          f"{question!r} is not one")
-    if hasattr(model, "check_fits"):
-        model.check_fits(len(history), query.horizon)
     ks = range(1, query.horizon + 1)
     start = time.perf_counter()
-    estimates = hitting_time_distribution(model, history, query.first_passage,
-                                               query.horizon, samples=None, seed=seed,
-                                               method=method, budget=budget)
+    estimates = hitting_time_distribution(model, history, query.first_passage, query.horizon,
+                                          samples=None, seed=seed, method=method,
+                                          budget=budget)
     seconds = time.perf_counter() - start
     cumulative = 0.0
     rows = []
@@ -140,7 +145,6 @@ def answer_every_horizon(model: SequenceModel, history: Sequence[int], question:
     return dict(question=question, method=method, model_calls=int(estimates[0].model_calls),
                 seconds=seconds, level=estimates[0].level, history_tokens=len(history),
                 horizons=rows)
-
 
 
 def leading_space_hint(model: SequenceModel, history: Sequence[int], query: Any,
