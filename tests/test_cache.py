@@ -90,3 +90,25 @@ def test_seqq_cache_lists_and_clears_models_and_surrogates(cache: Path, capsys) 
     assert not (cache / "models").exists() and not (cache / "surrogates").exists()
     assert cli.main(["cache"]) == 0
     assert capsys.readouterr().out == f"nothing cached in {cache} (SEQQ_CACHE moves it)\n"
+
+
+def test_a_gguf_files_tokenizer_is_read_from_its_conversion(cache: Path, tmp_path: Path) -> None:
+    """Text datasets tokenised for a GGUF model read the tokenizer its conversion saved (a
+    fraction of a second) instead of building it from the file (seconds): here the file is not
+    a GGUF file at all, so only the conversion can answer."""
+    from conftest import REPO
+
+    from seqq.data.tokenizers import gguf_tokenizer, gpt2_tokenizer
+    from seqq.paths import CONVERSION_MANIFEST, gguf_conversion
+
+    gguf_file = tmp_path / "Tiny.gguf"
+    gguf_file.write_bytes(b"not a gguf file")
+    with pytest.raises(Exception):  # noqa: B017  (whatever transformers raises on garbage)
+        gguf_tokenizer(gguf_file)
+    converted = gguf_conversion(gguf_file)
+    gpt2_tokenizer(REPO / "data").save_pretrained(converted)
+    with pytest.raises(Exception):  # noqa: B017  an entry without its manifest is never read
+        gguf_tokenizer(gguf_file)
+    (converted / CONVERSION_MANIFEST).write_text("{}")
+    assert gguf_tokenizer(gguf_file).encode(" Paris") == [6342]
+    assert converted.parent == cache / "models"

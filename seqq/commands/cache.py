@@ -44,7 +44,7 @@ def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     # imports torch: only once the arguments are good
     from seqq.models import lm_cache, surrogate_cache
-    from seqq.models.user_cache import cache_root
+    from seqq.paths import cache_root
 
     root = cache_root()
     models, surrogates = lm_cache.entries(), surrogate_cache.entries()

@@ -6,11 +6,12 @@ root); SmolLM2's from its GGUF file (`seqq.paths.smollm2_file`).
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from seqq.data.base import require
 from seqq.errors import DataError
-from seqq.paths import find_data
+from seqq.paths import CONVERSION_MANIFEST, find_data, gguf_conversion
 
 GPT2_FILES = ("vocab.json", "merges.txt")
 GPT2_SOURCE = "openai/whisper assets/gpt2"
@@ -41,8 +42,12 @@ def folder_tokenizer(folder: Path):
 
 
 def gguf_tokenizer(gguf_file: Path):
-    """The tokenizer a GGUF file holds (SmolLM2's), built from the file's metadata: seconds, paid
-    once per prepared dataset (`seqq ask` reads the faster cached copy, `seqq.models.smollm2`)."""
+    """The tokenizer a GGUF file holds (SmolLM2's): from seqq's cache of the file's conversion
+    when there is one (a fraction of a second), else built from the file's metadata (seconds)."""
     from transformers import AutoTokenizer
 
+    converted = gguf_conversion(gguf_file)
+    if (converted / CONVERSION_MANIFEST).is_file():
+        with contextlib.suppress(OSError, ValueError):
+            return AutoTokenizer.from_pretrained(str(converted), local_files_only=True)
     return AutoTokenizer.from_pretrained(str(gguf_file.parent), gguf_file=gguf_file.name)

@@ -5,9 +5,8 @@ tokenizer from the file's metadata: tens of seconds, every time. The first load 
 once and writes what it produced, the float32 weights (safetensors), the config and the
 tokenizer, into an entry of the user's cache directory (`SEQQ_CACHE`, default the platform's
 cache directory: ~/.cache/seqq on Linux); every later load reads that entry, which takes
-seconds. An entry is keyed by the GGUF file's name, size and modification time and by the
-`transformers` version that converted it, so a changed file or library converts again.
-`seqq cache` lists the entries and clears them.
+seconds. An entry's folder and key: `seqq.paths.gguf_conversion`; the WikiText tokenised for
+the model reads its tokenizer from there too. `seqq cache` lists the entries and clears them.
 
 During the conversion the file is parsed once: `transformers` reads it separately for the
 config, the tokenizer and the weights, and all three reads share one `gguf.GGUFReader`.
@@ -16,7 +15,6 @@ config, the tokenizer and the weights, and all three reads share one `gguf.GGUFR
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import json
 import os
@@ -30,44 +28,23 @@ import torch
 
 from seqq.errors import ModelLoadError
 from seqq.models.hf import HFCausalLM
-from seqq.models.user_cache import (
-    CacheEntry,
-    cache_root,
-    clear_folder,
-    described,
-    disk_size,
-)
+from seqq.models.user_cache import CacheEntry, clear_folder, described, disk_size
+from seqq.paths import CONVERSION_FORMAT, CONVERSION_MANIFEST, converted_models_dir, gguf_conversion
 
-CACHE_FORMAT = 1  # bump when an entry's layout changes: old entries are then converted again
-MANIFEST = "seqq.json"  # written last: an entry without it is incomplete and never read
 WEIGHTS = "model.safetensors"
-
-
-def models_dir() -> Path:
-    return cache_root() / "models"
-
-
-def entry_path(gguf_file: Path) -> Path:
-    """The cache folder of a GGUF file's conversion (see the module docstring for the key)."""
-    import transformers
-
-    stat = gguf_file.stat()
-    key = json.dumps([gguf_file.name, stat.st_size, stat.st_mtime_ns, CACHE_FORMAT,
-                      transformers.__version__])
-    return models_dir() / f"{gguf_file.stem}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
 def entries() -> list[CacheEntry]:
     """Every complete entry in the cache, by name."""
-    folder = models_dir()
-    found = [described(path, path / MANIFEST, disk_size(path))
+    folder = converted_models_dir()
+    found = [described(path, path / CONVERSION_MANIFEST, disk_size(path))
              for path in (sorted(folder.iterdir()) if folder.is_dir() else [])]
     return [entry for entry in found if entry is not None]
 
 
 def clear() -> int:
     """Remove every entry (and leftovers of interrupted conversions); returns the bytes freed."""
-    return clear_folder(models_dir())
+    return clear_folder(converted_models_dir())
 
 
 def load_gguf(gguf_file: str | Path, device: str | torch.device | None = None,
@@ -77,8 +54,8 @@ def load_gguf(gguf_file: str | Path, device: str | torch.device | None = None,
     gguf_file = Path(gguf_file)
     if not gguf_file.is_file():
         raise ModelLoadError(f"GGUF file {gguf_file} not found")
-    entry = entry_path(gguf_file)
-    if not (entry / MANIFEST).is_file():
+    entry = gguf_conversion(gguf_file)
+    if not (entry / CONVERSION_MANIFEST).is_file():
         model, tokenizer = convert(gguf_file, entry, verbose)  # used as converted: no re-read
         return HFCausalLM(model.to(dtype), tokenizer, device)
     try:
@@ -90,18 +67,6 @@ def load_gguf(gguf_file: str | Path, device: str | torch.device | None = None,
         model, tokenizer = convert(gguf_file, entry, verbose)
         model = model.to(dtype)
     return HFCausalLM(model, tokenizer, device)
-
-
-def cached_tokenizer(gguf_file: Path):
-    """The GGUF file's tokenizer: from its cache entry when there is one (fast), else from the
-    file itself."""
-    from transformers import AutoTokenizer
-
-    entry = entry_path(gguf_file)
-    if (entry / MANIFEST).is_file():
-        with contextlib.suppress(OSError, ValueError):
-            return AutoTokenizer.from_pretrained(str(entry), local_files_only=True)
-    return AutoTokenizer.from_pretrained(str(gguf_file.parent), gguf_file=gguf_file.name)
 
 
 def _read(entry: Path, dtype: torch.dtype):
@@ -147,13 +112,13 @@ def convert(gguf_file: Path, entry: Path, verbose: bool = False):
         model.config.save_pretrained(str(partial))
         save_model(model, str(partial / WEIGHTS), metadata={"format": "pt"})
         tokenizer.save_pretrained(str(partial))
-        (partial / MANIFEST).write_text(json.dumps({
-            "source": str(gguf_file.resolve()), "format": CACHE_FORMAT,
+        (partial / CONVERSION_MANIFEST).write_text(json.dumps({
+            "source": str(gguf_file.resolve()), "format": CONVERSION_FORMAT,
             "created": time.strftime("%Y-%m-%d %H:%M:%S")}, indent=1))
         try:
             partial.rename(entry)
         except OSError:  # another process finished first: its entry is as good as ours
-            if not (entry / MANIFEST).is_file():
+            if not (entry / CONVERSION_MANIFEST).is_file():
                 raise
     except OSError as e:
         print(f"seqq: cannot cache the conversion in {entry.parent} ({e.strerror or e}); set "

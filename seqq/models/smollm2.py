@@ -9,6 +9,6 @@ from seqq.paths import smollm2_file
 def smollm2_tokenizer(gguf_file: str | None = None):
     """SmolLM2's tokenizer: from seqq's cache of the converted model when it is there (a
     fraction of a second), else built from the GGUF file's metadata (seconds)."""
-    from seqq.models.lm_cache import cached_tokenizer  # imports transformers: only when asked
+    from seqq.data.tokenizers import gguf_tokenizer  # imports transformers: only when asked
 
-    return cached_tokenizer(smollm2_file(gguf_file))
+    return gguf_tokenizer(smollm2_file(gguf_file))

@@ -22,13 +22,8 @@ import torch
 
 from seqq.errors import CheckpointError
 from seqq.models.hpyp import HPYPModel
-from seqq.models.user_cache import (
-    CacheEntry,
-    cache_root,
-    clear_folder,
-    described,
-    disk_size,
-)
+from seqq.models.user_cache import CacheEntry, clear_folder, described, disk_size
+from seqq.paths import cache_root
 
 FORMAT = 1  # bump when the key or an entry's layout changes: old entries are then not read
 

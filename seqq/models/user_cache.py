@@ -1,29 +1,14 @@
-"""seqq's user cache: where it is (`SEQQ_CACHE`) and what one entry in it is. Two modules own
-its folders: `lm_cache` (language models converted from GGUF files, `models/`) and
+"""What one entry in seqq's user cache is (where the cache is: `seqq.paths.cache_root`). Two
+modules own its folders: `lm_cache` (language models converted from GGUF files, `models/`) and
 `surrogate_cache` (surrogates distilled from models, `surrogates/`); `seqq cache` lists and
 clears both."""
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import sys
 from dataclasses import dataclass
 from pathlib import Path
-
-
-def cache_root() -> Path:
-    """Where seqq caches: `SEQQ_CACHE`, else the platform's user cache directory
-    (~/.cache/seqq, ~/Library/Caches/seqq, %LOCALAPPDATA%\\seqq\\Cache)."""
-    given = os.environ.get("SEQQ_CACHE", "").strip()
-    if given:
-        return Path(given).expanduser()
-    if sys.platform == "win32":
-        return Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local") / "seqq" / "Cache"
-    if sys.platform == "darwin":
-        return Path.home() / "Library" / "Caches" / "seqq"
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "seqq"
 
 
 @dataclass(frozen=True)
