@@ -48,6 +48,25 @@ def ask(*args: str, cwd: Path, **env: str | None) -> subprocess.CompletedProcess
                           env=environment(**env), capture_output=True, text=True, timeout=600)
 
 
+class Asked:
+    """`seqq ask` runs started ahead, a few at a time, while the tests go on: each is a cold
+    start of seqq (mostly Python importing torch, on one core), so the fast tests' runs are
+    listed in `FAST_RUNS` and started when the module starts; a test reads its run's result
+    (started then, if it was not listed)."""
+
+    def __init__(self, cwd: Path, workers: int = 3):
+        self.cwd, self.pool, self.runs = cwd, ThreadPoolExecutor(workers), {}
+
+    def start(self, *args: str, **env: str | None) -> None:
+        key = (args, tuple(sorted(env.items())))
+        if key not in self.runs:
+            self.runs[key] = self.pool.submit(ask, *args, cwd=self.cwd, **env)
+
+    def __call__(self, *args: str, **env: str | None) -> subprocess.CompletedProcess:
+        self.start(*args, **env)
+        return self.runs[(args, tuple(sorted(env.items())))].result()
+
+
 def cache(*args: str, cwd: Path, **env: str | None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "seqq.commands.cli", "cache", *args], cwd=cwd,
                           env=environment(**env), capture_output=True, text=True, timeout=600)
@@ -70,55 +89,16 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def truth(path: Path, question: str) -> float:
-    model = load_named(str(path), "cpu")
-    return brute_force(model, encode_history(model, HISTORY), seqq.parse(question, model.vocab))
-
-
-@pytest.mark.parametrize("model, question", [
+BRUTE_FORCE = [
     ("lstm.pt", 'tau("\\n") <= 3'),
     ("lstm.pt", "count(a, 4) >= 2 or X1 = b"),
     ("hpyp.pt", 'tau({a, b}) < tau(" ") within 4'),
-])
-def test_answers_equal_brute_force(models: Path, model: str, question: str):
-    run = ask("--model", str(models / model), "--history-file", str(models / "history.txt"),
-              "--json", question, cwd=models)
-    assert run.returncode == 0, run.stderr
-    result = json.loads(run.stdout)
-    assert result["method"] == "exact" and result["stderr"] == 0
-    assert result["estimate"] == pytest.approx(truth(models / model, question), rel=1e-5)
-    assert result["lower"] == result["upper"] == result["estimate"]
-    assert result["model_calls"] > 0 and result["seconds"] >= 0
-
-
-def test_an_estimate_comes_with_its_error_and_certain_bounds(models: Path):
-    question = "count({a, b}, 6) >= 3"
-    run = ask("--model", str(models / "hpyp.pt"), "--history", HISTORY, "--method", "wor",
-              "--budget", "60", "--seed", "3", "--json", question, cwd=models)
-    assert run.returncode == 0, run.stderr
-    result = json.loads(run.stdout)
-    exact = truth(models / "hpyp.pt", question)
-    assert result["method"] == "wor" and result["stderr"] > 0
-    assert result["lower"] <= exact <= result["upper"]
-    assert abs(result["estimate"] - exact) <= 4 * result["stderr"]
-
-
-def test_the_default_answer_is_readable(models: Path):
-    run = ask("--model", str(models / "lstm.pt"), "--history", HISTORY, "X2 = a", cwd=models)
-    assert run.returncode == 0, run.stderr
-    lines = run.stdout.splitlines()
-    assert lines[0] == "X2 = a"
-    assert lines[1].startswith("p = ") and lines[1].endswith("(exact)")
-    assert lines[2].startswith("method: exact (enumerating every continuation fits the 20,000 "
-                               "calls allowed), ") and " model call" in lines[2]
-
-
-def test_calls_are_counted_in_words() -> None:
-    assert [model_calls(n) for n in (1, 2, 1999)] == ["1 model call", "2 model calls",
-                                                       "1,999 model calls"]
-
-
-@pytest.mark.parametrize("args, said", [
+]
+ESTIMATED = "count({a, b}, 6) >= 3"
+ESTIMATE = ("--model", "hpyp.pt", "--history", HISTORY, "--method", "wor", "--budget", "60",
+            "--seed", "3", "--json", ESTIMATED)
+DEFAULT = ("--model", "lstm.pt", "--history", HISTORY, "X2 = a")
+BAD_INPUTS = [
     (("--model", "lstm.pt", 'tau("z") <= 3'), 'unknown token "z" at column 5'),
     (("--model", "lstm.pt", "choice()"), "choice() needs at least one quoted string"),
     (("--model", "lstm.pt", "text ~ /a+/ within 3"), "need the model's tokenizer"),
@@ -132,9 +112,100 @@ def test_calls_are_counted_in_words() -> None:
     (("--model", "lstm.pt", "--budget", "0", "X1 = a"), "expected a positive whole number"),
     (("--model", "lstm.pt", "--method", "guess", "X1 = a"), "unknown method 'guess'"),
     (("--model", "lstm.pt", "--history-file", "nowhere.txt", "X1 = a"), "--history-file"),
-])
-def test_bad_input_is_one_line_and_exit_status_2(models: Path, args, said):
-    run = ask(*args, cwd=models)
+]
+BUDGET_ERRORS = [
+    (("--method", "wor", "--budget", "3", 'tau("\\n") <= 30'),
+     "(seqq ask: the budget in force is 3 model calls, given with --budget; change it with "
+     "--budget N, e.g. --budget 30)"),
+    (("X3000 = a",),  # too long to enumerate, and one path costs 3,000 calls
+     "a budget of 2,000 model calls cannot buy one path (that needs 3,000); raise the budget "
+     "(budget=) (seqq ask: the budget in force is 2,000 model calls, the default of --method "
+     "auto; change it with --budget N, e.g. --budget 20000)"),
+    (("--method", "exact", "--budget", "30", "X30 = a"),
+     "more than max_calls=30; use an estimator"),
+]
+EVERY_HORIZON_REFUSED = [
+    (("--every-horizon", 'count("a", 2) = 1'), "answers a hitting time"),
+    (("--every-horizon", "--method", "wor", 'tau("a") = 3'), "answers every K from one pass"),
+]
+DISTILLING = ("--model", "hpyp.pt", "--history", HISTORY, "--budget", "8000", "--json",
+              "count({a, b}, 14) >= 5")
+
+
+def brute_force_args(model: str, question: str) -> tuple[str, ...]:
+    return ("--model", model, "--history-file", "history.txt", "--json", question)
+
+
+def budget_error_args(args: tuple[str, ...]) -> tuple[str, ...]:
+    return ("--model", "lstm.pt", "--history", HISTORY, *args)
+
+
+def every_horizon_args(args: tuple[str, ...]) -> tuple[str, ...]:
+    return ("--model", "lstm.pt", "--history", "ab", *args)
+
+
+FAST_RUNS = [*(brute_force_args(*case) for case in BRUTE_FORCE), ESTIMATE, DEFAULT,
+             *(args for args, _ in BAD_INPUTS), *(budget_error_args(a) for a, _ in BUDGET_ERRORS),
+             *(every_horizon_args(a) for a, _ in EVERY_HORIZON_REFUSED),
+             DISTILLING, (*DISTILLING, "--surrogate", "none"), ("--help",)]
+THREADS_REFUSED = {"SEQQ_THREADS": "many"}
+
+
+@pytest.fixture(scope="module")
+def asked(models: Path):
+    """This module's `seqq ask` runs, in `models`, the fast tests' ones started at once."""
+    runs = Asked(models)
+    for args in FAST_RUNS:
+        runs.start(*args)
+    runs.start(*DEFAULT, **THREADS_REFUSED)
+    yield runs
+    runs.pool.shutdown(cancel_futures=True)
+
+
+def truth(path: Path, question: str) -> float:
+    model = load_named(str(path), "cpu")
+    return brute_force(model, encode_history(model, HISTORY), seqq.parse(question, model.vocab))
+
+
+@pytest.mark.parametrize("model, question", BRUTE_FORCE)
+def test_answers_equal_brute_force(models: Path, asked: Asked, model: str, question: str):
+    run = asked(*brute_force_args(model, question))
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    assert result["method"] == "exact" and result["stderr"] == 0
+    assert result["estimate"] == pytest.approx(truth(models / model, question), rel=1e-5)
+    assert result["lower"] == result["upper"] == result["estimate"]
+    assert result["model_calls"] > 0 and result["seconds"] >= 0
+
+
+def test_an_estimate_comes_with_its_error_and_certain_bounds(models: Path, asked: Asked):
+    run = asked(*ESTIMATE)
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    exact = truth(models / "hpyp.pt", ESTIMATED)
+    assert result["method"] == "wor" and result["stderr"] > 0
+    assert result["lower"] <= exact <= result["upper"]
+    assert abs(result["estimate"] - exact) <= 4 * result["stderr"]
+
+
+def test_the_default_answer_is_readable(asked: Asked):
+    run = asked(*DEFAULT)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0] == "X2 = a"
+    assert lines[1].startswith("p = ") and lines[1].endswith("(exact)")
+    assert lines[2].startswith("method: exact (enumerating every continuation fits the 20,000 "
+                               "calls allowed), ") and " model call" in lines[2]
+
+
+def test_calls_are_counted_in_words() -> None:
+    assert [model_calls(n) for n in (1, 2, 1999)] == ["1 model call", "2 model calls",
+                                                       "1,999 model calls"]
+
+
+@pytest.mark.parametrize("args, said", BAD_INPUTS)
+def test_bad_input_is_one_line_and_exit_status_2(asked: Asked, args, said):
+    run = asked(*args)
     assert run.returncode == 2, (run.stdout, run.stderr)
     lines = run.stderr.splitlines()
     assert run.stderr.startswith("seqq ask: ") and said in lines[0]
@@ -144,8 +215,8 @@ def test_bad_input_is_one_line_and_exit_status_2(models: Path, args, said):
         assert len(lines) == 1
 
 
-def test_help_shows_every_default(tmp_path: Path):
-    run = ask("--help", cwd=tmp_path)
+def test_help_shows_every_default(asked: Asked):
+    run = asked("--help")
     assert run.returncode == 0, run.stderr
     text = " ".join(run.stdout.split())  # argparse wraps lines wherever the terminal ends
     assert "--method METHOD default auto: exact when enumeration costs at most 20,000 model " \
@@ -162,19 +233,9 @@ def test_help_shows_every_default(tmp_path: Path):
     assert "-v, --verbose let transformers and huggingface_hub print their progress bars" in text
 
 
-@pytest.mark.parametrize("args, said", [
-    (("--method", "wor", "--budget", "3", 'tau("\\n") <= 30'),
-     "(seqq ask: the budget in force is 3 model calls, given with --budget; change it with "
-     "--budget N, e.g. --budget 30)"),
-    (("X3000 = a",),  # too long to enumerate, and one path costs 3,000 calls
-     "a budget of 2,000 model calls cannot buy one path (that needs 3,000); raise the budget "
-     "(budget=) (seqq ask: the budget in force is 2,000 model calls, the default of --method "
-     "auto; change it with --budget N, e.g. --budget 20000)"),
-    (("--method", "exact", "--budget", "30", "X30 = a"),
-     "more than max_calls=30; use an estimator"),
-])
-def test_budget_errors_say_the_budget_in_force(models: Path, args, said):
-    run = ask("--model", str(models / "lstm.pt"), "--history", HISTORY, *args, cwd=models)
+@pytest.mark.parametrize("args, said", BUDGET_ERRORS)
+def test_budget_errors_say_the_budget_in_force(asked: Asked, args, said):
+    run = asked(*budget_error_args(args))
     assert run.returncode == 2, (run.stdout, run.stderr)
     assert run.stderr.count("\n") == 1 and said in run.stderr
 
@@ -207,8 +268,8 @@ def test_threads_follow_seqq_threads_else_the_available_cpus(models: Path, threa
     assert json.loads(run.stdout)["threads"] == (int(threads) if threads else available_cpus())
 
 
-def test_a_bad_thread_count_is_one_line(models: Path):
-    run = ask("--model", str(models / "lstm.pt"), "X1 = a", cwd=models, SEQQ_THREADS="many")
+def test_a_bad_thread_count_is_one_line(asked: Asked):
+    run = asked(*DEFAULT, **THREADS_REFUSED)
     assert run.returncode == 2 and run.stderr.count("\n") == 1
     assert "SEQQ_THREADS='many' must be a positive whole number" in run.stderr
 
@@ -435,16 +496,14 @@ def test_auto_says_which_method_and_why_with_an_interval_and_any_warning(models:
         assert ("warning: " + as_json["warning"] in lines) if as_json["warning"] else True
 
 
-def test_auto_distils_a_small_surrogate_itself_past_k_10_unless_told_not_to(models: Path):
+def test_auto_distils_a_small_surrogate_itself_past_k_10_unless_told_not_to(asked: Asked):
     """Without a kept surrogate, a question past K = 10 with 8,000 calls or more gets one
     distilled on the spot from a quarter of its budget, said on the method line and counted in
     its calls; `--surrogate none` turns that off."""
-    question = ("--model", str(models / "hpyp.pt"), "--history", HISTORY, "--budget", "8000",
-                "--json", "count({a, b}, 14) >= 5")
-    steered = json.loads(ask(*question, cwd=models).stdout)
+    steered = json.loads(asked(*DISTILLING).stdout)
     assert steered["method"] == "smc" and steered["model_calls"] <= 8000
     assert "auto distilled an order-2 one from 4,096 model calls" in steered["why"]
-    plain = json.loads(ask(*question, "--surrogate", "none", cwd=models).stdout)
+    plain = json.loads(asked(*DISTILLING, "--surrogate", "none").stdout)
     assert "distilled" not in plain["why"] and plain["model_calls"] <= 8000
 
 
@@ -508,12 +567,9 @@ def test_every_horizon_answers_when_a_first_happens_from_one_pass(models: Path):
     assert 0 < json.loads(default.stdout)["model_calls"] <= AUTO_BUDGET
 
 
-@pytest.mark.parametrize("args, said", [
-    (["--every-horizon", 'count("a", 2) = 1'], "answers a hitting time"),
-    (["--every-horizon", "--method", "wor", 'tau("a") = 3'], "answers every K from one pass"),
-])
-def test_every_horizon_refuses_what_it_cannot_share(models: Path, args, said):
-    result = ask("--model", "lstm.pt", "--history", "ab", *args, cwd=models)
+@pytest.mark.parametrize("args, said", EVERY_HORIZON_REFUSED)
+def test_every_horizon_refuses_what_it_cannot_share(asked: Asked, args, said):
+    result = asked(*every_horizon_args(args))
     assert result.returncode == 2 and said in result.stderr, result.stderr
 
 

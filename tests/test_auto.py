@@ -134,13 +134,13 @@ def test_auto_refuses_options_it_picks_itself() -> None:
 
 def test_a_budget_that_cannot_buy_one_path_is_refused_at_pricing_naming_the_budget_given(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """K = 3,000 at 2,500 calls a task: refused from the pricing pass alone (the model never
-    steps, although four such tasks' budgets would pay for distilling a surrogate first), and
+    """K = 1,200 at 1,000 calls a task: refused from the pricing pass alone (the model never
+    steps, although ten such tasks' budgets would pay for distilling a surrogate first), and
     the error names the budget as given and what one path costs, the history's encoding
     included (SMC's own error said "a budget of 1999" beside the CLI's "2,000"). A budget of
     what it names answers."""
     model = random_markov(V=6, seed=5)
-    query = Q.occurs_within(3, K=3000)
+    query = Q.occurs_within(3, K=1200)
 
     def no_step(*args: object, **kwargs: object) -> None:
         raise AssertionError("the model stepped before the refusal")
@@ -148,11 +148,11 @@ def test_a_budget_that_cannot_buy_one_path_is_refused_at_pricing_naming_the_budg
     with monkeypatch.context() as patched:
         patched.setattr(model, "step", no_step)
         with pytest.raises(BudgetError) as refused:
-            seqq.estimate_many(model, [[0]] * 4, query, "auto", budget=2500, seed=0)
-    assert str(refused.value) == ("auto (smc): a budget of 2,500 model calls cannot buy one "
-                                  "path (that needs 3,000); raise the budget (budget=)")
-    enough = seqq.estimate(model, [0], query, "auto", budget=3000, seed=0)
-    assert enough.method == "smc" and enough.model_calls <= 3000
+            seqq.estimate_many(model, [[0]] * 10, query, "auto", budget=1000, seed=0)
+    assert str(refused.value) == ("auto (smc): a budget of 1,000 model calls cannot buy one "
+                                  "path (that needs 1,200); raise the budget (budget=)")
+    enough = seqq.estimate(model, [0], query, "auto", budget=1200, seed=0)
+    assert enough.method == "smc" and enough.model_calls <= 1200
 
 
 def test_a_warning_auto_did_not_follow_says_why_no_surrogate_was_distilled() -> None:
