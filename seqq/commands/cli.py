@@ -2,8 +2,8 @@
 
 A command module is imported only when it runs (by name, from `COMMANDS`), so `seqq --version`
 and `seqq --help` answer at once; each module's `main(argv)` runs under `run_command`, which
-turns every mistake into one line. The process is tuned first (`seqq.process`), before any
-command loads torch.
+sizes torch's threads and turns every mistake into one line. The process is tuned first
+(`seqq.process`), before any command loads torch.
 """
 
 from __future__ import annotations
@@ -11,11 +11,9 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from collections.abc import Callable
-from functools import partial
 from importlib import metadata
 
-from seqq.commands.plumbing import EXIT_BUG, EXIT_MISTAKE, run_command, wants_help
+from seqq.commands.plumbing import EXIT_BUG, EXIT_MISTAKE, run_command
 from seqq.process import tune_process
 
 COMMANDS = {
@@ -42,16 +40,6 @@ def version() -> str:
         return "unknown (not installed)"
 
 
-def _with_threads(main: Callable[[list[str]], int | None], argv: list[str]) -> int | None:
-    """`main(argv)` with torch's threads sized by the CPUs this process may use (seqq.threads);
-    `--help` needs no torch."""
-    if not wants_help(argv):
-        from seqq.threads import configure_threads
-
-        configure_threads()
-    return main(argv)
-
-
 def main(argv: list[str] | None = None) -> int:
     tune_process()
     argv = sys.argv[1:] if argv is None else argv
@@ -71,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_MISTAKE
     module = importlib.import_module(COMMANDS[command][0])
     try:
-        return run_command(command, partial(_with_threads, module.main), rest)
+        return run_command(command, module.main, rest)
     except BrokenPipeError:  # output piped into `head`: stop quietly, as Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BUG

@@ -1,10 +1,11 @@
 """What every `seqq` command shares: one line per mistake, Ctrl-C without a traceback, a report of
 every failed job of a Hydra multirun, and `--help` that lists the command's own options.
 
-`run_command` is the one wrapper around each command's `main(argv)`: a `SeqqError` (or a Hydra
-config mistake: an unknown group option, a malformed override) prints `seqq <command>: <what is
-wrong and how to fix it>` and exits 2; Ctrl-C exits 130; anything else is a bug and keeps its
-traceback.
+`run_command` is the one wrapper around each command's `main(argv)`: it sizes torch's threads
+by the CPUs the process may use (`seqq.threads`; not for `--help`, which needs no torch), and a
+`SeqqError` (or a Hydra config mistake: an unknown group option, a malformed override) prints
+`seqq <command>: <what is wrong and how to fix it>` and exits 2; Ctrl-C exits 130; anything
+else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -79,9 +80,13 @@ def one_line(error: BaseException) -> str:
 
 
 def _unescaped(main: Callable[[list[str]], int | None], argv: list[str]) -> int:
-    """`main(argv)`, with a single run's error re-raised as itself (its traceback and causes
-    intact, no trace of the carrier)."""
+    """`main(argv)` with its threads sized, a single run's error re-raised as itself (its
+    traceback and causes intact, no trace of the carrier)."""
     try:
+        if not wants_help(argv):
+            from seqq.threads import configure_threads  # imports torch
+
+            configure_threads()
         return int(main(argv) or 0)
     except _Escape as escape:
         error = escape.error

@@ -254,8 +254,8 @@ class SweepRunner:
             estimates = [self._one(s, run.method, b, seed, options)
                          for s, b in zip(specs, budgets, strict=True)]
         wall = (time.perf_counter() - start) / len(specs)
-        return to_frame(self._row(s, method, level, repeat, b, e, truths[s.key], wall, seed)
-                        for s, b, e in zip(specs, budgets, estimates, strict=True))
+        return to_frame([self._row(s, method, level, repeat, b, e, truths[s.key], wall, seed)
+                         for s, b, e in zip(specs, budgets, estimates, strict=True)])
 
     def _one(self, spec: QuerySpec, method: str, budget: int | None, seed: int,
              options: Mapping[str, Any]) -> Any:
