@@ -149,3 +149,77 @@ def test_the_bos_rule_and_text_histories_load_without_the_loaders() -> None:
             "found = [m for m in ('pandas', 'torch', 'seqq.data.base') if m in sys.modules]; "
             "assert not found, f'seqq.data.symbols imports {found}'")
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
+
+
+def _walk(names: set[str], value: str | None, run) -> list[list[str]]:
+    """Every call receiving one of `names` (with `value`, when given: a method's name) while
+    `run()` runs, as the seqq modules on the stack then, from the outermost down."""
+    package = str(REPO / "seqq")
+    walks = []
+
+    def tracer(frame, event, arg):
+        code = frame.f_code
+        carried = names & set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+        if event != "call" or not carried or value is not None and all(
+                str(getattr(frame.f_locals[n], "name", frame.f_locals[n])) != value
+                for n in carried):
+            return None
+        modules, f = [], frame
+        while f is not None:
+            if f.f_code.co_filename.startswith(package):
+                modules.append(str(Path(f.f_code.co_filename).relative_to(package)))
+            f = f.f_back
+        walks.append([m for i, m in enumerate(modules[::-1]) if i == 0 or m != modules[::-1][i - 1]])
+        return None
+
+    sys.settrace(tracer)
+    try:
+        run()
+    finally:
+        sys.settrace(None)
+    return walks
+
+
+def _back_and_forth(walk: list[str]) -> list[str]:
+    return sorted({m for m in walk if walk.count(m) > 1})
+
+
+@pytest.mark.parametrize("names, value, args", [
+    ({"budget", "budgets"}, None, ["--method", "wor"]),
+    ({"budget", "budgets"}, None, []),
+    ({"method"}, "wor", ["--method", "wor"]),
+    ({"method"}, "smc", []),  # auto's pick past K = 10
+])
+def test_a_parameters_walk_from_seqq_ask_enters_each_module_once(
+        tmp_path: Path, names: set[str], value: str | None, args: list[str]) -> None:
+    """From the command line down to the engine, no module hands work to one below that calls
+    back into it (docs/decisions.md §37)."""
+    from oracles import tiny_lstm
+
+    from seqq.commands import cli
+    from seqq.models.checkpoint import save_checkpoint
+
+    save_checkpoint(tmp_path / "lstm.pt", tiny_lstm(V=4).net, ["<BOS>", "a", "b", " "])
+    status = []
+    walks = _walk(names, value, lambda: status.append(cli.main([
+        "ask", "--model", str(tmp_path / "lstm.pt"), "--history", "ab", "--budget", "600",
+        "--surrogate", "none", *args, 'tau("a") <= 12'])))
+    assert status == [0]
+    assert walks[-1][:3] == ["commands/cli.py", "commands/plumbing.py", "commands/ask.py"]
+    assert any("estimators/driver.py" in w for w in walks), walks
+    assert [(w, _back_and_forth(w)) for w in walks if _back_and_forth(w)] == []
+
+
+def test_the_walk_finds_a_callback() -> None:
+    assert _back_and_forth(["commands/cli.py", "commands/plumbing.py", "commands/cli.py"]) == [
+        "commands/cli.py"]
+
+
+@pytest.mark.slow
+def test_a_budgets_walk_through_a_sweep_enters_each_module_once(tmp_path: Path) -> None:
+    """Below the Hydra entry (a command's job, which Hydra calls back), a sweep's level S
+    reaches the methods without back and forth."""
+    config = compose_sweep(tiny_overrides(tmp_path))
+    walks = _walk({"budget", "budgets"}, None, lambda: sweep.run(config))
+    assert any("estimators/driver.py" in w for w in walks)
+    assert [(w, _back_and_forth(w)) for w in walks if _back_and_forth(w)] == []
