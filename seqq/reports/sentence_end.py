@@ -95,9 +95,12 @@ def summary(ratios: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+BAND = 0.9  # the share of runs the figure's band around each method's mean holds
+
+
 def figure(rows: pd.DataFrame, ratios: pd.DataFrame) -> Figure:
     """Top row: p(τ = K) per prefix, each method's mean over its runs with the band holding the
-    middle 90 % of runs; bottom row: the variance ratio naive / IS with its interval, log scale,
+    middle `BAND` of runs; bottom row: the variance ratio naive / IS with its interval, log scale,
     with the paper's 6× marked."""
     order = rows.drop_duplicates("prefix").sort_values(["kind", "prefix"], ascending=[False, True])
     prefixes = list(order.prefix)  # open-ended first, as the paper's figure
@@ -109,7 +112,8 @@ def figure(rows: pd.DataFrame, ratios: pd.DataFrame) -> Figure:
         for method in METHODS:
             by_k = part[part.method == method].groupby("K").estimate
             ax.plot(by_k.mean().index, by_k.mean(), color=colors[method], label=method, lw=1.4)
-            ax.fill_between(by_k.mean().index, by_k.quantile(0.05), by_k.quantile(0.95),
+            tail = (1 - BAND) / 2
+            ax.fill_between(by_k.mean().index, by_k.quantile(tail), by_k.quantile(1 - tail),
                             color=colors[method], alpha=0.2, lw=0)
         kind = part.kind.iloc[0]
         ax.set_title(f"{kind}\n“… {_short(prefix, 5)} …”", fontsize=8)

@@ -37,6 +37,7 @@ from seqq.reports.reproduction.significance import (
     Tally,
 )
 from seqq.reports.sentence_end import (
+    BAND,
     figure,
     load_runs,
     summary,
@@ -52,7 +53,6 @@ TITLE = "Fig. 1"
 MODELS = "SmolLM2-135M on WikiText-2 (the paper: GPT-2)"
 PAPER_REDUCTION = 6.0  # "a 6x reduction in variance relative to naive model sampling"
 FROM_K = 2  # the first K whose variance ratio `reduction` averages
-MIDDLE = 0.9  # the share of runs in the figure's band (`sentence_end.figure`: 5 % to 95 %)
 COLUMNS = ("kind", "prefix", "method", "replicate", "K", "estimate", "stderr", "model_calls",
            "samples")
 
@@ -189,7 +189,7 @@ def _block(rows: pd.DataFrame, ratios: pd.DataFrame, folder: str, csv: Path) -> 
         "by the same command.", "",
         f"![{TITLE} reproduction]({folder}/fig1_smollm2.png)", "",
         f"*{TITLE}: top, p(the sentence ends at K) per prefix: each method's mean over its runs, "
-        f"the band holding the middle {MIDDLE:.0%} of runs; bottom, Var naive / Var IS per K "
+        f"the band holding the middle {BAND:.0%} of runs; bottom, Var naive / Var IS per K "
         f"with its {1 - LEVEL:.0%} F interval, at equal model calls as run (blue) and at an equal number "
         "of paths (green: naive's variance scaled by its paths over IS's; dashed: the paper's "
         f"{PAPER_REDUCTION:g}×).*", "",
