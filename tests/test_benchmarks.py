@@ -45,6 +45,7 @@ def test_results_have_the_header_and_every_section(results):
     assert "## (b)" not in results  # measured only by --e2e; a plain run keeps a stored one
 
 
+@pytest.mark.slow  # runs the smoke benchmark: the slow tier's by the marker
 def test_throughput_covers_every_method_on_both_paths(results):
     table = [line.split(" | ") for line in results.split("## (a)")[1].split("\n## (")[0]
              .splitlines() if line.startswith("| lstm-8")]
@@ -55,12 +56,14 @@ def test_throughput_covers_every_method_on_both_paths(results):
     assert all(r.endswith("×") for r in ratios)
 
 
+@pytest.mark.slow  # runs the smoke benchmark: the slow tier's by the marker
 def test_scaling_fits_every_axis(results):
     section = results.split("## (c)")[1].split("## (d)")[0]
     for axis in ("N", "S", "K", "V"):
         assert f"| importance | {axis} |" in section
 
 
+@pytest.mark.slow  # runs the smoke benchmark: the slow tier's by the marker
 def test_ground_truth_and_chunk_sections_report_numbers(results):
     gt = results.split("## (d)")[1].split("## (e)")[0]
     assert "| 2 | 12 |" in gt and "| 3 | 133 |" in gt  # enumeration: 1 + 11 (+ 121) calls
@@ -69,6 +72,7 @@ def test_ground_truth_and_chunk_sections_report_numbers(results):
     assert "map_row_chunks, chunk 1,024" in chunks and "step_in_chunks, chunk 1,024" in chunks
 
 
+@pytest.mark.slow  # runs the smoke benchmark: the slow tier's by the marker
 def test_time_split_reports_shares_of_real_runs(results):
     section = results.split("## (g)")[1].split("\n## (")[0]
     fits = [line.split(" | ") for line in section.split("Measured points:")[0].splitlines()
