@@ -10,7 +10,7 @@ import os
 import re
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -57,14 +57,14 @@ class Asked:
     def __init__(self, cwd: Path, workers: int = 3):
         self.cwd, self.pool, self.runs = cwd, ThreadPoolExecutor(workers), {}
 
-    def start(self, *args: str, **env: str | None) -> None:
+    def start(self, *args: str, **env: str | None) -> Future:
         key = (args, tuple(sorted(env.items())))
         if key not in self.runs:
             self.runs[key] = self.pool.submit(ask, *args, cwd=self.cwd, **env)
+        return self.runs[key]
 
     def __call__(self, *args: str, **env: str | None) -> subprocess.CompletedProcess:
-        self.start(*args, **env)
-        return self.runs[(args, tuple(sorted(env.items())))].result()
+        return self.start(*args, **env).result()
 
 
 def cache(*args: str, cwd: Path, **env: str | None) -> subprocess.CompletedProcess:

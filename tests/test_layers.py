@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import itertools
 import subprocess
 import sys
 from pathlib import Path
@@ -169,7 +170,7 @@ def _walk(names: set[str], value: str | None, run) -> list[list[str]]:
             if f.f_code.co_filename.startswith(package):
                 modules.append(str(Path(f.f_code.co_filename).relative_to(package)))
             f = f.f_back
-        walks.append([m for i, m in enumerate(modules[::-1]) if i == 0 or m != modules[::-1][i - 1]])
+        walks.append([m for m, _ in itertools.groupby(reversed(modules))])  # runs merged
         return None
 
     sys.settrace(tracer)

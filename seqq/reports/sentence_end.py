@@ -96,6 +96,7 @@ def summary(ratios: pd.DataFrame) -> pd.DataFrame:
 
 
 BAND = 0.9  # the share of runs the figure's band around each method's mean holds
+TAIL = (1 - BAND) / 2  # the share left out on each side
 
 
 def figure(rows: pd.DataFrame, ratios: pd.DataFrame) -> Figure:
@@ -112,8 +113,7 @@ def figure(rows: pd.DataFrame, ratios: pd.DataFrame) -> Figure:
         for method in METHODS:
             by_k = part[part.method == method].groupby("K").estimate
             ax.plot(by_k.mean().index, by_k.mean(), color=colors[method], label=method, lw=1.4)
-            tail = (1 - BAND) / 2
-            ax.fill_between(by_k.mean().index, by_k.quantile(tail), by_k.quantile(1 - tail),
+            ax.fill_between(by_k.mean().index, by_k.quantile(TAIL), by_k.quantile(1 - TAIL),
                             color=colors[method], alpha=0.2, lw=0)
         kind = part.kind.iloc[0]
         ax.set_title(f"{kind}\n“… {_short(prefix, 5)} …”", fontsize=8)
